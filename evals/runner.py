@@ -1,0 +1,292 @@
+"""Run a strategy graph over many facts: bounded concurrency, progress, resumable output.
+
+Every verdict is appended to ``OUT/verdicts.jsonl`` the moment it completes, so a killed run
+loses nothing; ``--resume`` keeps the finished verdicts (the last record per fact), retries
+the ones that ended in an error, and runs the rest. ``OUT/summary.json`` is written at the
+end, and ``OUT/run.json`` records what the run was so a resume cannot mix two runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph.errors import GraphRecursionError
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from evals.metrics import classification_report
+from graphs.state import Fact, Verdict
+
+VERDICTS = "verdicts.jsonl"
+SUMMARY = "summary.json"
+RUN_INFO = "run.json"
+# Identity of a run: a resume must match these fields of run.json.
+IDENTITY_KEYS = ("dataset", "method", "models", "judge", "source")
+RECURSION_LIMIT = 50
+# Errors that mean the model server cannot be reached at all, not that one fact failed.
+UNREACHABLE_ERRORS = {
+    "ConnectError", "ConnectTimeout", "ConnectionError", "ConnectionRefusedError",
+    "APIConnectionError", "APITimeoutError", "ReadTimeout", "TimeoutError", "TimeoutException",
+    "AuthenticationError",
+}
+
+# Errors that no other fact will escape: a bad prompt file, model spec or strategy.
+CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
+
+Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
+
+
+class RunError(RuntimeError):
+    """The run cannot start or go on; the message says why and what to do."""
+
+
+@dataclass
+class RunResult:
+    """What a finished (or stopped) run leaves: its folder, verdicts and summary."""
+
+    out_dir: Path
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    aborted: str | None = None
+
+
+@dataclass
+class RunInfo:
+    """The identity and settings of a run, kept in ``run.json``."""
+
+    dataset: str
+    method: str
+    models: list[str]
+    judge: str | None = None
+    source: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def identity(self) -> dict[str, Any]:
+        """The fields a resumed run must share with the stored one."""
+        return {k: getattr(self, k) for k in IDENTITY_KEYS}
+
+
+def gold_mark(fact: Fact) -> str | None:
+    """The gold label as ``T``/``F`` (None when unknown)."""
+    return None if fact.label is None else ("T" if fact.label else "F")
+
+
+def read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
+    """Read a verdicts file, last record per fact; a torn last line (a crash) is skipped."""
+    records: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return records
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            records[str(record["fact_id"])] = record
+    return records
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
+                    fresh: bool) -> dict[str, dict[str, Any]]:
+    """Check or create the run folder; return the finished verdicts a resume keeps."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    verdicts_path = out_dir / VERDICTS
+    info_path = out_dir / RUN_INFO
+    if fresh:
+        for name in (VERDICTS, SUMMARY, RUN_INFO):
+            (out_dir / name).unlink(missing_ok=True)
+    existing = read_verdicts(verdicts_path)
+    if existing and not resume:
+        raise RunError(
+            f"{out_dir} already holds {len(existing)} verdicts: pass --resume to continue "
+            "that run, --fresh to start over, or another --out"
+        )
+    if info_path.exists() and resume:
+        stored = json.loads(info_path.read_text(encoding="utf-8"))
+        mismatched = {k: (stored.get(k), v) for k, v in info.identity().items()
+                      if stored.get(k) != v}
+        if mismatched:
+            detail = "; ".join(f"{k}: stored {a!r}, asked {b!r}" for k, (a, b) in mismatched.items())
+            raise RunError(f"{out_dir} holds a different run ({detail}); use another --out")
+        info.run_id = stored.get("run_id", info.run_id)
+    finished = {fid: r for fid, r in existing.items() if not r.get("error")}
+    # Rewrite without duplicates or errored records, which are retried below.
+    _write_atomic(verdicts_path, "".join(json.dumps(r) + "\n" for r in finished.values()))
+    _write_atomic(info_path, json.dumps({**info.identity(), "run_id": info.run_id,
+                                         "settings": info.settings}, indent=1) + "\n")
+    return finished
+
+
+def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
+    return {**verdict, "fact_id": fact.id, "dataset": fact.dataset, "gold": gold_mark(fact),
+            "run_id": run_id}
+
+
+async def _verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
+    try:
+        out = await invoke(fact)
+    except GraphRecursionError as exc:
+        return Verdict(fact_id=fact.id, label="NA", method=method, model=model,
+                       error=f"GraphRecursionError: {exc}",
+                       details={"error_type": "GraphRecursionError"}).model_dump()
+    except Exception as exc:  # noqa: BLE001 - one fact's failure must not end the run
+        return Verdict(fact_id=fact.id, label="NA", method=method, model=model,
+                       error=f"{type(exc).__name__}: {exc}",
+                       details={"error_type": type(exc).__name__}).model_dump()
+    verdict = out.get("verdict")
+    if not verdict:
+        return Verdict(fact_id=fact.id, label="NA", method=method, model=model,
+                       error="the graph returned no verdict",
+                       details={"error_type": "NoVerdict"}).model_dump()
+    return dict(verdict)
+
+
+def _progress(disable: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:.1f} facts/s"),
+        TextColumn("NA {task.fields[na]}  errors {task.fields[errors]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        disable=disable,
+    )
+
+
+async def run_facts(
+    facts: Sequence[Fact],
+    invoke: Invoke,
+    info: RunInfo,
+    out_dir: Path,
+    *,
+    concurrency: int = 4,
+    resume: bool = False,
+    fresh: bool = False,
+    show_progress: bool = True,
+    max_consecutive_unreachable: int | None = None,
+    summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+) -> RunResult:
+    """Invoke a graph on every fact, appending each verdict as it completes.
+
+    ``invoke`` runs one fact and returns the graph output (with ``verdict``). Stops early,
+    with verdicts kept, when the model server is unreachable for many facts in a row.
+    """
+    if concurrency < 1:
+        raise RunError(f"--concurrency must be at least 1, got {concurrency}")
+    out_dir = Path(out_dir)
+    finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
+    todo = [f for f in facts if f.id not in finished]
+    model_label = ",".join(info.models)
+    limit = max_consecutive_unreachable or max(5, 2 * concurrency)
+    queue: asyncio.Queue[Fact] = asyncio.Queue()
+    for fact in todo:
+        queue.put_nowait(fact)
+    state = {"done": 0, "na": 0, "errors": 0, "unreachable_streak": 0}
+    aborted: list[str] = []
+    started = time.perf_counter()
+
+    with (out_dir / VERDICTS).open("a", encoding="utf-8") as sink, \
+            _progress(not show_progress) as progress:
+        task = progress.add_task(f"{info.method} {info.dataset}", total=len(todo),
+                                 rate=0.0, na=0, errors=0)
+
+        async def worker() -> None:
+            while not aborted:
+                try:
+                    fact = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                verdict = await _verdict_of(invoke, fact, info.method, model_label)
+                record = _record(fact, verdict, info.run_id)
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+                state["done"] += 1
+                state["na"] += record["label"] == "NA"
+                error_type = (record.get("details") or {}).get("error_type")
+                if record.get("error"):
+                    state["errors"] += 1
+                if error_type in CONFIG_ERRORS and not aborted:
+                    aborted.append(record["error"])
+                elif error_type in UNREACHABLE_ERRORS:
+                    state["unreachable_streak"] += 1
+                    if state["unreachable_streak"] >= limit and not aborted:
+                        aborted.append(record["error"])
+                else:
+                    state["unreachable_streak"] = 0
+                elapsed = time.perf_counter() - started
+                progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
+                                na=state["na"], errors=state["errors"])
+
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(todo))))))
+
+    seconds = time.perf_counter() - started
+    records_by_id = read_verdicts(out_dir / VERDICTS)
+    wanted = {f.id for f in facts}
+    records = [r for fid, r in records_by_id.items() if fid in wanted]
+    summary = summarize(records, info, seconds=seconds, ran=state["done"])
+    if summary_extras:
+        summary.update(summary_extras(records))
+    if aborted:
+        summary["aborted"] = (
+            f"stopped: {aborted[0]}" if state["unreachable_streak"] < limit else
+            f"stopped after {limit} facts in a row could not reach the model: {aborted[0]}"
+        )
+    _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+    return RunResult(out_dir, records, summary, summary.get("aborted"))
+
+
+def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: float,
+              ran: int) -> dict[str, Any]:
+    """The run's summary: scores, NA and error counts, time and throughput."""
+    records = list(records)
+    scored = [r for r in records if r.get("gold") in ("T", "F")]
+    report = classification_report([r["gold"] == "T" for r in scored],
+                                   [r["label"] for r in scored])
+    tokens_in = [r["tokens_in"] for r in records if r.get("tokens_in") is not None]
+    tokens_out = [r["tokens_out"] for r in records if r.get("tokens_out") is not None]
+    model_seconds = [r["seconds"] for r in records if r.get("seconds")]
+    return {
+        "run_id": info.run_id,
+        "dataset": info.dataset,
+        "method": info.method,
+        "models": info.models,
+        "judge": info.judge,
+        "n": len(records),
+        "scored": len(scored),
+        **{k: report[k] for k in ("f1_true", "f1_false", "precision_true", "recall_true",
+                                  "precision_false", "recall_false", "balanced_accuracy")},
+        "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
+        "errors": sum(1 for r in records if r.get("error")),
+        "na": sum(1 for r in records if r["label"] == "NA"),
+        "mean_model_seconds": sum(model_seconds) / len(model_seconds) if model_seconds else None,
+        "tokens_in": sum(tokens_in) if tokens_in else None,
+        "tokens_out": sum(tokens_out) if tokens_out else None,
+        "ran_this_time": ran,
+        "seconds": round(seconds, 3),
+        "facts_per_second": round(ran / seconds, 2) if seconds > 0 else None,
+    }

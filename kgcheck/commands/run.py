@@ -1,0 +1,195 @@
+"""``kgcheck run``: a strategy over a dataset or a user's triples, resumable."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from kgcheck.app import app, console, err_console, user_errors
+
+
+def parse_settings(pairs: list[str], context_cls: type) -> dict[str, Any]:
+    """Turn ``--set key=value`` pairs into typed Context values."""
+    fields = {f.name: f for f in dataclasses.fields(context_cls)}
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--set {pair!r}: expected key=value")
+        if key not in fields:
+            raise ValueError(
+                f"--set {key}: unknown setting; known: {', '.join(sorted(fields))}"
+            )
+        default = fields[key].default
+        try:
+            if isinstance(default, bool):
+                value: Any = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, int):
+                value = int(raw)
+            elif isinstance(default, float):
+                value = float(raw)
+            elif isinstance(default, list | tuple):
+                value = [item.strip() for item in raw.split(",") if item.strip()]
+            else:
+                value = raw
+        except ValueError:
+            raise ValueError(f"--set {key}={raw!r}: expected a {type(default).__name__}") from None
+        values[key] = value
+    return values
+
+
+def default_out_dir(source: str, method: str, models: list[str]) -> Path:
+    """``runs/<source>-<method>-<model>``, with characters unsafe in file names replaced."""
+    label = models[0] if len(models) == 1 else f"consensus{len(models)}"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{source}-{method}-{label}").strip("-")
+    return Path("runs") / slug.lower()
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """Print the run's scores as a table."""
+    table = Table(title=f"{summary['method']} on {summary['dataset']}")
+    for column in ("model(s)", "n", "F1(T)", "F1(F)", "NA (invalid)", "errors", "s/fact (model)",
+                   "facts/s"):
+        table.add_column(column, justify="left" if column == "model(s)" else "right")
+    mean = summary.get("mean_model_seconds")
+    table.add_row(
+        ", ".join(summary["models"]),
+        str(summary["n"]),
+        f"{summary['f1_true']:.2f}",
+        f"{summary['f1_false']:.2f}",
+        str(summary["invalid"]),
+        str(summary["errors"]),
+        "-" if mean is None else f"{mean:.2f}",
+        "-" if summary.get("facts_per_second") is None else f"{summary['facts_per_second']:.1f}",
+    )
+    console.print(table)
+    extra = {k: v for k, v in summary.items() if k in ("tie_rate", "judge_calls", "alignment")}
+    for key, value in extra.items():
+        console.print(f"{key}: {value}")
+
+
+@app.command("run")
+@user_errors
+def run(
+    dataset: Annotated[str | None, typer.Option(help="Dataset name (see `kgcheck datasets`).")] = None,
+    triples: Annotated[Path | None, typer.Option(help="Your own facts: .csv, .tsv or .jsonl "
+                                                "with subject, predicate, object[, id, label].")] = None,
+    method: Annotated[str, typer.Option(help="Strategy: dka, giv-z, giv-f, rag, ...")] = "dka",
+    model: Annotated[str, typer.Option(help="provider:model, e.g. ollama:gemma2:9b.")] = "replay:gemma2:9b",
+    data: Annotated[str | None, typer.Option(help="FactCheck data in the upstream layout.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Check only the first N facts.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Facts checked at once.")] = 4,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/<dataset>-<method>-<model>).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
+    fresh: Annotated[bool, typer.Option(help="Discard what --out holds and start over.")] = False,
+    prompt: Annotated[str | None, typer.Option(help="Prompt file (name in prompts/ or a path).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="Server URL for ollama/openai-compatible.")] = None,
+    replay_latency: Annotated[float, typer.Option(help="Replay: sleep this x the recorded time.")] = 0.0,
+    consensus: Annotated[str | None, typer.Option(help="Member models, comma-separated: run "
+                                                  "multi-model consensus with --method.")] = None,
+    judge: Annotated[str, typer.Option(help="Tie-break: a model spec, cons-up, cons-down or none.")] = "none",
+    settings: Annotated[list[str] | None, typer.Option("--set", help="Context setting key=value "
+                                                       "(repeatable), e.g. --set max_attempts=5.")] = None,
+    trace: Annotated[bool, typer.Option(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Check facts with a strategy; verdicts stream to OUT/verdicts.jsonl, scores to summary.json."""
+    from evals.datasets import load_facts
+    from evals.runner import RECURSION_LIMIT, RunInfo, run_facts
+    from graphs.models import split_spec
+    from graphs.registry import get_strategy
+    from graphs.upstream import as_source, canonical_dataset
+    from kgcheck.triples import read_triples
+
+    if (dataset is None) == (triples is None):
+        raise ValueError("give exactly one of --dataset NAME or --triples FILE")
+    if resume and fresh:
+        raise ValueError("--resume and --fresh contradict each other; pick one")
+    if trace:
+        from kgcheck.tracing import setup_tracing
+
+        setup_tracing(force=True)
+    strategy = get_strategy(method)
+    members = [m.strip() for m in consensus.split(",") if m.strip()] if consensus else [model]
+    for spec in members + ([judge] if judge not in ("none", "cons-up", "cons-down") else []):
+        split_spec(spec)
+
+    if triples is not None:
+        facts = read_triples(triples)
+        source_name = facts[0].dataset
+        source = str(triples.resolve())
+    else:
+        src = as_source(data)
+        source_name = canonical_dataset(src, dataset or "")
+        facts = load_facts(source_name, src)
+        source = src.location
+    if limit is not None:
+        facts = facts[:limit]
+    _check_replay(members, data, source_name, strategy.method, bool(triples))
+
+    values: dict[str, Any] = {"model": members[0], "data_dir": data or ""}
+    if prompt:
+        values["prompt"] = prompt
+    if base_url:
+        values["base_url"] = base_url
+    if replay_latency:
+        values["replay_latency"] = replay_latency
+    values.update(parse_settings(settings or [], strategy.context))
+    out_dir = out or default_out_dir(source_name, strategy.name, members)
+    info = RunInfo(dataset=source_name, method=strategy.method, models=members,
+                   judge=judge if consensus else None, source=source,
+                   settings={k: v for k, v in values.items() if k != "data_dir"})
+
+    if consensus:
+        from evals.consensus_run import run_consensus
+
+        result = asyncio.run(run_consensus(
+            facts, strategy=strategy, members=members, judge=judge, values=values, info=info,
+            out_dir=out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
+            show_progress=progress,
+        ))
+    else:
+        ctx = strategy.make_context(**values)
+        graph = strategy.compile()
+
+        async def invoke(fact: Any) -> dict[str, Any]:
+            return await graph.ainvoke(
+                {"fact": fact.as_input()}, context=ctx,
+                config={"recursion_limit": RECURSION_LIMIT,
+                        "metadata": {"kgcheck_run_id": info.run_id}},
+            )
+
+        result = asyncio.run(run_facts(facts, invoke, info, out_dir, concurrency=concurrency,
+                                       resume=resume, fresh=fresh, show_progress=progress))
+    print_summary(result.summary)
+    console.print(f"verdicts: {out_dir / 'verdicts.jsonl'}  summary: {out_dir / 'summary.json'}")
+    if result.aborted:
+        err_console.print(f"[bold red]error:[/] {result.aborted}; the verdicts written so far "
+                          f"are kept: rerun with --resume --out {out_dir}")
+        raise typer.Exit(1)
+
+
+def _check_replay(models: list[str], data: str | None, dataset: str, method: str,
+                  own_triples: bool) -> None:
+    """Fail early, with the alternatives, when a replay model has nothing recorded."""
+    from graphs.replay import has_recordings, recorded_models
+
+    for spec in models:
+        provider, _, name = spec.partition(":")
+        if provider != "replay":
+            continue
+        if own_triples:
+            raise ValueError(f"{spec} only answers facts of a recorded dataset, not --triples; "
+                             "pick a live model (ollama:..., openai:...)")
+        if not has_recordings(data, name, dataset, method):
+            raise ValueError(
+                f"{spec} has no recorded {method} answers for {dataset}; recorded models: "
+                + ", ".join(recorded_models(data))
+            )

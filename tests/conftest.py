@@ -1,0 +1,44 @@
+"""Shared fixtures: scripted chat models, free loopback ports, the vendored data."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+
+from graphs.models import SCRIPTED, register_scripted
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"
+
+
+@pytest.fixture
+def scripted() -> Iterator[Callable[[str, list[str]], str]]:
+    """Register ``scripted:<name>`` answering the given texts in order; returns the spec.
+
+    Each resolution builds a fresh model over the same shared iterator, so a graph that
+    resolves the model once per call still walks through the script in order.
+    """
+    added: list[str] = []
+
+    def make(name: str, answers: list[str]) -> str:
+        messages = iter([AIMessage(content=a) for a in answers])
+        register_scripted(name, lambda: GenericFakeChatModel(messages=messages))
+        added.append(name)
+        return f"scripted:{name}"
+
+    yield make
+    for name in added:
+        SCRIPTED.pop(name, None)
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
