@@ -1,0 +1,83 @@
+"""The DKA graph: prompt, model, strict verdict; replay reproduces the published F1."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from evals.datasets import load_facts
+from evals.metrics import classification_report
+from graphs.dka import DKAContext, builder
+from graphs.state import Fact
+
+FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
+            object="Amitabh_Bachchan")
+
+
+async def _verdict(context: DKAContext, fact: Fact = FACT) -> dict:
+    graph = builder.compile()
+    out = await graph.ainvoke({"fact": fact.as_input()}, context=context,
+                              config={"recursion_limit": 20})
+    return out["verdict"]
+
+
+@pytest.mark.parametrize(("answer", "label"), [("T", "T"), ("F \n", "F"), ("**True**", "T"),
+                                               ("Maybe, it depends.", "NA")])
+async def test_verdict_from_scripted_answers(scripted, answer: str, label: str) -> None:
+    verdict = await _verdict(DKAContext(model=scripted("dka", [answer])))
+    assert verdict["label"] == label
+    assert verdict["raw"] == answer
+    assert verdict["attempts"] == 1
+    assert verdict["error"] is None
+
+
+async def test_prompt_carries_the_readable_fact_and_kg_note(tmp_path, scripted) -> None:
+    prompt = tmp_path / "mine.txt"
+    prompt.write_text("KG={dataset} S={subject} P={predicate} O={object} NOTE={kg_note}")
+    graph = builder.compile()
+    fact = FACT.model_copy(update={"dataset": "DBpedia"})
+    out = await graph.ainvoke({"fact": fact.as_input()},
+                              context=DKAContext(model=scripted("p", ["T"]), prompt=str(prompt)))
+    sent = out["messages"][0].content
+    assert sent.startswith("KG=DBpedia S=Jaya Bachchan P=is married to O=Amitabh Bachchan NOTE=")
+    assert "2015" in sent
+
+
+async def test_prompt_missing_a_placeholder_is_rejected(tmp_path, scripted) -> None:
+    from prompts import PromptError
+
+    prompt = tmp_path / "bad.txt"
+    prompt.write_text("Is {subject} related to {object}?")
+    with pytest.raises(PromptError, match=r"missing placeholder\(s\) \{predicate\}"):
+        await _verdict(DKAContext(model=scripted("b", ["T"]), prompt=str(prompt)))
+
+
+async def test_defective_fact_is_not_sent(scripted) -> None:
+    fact = Fact.from_triple("100", "DBpedia", ["x" * 30_000, "p", "o"])
+    verdict = await _verdict(DKAContext(model=scripted("never", [])), fact)
+    assert verdict["label"] == "NA"
+    assert "30,000 characters" in verdict["error"]
+
+
+async def test_model_failure_becomes_an_na_verdict_with_the_error() -> None:
+    verdict = await _verdict(DKAContext(model="replay:gemma2:9b"))  # x1 was never recorded
+    assert verdict["label"] == "NA"
+    assert verdict["error"].startswith("ReplayMissing: replay:gemma2:9b has no recorded")
+
+
+async def test_replay_reproduces_published_factbench_f1() -> None:
+    facts = load_facts("factbench")
+    graph = builder.compile()
+    context = DKAContext(model="replay:gemma2:9b")
+    semaphore = asyncio.Semaphore(16)
+
+    async def one(fact: Fact) -> str:
+        async with semaphore:
+            out = await graph.ainvoke({"fact": fact.as_input()}, context=context)
+            return out["verdict"]["label"]
+
+    labels = await asyncio.gather(*(one(f) for f in facts))
+    report = classification_report([f.label for f in facts], labels)
+    assert (round(report["f1_true"], 2), round(report["f1_false"], 2)) == (0.75, 0.74)
+    assert report["invalid"] == 0

@@ -1,0 +1,115 @@
+"""The batch runner: verdicts stream to disk, a killed run resumes without loss or duplicates."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evals.datasets import load_facts
+from evals.runner import RunError, RunInfo, read_verdicts, run_facts
+from graphs.dka import DKAContext, builder
+from tests.conftest import ROOT
+
+
+def _invoker(model: str):
+    graph = builder.compile()
+    context = DKAContext(model=model)
+
+    async def invoke(fact):
+        return await graph.ainvoke({"fact": fact.as_input()}, context=context)
+
+    return invoke
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+async def test_run_writes_every_verdict_and_a_summary(tmp_path) -> None:
+    facts = load_facts("yago")[:40]
+    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    result = await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
+                             concurrency=4, show_progress=False)
+    lines = _lines(tmp_path / "verdicts.jsonl")
+    assert sorted(r["fact_id"] for r in lines) == sorted(f.id for f in facts)
+    assert all(r["gold"] in ("T", "F") and r["model"] == "replay:gemma2:9b" for r in lines)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary == result.summary
+    for key in ("dataset", "method", "models", "n", "f1_true", "f1_false", "invalid", "seconds",
+                "facts_per_second"):
+        assert key in summary
+    assert summary["n"] == 40
+
+
+async def test_existing_run_needs_resume_or_fresh_and_must_match(tmp_path) -> None:
+    facts = load_facts("yago")[:5]
+    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
+    with pytest.raises(RunError, match="already holds 5 verdicts: pass --resume"):
+        await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
+    other = RunInfo(dataset="YAGO", method="DKA", models=["replay:mistral:7b"])
+    with pytest.raises(RunError, match="holds a different run.*models"):
+        await run_facts(facts, _invoker("replay:mistral:7b"), other, tmp_path, resume=True,
+                        show_progress=False)
+    fresh = await run_facts(facts, _invoker("replay:mistral:7b"), other, tmp_path, fresh=True,
+                            show_progress=False)
+    assert fresh.summary["n"] == 5
+
+
+async def test_resume_retries_errors_and_skips_a_torn_line(tmp_path) -> None:
+    facts = load_facts("yago")[:6]
+    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    await run_facts(facts[:4], _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
+    path = tmp_path / "verdicts.jsonl"
+    records = _lines(path)
+    records[0]["error"] = "ConnectError: refused"
+    records[0]["label"] = "NA"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"fact_id": "torn", "la')
+    calls: list[str] = []
+    inner = _invoker("replay:gemma2:9b")
+
+    async def counting(fact):
+        calls.append(fact.id)
+        return await inner(fact)
+
+    result = await run_facts(facts, counting, info, tmp_path, resume=True, show_progress=False)
+    assert sorted(calls) == sorted([records[0]["fact_id"], facts[4].id, facts[5].id])
+    lines = _lines(path)
+    assert sorted(r["fact_id"] for r in lines) == sorted(f.id for f in facts)
+    assert result.summary["errors"] == 0
+
+
+def test_killed_run_resumes_with_exactly_one_verdict_per_fact(tmp_path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--dataset", "yago", "--limit", "120",
+           "--concurrency", "4", "--replay-latency", "0.05", "--out", str(out), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    verdicts = out / "verdicts.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if verdicts.exists() and len(verdicts.read_text().splitlines()) >= 20:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    written = len(read_verdicts(verdicts))
+    assert 20 <= written < 120, "the run should have been killed part way"
+    done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = _lines(verdicts)
+    ids = [r["fact_id"] for r in lines]
+    assert len(ids) == len(set(ids)) == 120
+    assert ids[:written] == list(read_verdicts(verdicts))[:written]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n"] == 120
+    assert summary["ran_this_time"] == 120 - written
