@@ -77,12 +77,12 @@ class RunInfo:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def identity(self) -> dict[str, Any]:
-        """The fields a resumed run must share with the stored one."""
+        """Return the fields a resumed run must share with the stored one."""
         return {k: getattr(self, k) for k in IDENTITY_KEYS}
 
 
 def gold_mark(fact: Fact) -> str | None:
-    """The gold label as ``T``/``F`` (None when unknown)."""
+    """Return the gold label as ``T``/``F`` (None when unknown)."""
     return None if fact.label is None else ("T" if fact.label else "F")
 
 
@@ -130,7 +130,9 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
         mismatched = {k: (stored.get(k), v) for k, v in info.identity().items()
                       if stored.get(k) != v}
         if mismatched:
-            detail = "; ".join(f"{k}: stored {a!r}, asked {b!r}" for k, (a, b) in mismatched.items())
+            detail = "; ".join(
+                f"{k}: stored {a!r}, asked {b!r}" for k, (a, b) in mismatched.items()
+            )
             raise RunError(f"{out_dir} holds a different run ({detail}); use another --out")
         info.run_id = stored.get("run_id", info.run_id)
     finished = {fid: r for fid, r in existing.items() if not r.get("error")}
@@ -262,7 +264,7 @@ async def run_facts(
 
 def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: float,
               ran: int) -> dict[str, Any]:
-    """The run's summary: scores, NA and error counts, time and throughput."""
+    """Compute the run's summary: scores, NA and error counts, time and throughput."""
     records = list(records)
     scored = [r for r in records if r.get("gold") in ("T", "F")]
     report = classification_report([r["gold"] == "T" for r in scored],

@@ -47,13 +47,13 @@ class ModelReply:
     tokens_out: int | None
 
     def record(self) -> CallRecord:
-        """The JSON-plain record of this call."""
+        """Return the JSON-plain record of this call."""
         return CallRecord(text=self.text, seconds=self.seconds,
                           tokens_in=self.tokens_in, tokens_out=self.tokens_out)
 
 
 def reply_text(message: BaseMessage) -> str:
-    """The text of a reply, whether its content is a string or a list of blocks."""
+    """Return the text of a reply, whether its content is a string or a list of blocks."""
     content = message.content
     if isinstance(content, str):
         return content

@@ -34,7 +34,7 @@ def model_for(ctx: Context, spec: str | None = None) -> ChatRunnable:
 
 
 def defect_verdict(fact: Fact, method: str, model: str) -> VerdictDict:
-    """The NA verdict of a fact that cannot be sent to a model (a dirty triple)."""
+    """Return the NA verdict of a fact that cannot be sent to a model (a dirty triple)."""
     return Verdict(
         fact_id=fact.id, label="NA", method=method, model=model,
         error=f"invalid fact {fact.id!r}: {fact.defect}",
@@ -44,7 +44,7 @@ def defect_verdict(fact: Fact, method: str, model: str) -> VerdictDict:
 
 def error_verdict(fact: Fact, method: str, model: str, exc: BaseException,
                   **fields: Any) -> VerdictDict:
-    """The NA verdict of a fact whose model call failed; the error is kept, not raised."""
+    """Return the NA verdict of a fact whose model call failed, keeping the error."""
     return Verdict(
         fact_id=fact.id, label="NA", method=method, model=model,
         error=f"{type(exc).__name__}: {exc}",
@@ -54,7 +54,7 @@ def error_verdict(fact: Fact, method: str, model: str, exc: BaseException,
 
 def answered_verdict(fact: Fact, method: str, model: str, label: Label,
                      calls: list[CallRecord], **details: Any) -> VerdictDict:
-    """The verdict after one or more model calls; time and tokens are summed."""
+    """Return the verdict after one or more model calls, summing time and tokens."""
     def total(values: list[int | None]) -> int | None:
         known = [v for v in values if v is not None]
         return sum(known) if known else None

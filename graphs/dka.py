@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import operator
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NotRequired
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from graphs.calls import CallRecord
 from graphs.common import (
@@ -28,8 +28,8 @@ from graphs.common import (
 )
 from graphs.context import Context, context_of
 from graphs.parsing import parse_verdict
-from graphs.state import FactInput, VerdictDict, fact_from_input
 from graphs.registry import register
+from graphs.state import FactInput, VerdictDict, fact_from_input
 from prompts import load_prompt, render
 
 METHOD = "DKA"

@@ -113,7 +113,9 @@ def lookup(data_dir: str, model: str, dataset: str, method: str, fact_id: str,
 def has_recordings(data_dir: str | None, model: str, dataset: str, method: str) -> bool:
     """Tell whether the study recorded ``model``'s answers (or tie-breaks) for a method."""
     resolved = str(resolve_data_dir(data_dir))
-    return bool(_answers(resolved, method, dataset, model) or _judges(resolved, method, dataset, model))
+    return bool(
+        _answers(resolved, method, dataset, model) or _judges(resolved, method, dataset, model)
+    )
 
 
 def recorded_models(data_dir: str | None = None) -> list[str]:

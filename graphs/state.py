@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 from pydantic import BaseModel, Field, computed_field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 Label = Literal["T", "F", "NA"]
 
@@ -93,7 +93,7 @@ class Fact(BaseModel):
         )
 
     def readable_terms(self) -> tuple[str, str, str]:
-        """The three terms, each rendered readable."""
+        """Return the three terms, each rendered readable."""
         return (
             readable_term(self.subject),
             readable_term(self.predicate),
@@ -101,7 +101,7 @@ class Fact(BaseModel):
         )
 
     def as_input(self) -> FactInput:
-        """The JSON-plain form used as graph input."""
+        """Return the JSON-plain form used as graph input."""
         data: FactInput = {
             "id": self.id,
             "dataset": self.dataset,

@@ -28,7 +28,7 @@ def prompt_path(name: str) -> Path:
 
 
 def placeholders(template: str) -> set[str]:
-    """The ``{names}`` a template uses."""
+    """List the ``{names}`` a template uses."""
     return {field for _, field, _, _ in string.Formatter().parse(template) if field}
 
 
@@ -44,7 +44,9 @@ def load_prompt(name: str, required: set[str]) -> str:
     try:
         found = placeholders(template)
     except ValueError as exc:
-        raise PromptError(f"{path}: not a valid template ({exc}); write literal braces as {{{{ }}}}") from None
+        raise PromptError(
+            f"{path}: not a valid template ({exc}); write literal braces as {{{{ }}}}"
+        ) from None
     missing = required - found
     if missing:
         raise PromptError(
@@ -66,5 +68,5 @@ def kg_notes() -> dict[str, str]:
 
 
 def kg_note(dataset: str) -> str:
-    """The note for a KG, or nothing when it has none."""
+    """Return the note for a KG, or nothing when it has none."""
     return kg_notes().get(dataset.lower(), "")

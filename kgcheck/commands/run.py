@@ -11,7 +11,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from graphs.context import DEFAULT_MODEL
 from kgcheck.app import app, console, err_console, user_errors
+
+Opt = typer.Option
 
 
 def parse_settings(pairs: list[str], context_cls: type) -> dict[str, Any]:
@@ -55,12 +58,13 @@ def default_out_dir(source: str, method: str, models: list[str]) -> Path:
 def print_summary(summary: dict[str, Any]) -> None:
     """Print the run's scores as a table."""
     table = Table(title=f"{summary['method']} on {summary['dataset']}")
-    for column in ("model(s)", "n", "F1(T)", "F1(F)", "NA (invalid)", "errors", "s/fact (model)",
-                   "facts/s"):
-        table.add_column(column, justify="left" if column == "model(s)" else "right")
+    models = ", ".join(summary["models"])
+    table.add_column("model", no_wrap=True, min_width=min(len(models), 60))
+    for column in ("n", "F1(T)", "F1(F)", "invalid", "errors", "s/call", "facts/s"):
+        table.add_column(column, justify="right", no_wrap=True)
     mean = summary.get("mean_model_seconds")
     table.add_row(
-        ", ".join(summary["models"]),
+        models,
         str(summary["n"]),
         f"{summary['f1_true']:.2f}",
         f"{summary['f1_false']:.2f}",
@@ -78,32 +82,34 @@ def print_summary(summary: dict[str, Any]) -> None:
 @app.command("run")
 @user_errors
 def run(
-    dataset: Annotated[str | None, typer.Option(help="Dataset name (see `kgcheck datasets`).")] = None,
-    triples: Annotated[Path | None, typer.Option(help="Your own facts: .csv, .tsv or .jsonl "
-                                                "with subject, predicate, object[, id, label].")] = None,
-    method: Annotated[str, typer.Option(help="Strategy: dka, giv-z, giv-f, rag, ...")] = "dka",
-    model: Annotated[str, typer.Option(help="provider:model, e.g. ollama:gemma2:9b.")] = "replay:gemma2:9b",
-    data: Annotated[str | None, typer.Option(help="FactCheck data in the upstream layout.")] = None,
-    limit: Annotated[int | None, typer.Option(help="Check only the first N facts.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Facts checked at once.")] = 4,
-    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/<dataset>-<method>-<model>).")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
-    fresh: Annotated[bool, typer.Option(help="Discard what --out holds and start over.")] = False,
-    prompt: Annotated[str | None, typer.Option(help="Prompt file (name in prompts/ or a path).")] = None,
-    base_url: Annotated[str | None, typer.Option(help="Server URL for ollama/openai-compatible.")] = None,
-    replay_latency: Annotated[float, typer.Option(help="Replay: sleep this x the recorded time.")] = 0.0,
-    consensus: Annotated[str | None, typer.Option(help="Member models, comma-separated: run "
-                                                  "multi-model consensus with --method.")] = None,
-    judge: Annotated[str, typer.Option(help="Tie-break: a model spec, cons-up, cons-down or none.")] = "none",
-    settings: Annotated[list[str] | None, typer.Option("--set", help="Context setting key=value "
-                                                       "(repeatable), e.g. --set max_attempts=5.")] = None,
-    trace: Annotated[bool, typer.Option(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
+    triples: Annotated[Path | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
+                                        "subject, predicate, object[, id, label].")] = None,
+    method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, ...")] = "dka",
+    model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
+    data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
+    limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
+    concurrency: Annotated[int, Opt(help="Facts checked at once.")] = 4,
+    out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
+        None
+    ),
+    resume: Annotated[bool, Opt(help="Continue the run in --out.")] = False,
+    fresh: Annotated[bool, Opt(help="Discard what --out holds and start over.")] = False,
+    prompt: Annotated[str | None, Opt(help="Prompt file (name in prompts/ or a path).")] = None,
+    base_url: Annotated[str | None, Opt(help="Server URL for ollama/openai-compatible.")] = None,
+    replay_latency: Annotated[float, Opt(help="Replay: sleep this x the recorded time.")] = 0.0,
+    consensus: Annotated[str | None, Opt(help="Member models, comma-separated: multi-model "
+                                         "consensus over --method.")] = None,
+    judge: Annotated[str, Opt(help="Tie-break: model spec, cons-up, cons-down, none")] = "none",
+    settings: Annotated[list[str] | None, Opt("--set", help="Context setting key=value "
+                                              "(repeatable), e.g. --set max_attempts=5.")] = None,
+    trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
+    progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
-    """Check facts with a strategy; verdicts stream to OUT/verdicts.jsonl, scores to summary.json."""
+    """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from evals.datasets import load_facts
     from evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-    from graphs.models import split_spec
+    from graphs.models import ModelOptions, resolve_model, split_spec
     from graphs.registry import get_strategy
     from graphs.upstream import as_source, canonical_dataset
     from kgcheck.triples import read_triples
@@ -142,6 +148,9 @@ def run(
     if replay_latency:
         values["replay_latency"] = replay_latency
     values.update(parse_settings(settings or [], strategy.context))
+    # Build every model once now, so a missing key or URL stops the run before it starts.
+    for spec in members + ([judge] if judge not in ("none", "cons-up", "cons-down") else []):
+        resolve_model(spec, ModelOptions.from_context(strategy.make_context(**values)))
     out_dir = out or default_out_dir(source_name, strategy.name, members)
     info = RunInfo(dataset=source_name, method=strategy.method, models=members,
                    judge=judge if consensus else None, source=source,

@@ -1,0 +1,74 @@
+"""The CLI: clear one-line errors for bad input, tables for good input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kgcheck.cli import app
+
+runner = CliRunner()
+
+
+def test_datasets_lists_counts() -> None:
+    result = runner.invoke(app, ["datasets"])
+    assert result.exit_code == 0, result.output
+    assert "FactBench" in result.output and "2,800" in result.output
+    assert "9,344" in result.output and "0.85" in result.output
+
+
+def test_run_prints_the_f1_table_and_writes_the_summary(tmp_path) -> None:
+    result = runner.invoke(app, ["run", "--dataset", "factbench", "--limit", "30", "--out",
+                                 str(tmp_path), "--no-progress", "--concurrency", "3"])
+    assert result.exit_code == 0, result.output
+    assert "DKA on FactBench" in result.output and "F1(T)" in result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["n"] == 30 and summary["models"] == ["replay:gemma2:9b"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dataset", "nope"], "unknown dataset 'nope'"),
+        (["--dataset", "yago", "--method", "nope"], "unknown strategy 'nope'; known: dka"),
+        (["--dataset", "yago", "--model", "bard:x"], "unknown model provider 'bard'"),
+        (["--dataset", "yago", "--model", "gemma"], "not of the form provider:model"),
+        (["--dataset", "yago", "--model", "replay:gpt-5"], "replay:gpt-5 has no recorded DKA answers for YAGO"),
+        ([], "give exactly one of --dataset NAME or --triples FILE"),
+        (["--dataset", "yago", "--set", "colour=blue"], "--set colour: unknown setting"),
+        (["--dataset", "yago", "--set", "max_tokens=lots"], "expected a int"),
+        (["--dataset", "yago", "--data", "/nonexistent/dir"], "data folder not found"),
+        (["--dataset", "yago", "--model", "openai-compatible:x"], "needs a server URL"),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path, monkeypatch, args: list[str], message: str) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = runner.invoke(app, ["run", *args, "--out", str(tmp_path / "o"), "--no-progress"])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_prompt_without_placeholders_stops_the_run(tmp_path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Is it true?")
+    result = runner.invoke(app, ["run", "--dataset", "yago", "--limit", "5", "--prompt", str(bad),
+                                 "--out", str(tmp_path / "o"), "--no-progress"])
+    assert result.exit_code == 1
+    assert "missing placeholder(s)" in " ".join(result.output.split())
+
+
+def test_own_triples_need_a_live_model(tmp_path, scripted) -> None:
+    kg = tmp_path / "kg.csv"
+    kg.write_text("subject,predicate,object,label\nParis,capitalOf,France,1\nParis,capitalOf,Spain,0\n")
+    result = runner.invoke(app, ["run", "--triples", str(kg), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    assert "only answers facts of a recorded dataset" in " ".join(result.output.split())
+    spec = scripted("own", ["T", "F"])
+    result = runner.invoke(app, ["run", "--triples", str(kg), "--model", spec, "--concurrency", "1",
+                                 "--out", str(tmp_path / "r"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert (summary["f1_true"], summary["f1_false"], summary["dataset"]) == (1.0, 1.0, "kg")
