@@ -1,47 +1,89 @@
-"""Parse model answers strictly: a verdict is T, F, or NA when the answer is not one."""
+"""Parse model answers strictly: a verdict is T, F, or NA when the answer is not one.
+
+A verdict counts when it stands on a line of its own (``T``, ``F`` and a newline, ``**False**``) or
+follows a label (``Judgment: T``, ``**Answer**: false``). Prose that merely mentions truth
+("The fact is false", "my answer would be T") is not a verdict: upstream read anything
+starting with T as true, which turns "The fact is false" into T.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from graphs.state import Label
 
-_TOKENS = {"t": "T", "true": "T", "f": "F", "false": "F"}
-# "Judgment: T", "Answer - F", "verdict: true"
+_TOKENS: dict[str, Label] = {"t": "T", "true": "T", "f": "F", "false": "F"}
+# Words a labelled verdict may carry instead of T/F: an explicit refusal to decide.
+_UNDECIDED = {"na", "n", "nan", "none", "unknown", "unsure", "undecided", "uncertain"}
+# "Judgment: T", "**Answer**: false", "Verdict - F"; "Judgment: T/F" and "T or F" say both.
 _LABELLED = re.compile(
-    r"(?:judg(?:e)?ment|answer|verdict|label|output)\s*[:\-=]\s*\**\s*([A-Za-z]+)", re.IGNORECASE
+    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`]*(?:\s+is)?\s*[:=\-]\s*[*_`\"'(\[]*\s*"
+    r"([A-Za-z]+)\b(?!\s*/|\s+(?:or|and)\b)",
+    re.IGNORECASE,
 )
 _DECORATION = re.compile(r"[*_`\"'.!()\[\]]")
 
+# Why an answer is not compliant, as kept in a verdict's details.
+NO_VERDICT = "no T/F verdict"
+BOTH = "says both T and F"
+UNDECIDED = "declines to decide"
+EMPTY = "empty answer"
 
-def _token(text: str) -> Label | None:
-    cleaned = _DECORATION.sub("", text).strip().lower()
-    return _TOKENS.get(cleaned)  # type: ignore[return-value]
+
+@dataclass(frozen=True)
+class Reading:
+    """What an answer says: its label, and why it is NA when it is."""
+
+    label: Label
+    problem: str | None = None
+
+
+def _line_token(line: str) -> Label | None:
+    return _TOKENS.get(_DECORATION.sub("", line).strip().lower())
+
+
+def read_verdict(answer: str | None) -> Reading:
+    """Read a T/F verdict from a model's answer, saying why when there is none.
+
+    Every line that is a verdict on its own and every labelled verdict counts; the answer
+    is T or F when all of them agree, NA when they disagree, when a label says NA, or when
+    there is none.
+    """
+    if answer is None or not answer.strip():
+        return Reading("NA", EMPTY)
+    found: set[str] = set()
+    for match in _LABELLED.finditer(answer):
+        word = match.group(1).lower()
+        if word in _TOKENS:
+            found.add(_TOKENS[word])
+        elif word in _UNDECIDED:
+            found.add("NA")
+        # Any other word after "answer:" is prose ("my answer: I think..."), not a verdict.
+    for line in answer.splitlines():
+        token = _line_token(line)
+        if token:
+            found.add(token)
+    if not found:
+        return Reading("NA", NO_VERDICT)
+    if "NA" in found:
+        return Reading("NA", UNDECIDED)
+    if len(found) > 1:
+        return Reading("NA", BOTH)
+    return Reading(found.pop())  # type: ignore[arg-type]
 
 
 def parse_verdict(answer: str | None) -> Label:
     """Read a T/F verdict from a model's answer; NA when it says neither or both.
 
-    Accepted: ``T``, ``F``, ``T \\n``, ``**F**``, ``True``/``False``, ``Judgment: T``, and an
-    answer whose last line is one of those after a preamble. Prose such as "The fact is
-    false" is not a compliant answer and gives NA.
+    Accepted: ``T``, ``F``, ``T`` with trailing blanks or newlines, ``**F**``,
+    ``True``/``False``, ``Judgment: T``, and a verdict on its own line after a preamble
+    ("I'm ready to retry." then "Judgment: T"). Prose such as "The fact is false" is not a
+    compliant answer and gives NA.
     """
-    if not answer or not answer.strip():
-        return "NA"
-    whole = _token(answer)
-    if whole:
-        return whole
-    labelled = {_TOKENS.get(m.lower()) for m in _LABELLED.findall(answer)}
-    labelled.discard(None)
-    if len(labelled) == 1:
-        return labelled.pop()  # type: ignore[return-value]
-    if labelled:
-        return "NA"
-    lines = [line for line in answer.strip().splitlines() if line.strip()]
-    last = _token(lines[-1]) if lines else None
-    return last or "NA"
+    return read_verdict(answer).label
 
 
 def is_compliant(answer: str | None) -> bool:
     """Tell whether an answer follows the guidelines: a clear T or F verdict."""
-    return parse_verdict(answer) != "NA"
+    return read_verdict(answer).label != "NA"
