@@ -1,16 +1,54 @@
-"""Scores of verdicts against gold labels (REFERENCE.md section 3).
+"""Scores of verdicts against gold labels and across models (REFERENCE.md section 3).
 
-NA (invalid) answers are neither T nor F: each counts as a miss for its gold class in F1,
-and is also reported on its own.
+Every metric is a small pure function over plain sequences, so graphs, reports and tests
+share one definition. Labels are ``"T"``, ``"F"`` or ``"NA"`` (invalid); gold labels are
+``True``/``False`` (``None`` = unlabelled, skipped).
+
+NA answers are neither T nor F: each counts as a miss for its gold class in F1 (a false
+negative, never a false positive), and is also reported on its own (``invalid``).
+
+Consensus: over a fact's votes, a strict majority of the T/F votes wins; an even split is
+a tie; NA votes do not count as a side (with four voters: >= 3 T -> T, <= 1 T -> F,
+2-2 -> tie, exactly as the study's rule; with no valid vote at all, 0-0 is a tie too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+Majority = Literal["T", "F", "tie"]
+LABELS = ("T", "F")
+
+
+class MetricInputError(ValueError):
+    """Inputs to a metric that do not fit together (lengths, labels)."""
 
 
 def _ratio(num: float, den: float) -> float:
     return num / den if den else 0.0
+
+
+def _check_lengths(gold: Sequence[Any], pred: Sequence[Any]) -> None:
+    if len(gold) != len(pred):
+        raise MetricInputError(f"gold has {len(gold)} labels but pred has {len(pred)}")
+
+
+def _scored(gold: Sequence[bool | None], pred: Sequence[str]) -> list[tuple[bool, str]]:
+    _check_lengths(gold, pred)
+    return [(g, p) for g, p in zip(gold, pred, strict=True) if g is not None]
+
+
+def precision(tp: int, fp: int) -> float:
+    """Share of a class's predictions that are right; 0 when the class is never predicted."""
+    return _ratio(tp, tp + fp)
+
+
+def recall(tp: int, fn: int) -> float:
+    """Share of a class's gold members found; 0 when the class never occurs."""
+    return _ratio(tp, tp + fn)
 
 
 def f1(tp: int, fp: int, fn: int) -> float:
@@ -18,28 +56,175 @@ def f1(tp: int, fp: int, fn: int) -> float:
     return _ratio(2 * tp, 2 * tp + fp + fn)
 
 
+def confusion(gold: Sequence[bool | None], pred: Sequence[str], cls: str) -> tuple[int, int, int]:
+    """Count ``(tp, fp, fn)`` for class ``"T"`` or ``"F"``; NA is a miss for its gold class."""
+    if cls not in LABELS:
+        raise MetricInputError(f"class must be 'T' or 'F', got {cls!r}")
+    truth = cls == "T"
+    pairs = _scored(gold, pred)
+    tp = sum(1 for g, p in pairs if g is truth and p == cls)
+    fp = sum(1 for g, p in pairs if g is not truth and p == cls)
+    fn = sum(1 for g, p in pairs if g is truth and p != cls)
+    return tp, fp, fn
+
+
+def class_scores(gold: Sequence[bool | None], pred: Sequence[str], cls: str) -> dict[str, float]:
+    """Precision, recall and F1 of one class (``"T"`` or ``"F"``)."""
+    tp, fp, fn = confusion(gold, pred, cls)
+    return {"precision": precision(tp, fp), "recall": recall(tp, fn), "f1": f1(tp, fp, fn)}
+
+
+def f1_true_false(gold: Sequence[bool | None], pred: Sequence[str]) -> tuple[float, float]:
+    """F1(T) and F1(F), the study's pair of scores."""
+    return class_scores(gold, pred, "T")["f1"], class_scores(gold, pred, "F")["f1"]
+
+
+def balanced_accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float:
+    """Mean recall over the gold classes present (a missing class does not count)."""
+    recalls = []
+    for cls in LABELS:
+        tp, _, fn = confusion(gold, pred, cls)
+        if tp + fn:
+            recalls.append(recall(tp, fn))
+    return sum(recalls) / len(recalls) if recalls else 0.0
+
+
+def invalid_count(pred: Iterable[str]) -> int:
+    """Count the answers that are neither T nor F."""
+    return sum(1 for p in pred if p not in LABELS)
+
+
+def invalid_rate(pred: Sequence[str]) -> float:
+    """Share of answers that are neither T nor F (0 for no answers)."""
+    return _ratio(invalid_count(pred), len(pred))
+
+
 def classification_report(gold: Sequence[bool | None], pred: Sequence[str]) -> dict[str, float]:
     """Per-class precision, recall and F1, balanced accuracy and NA counts.
 
     ``gold`` holds True/False (None = unlabelled, skipped); ``pred`` holds "T", "F" or "NA".
     """
-    if len(gold) != len(pred):
-        raise ValueError(f"gold has {len(gold)} labels but pred has {len(pred)}")
-    pairs = [(g, p) for g, p in zip(gold, pred, strict=True) if g is not None]
+    pairs = _scored(gold, pred)
+    golds = [g for g, _ in pairs]
+    preds = [p for _, p in pairs]
     report: dict[str, float] = {"n": len(pairs)}
-    recalls = []
-    for cls, truth in (("true", True), ("false", False)):
-        mark = "T" if truth else "F"
-        tp = sum(1 for g, p in pairs if g is truth and p == mark)
-        fp = sum(1 for g, p in pairs if g is not truth and p == mark)
-        fn = sum(1 for g, p in pairs if g is truth and p != mark)
-        report[f"precision_{cls}"] = _ratio(tp, tp + fp)
-        report[f"recall_{cls}"] = _ratio(tp, tp + fn)
-        report[f"f1_{cls}"] = f1(tp, fp, fn)
-        if tp + fn:
-            recalls.append(report[f"recall_{cls}"])
-    report["balanced_accuracy"] = sum(recalls) / len(recalls) if recalls else 0.0
-    invalid = sum(1 for _, p in pairs if p not in ("T", "F"))
-    report["invalid"] = invalid
-    report["invalid_rate"] = _ratio(invalid, len(pairs))
+    for name, cls in (("true", "T"), ("false", "F")):
+        scores = class_scores(golds, preds, cls)
+        report[f"precision_{name}"] = scores["precision"]
+        report[f"recall_{name}"] = scores["recall"]
+        report[f"f1_{name}"] = scores["f1"]
+    report["balanced_accuracy"] = balanced_accuracy(golds, preds)
+    report["invalid"] = invalid_count(preds)
+    report["invalid_rate"] = invalid_rate(preds)
     return report
+
+
+# --- consensus -------------------------------------------------------------------------
+
+
+def vote_counts(labels: Iterable[str]) -> tuple[int, int]:
+    """Count the ``(T, F)`` votes; NA votes count for neither side."""
+    labels = list(labels)
+    return labels.count("T"), labels.count("F")
+
+
+def majority_vote(labels: Iterable[str]) -> Majority:
+    """Take the strict majority of the T/F votes: ``"T"``, ``"F"``, or ``"tie"``.
+
+    NA votes are not a side: ``[T, T, F, NA]`` is T, ``[T, F, NA]`` a tie, and a fact
+    with no valid vote at all is a tie (0-0).
+    """
+    t, f = vote_counts(labels)
+    if t > f:
+        return "T"
+    if f > t:
+        return "F"
+    return "tie"
+
+
+def consensus_label(labels: Iterable[str], judge: str | None = None) -> str:
+    """Decide a fact: the majority, else the judge's label on a tie, else NA."""
+    decided = majority_vote(labels)
+    if decided != "tie":
+        return decided
+    return judge if judge in LABELS else "NA"
+
+
+def consensus_labels(
+    votes: Sequence[Mapping[str, str]], judges: Sequence[str | None] | None = None
+) -> list[str]:
+    """Consensus verdicts of many facts, with an optional judge label per fact for ties."""
+    if judges is not None:
+        _check_lengths(votes, judges)
+    return [
+        consensus_label(v.values(), None if judges is None else judges[i])
+        for i, v in enumerate(votes)
+    ]
+
+
+def tie_rate(votes: Sequence[Mapping[str, str]]) -> float:
+    """Share of facts whose votes split evenly (0 for no facts).
+
+    ``votes`` holds one mapping per fact, model -> label.
+    """
+    return _ratio(sum(1 for v in votes if majority_vote(v.values()) == "tie"), len(votes))
+
+
+def consensus_alignment(votes: Sequence[Mapping[str, str]]) -> dict[str, float]:
+    """CA_M per model: share of the facts with a majority where the model voted with it.
+
+    Ties are left out of the denominator; a model's NA vote on a decided fact counts as
+    not aligned. A model that never voted on a decided fact scores 0. ``votes`` holds one
+    mapping per fact, model -> label.
+    """
+    models = sorted({m for v in votes for m in v})
+    agree = dict.fromkeys(models, 0)
+    decided = 0
+    for v in votes:
+        majority = majority_vote(v.values())
+        if majority == "tie":
+            continue
+        decided += 1
+        for model, label in v.items():
+            agree[model] += label == majority
+    return {m: _ratio(agree[m], decided) for m in models}
+
+
+# --- time and tokens -------------------------------------------------------------------
+
+
+def iqr_filter(times: Iterable[float]) -> list[float]:
+    """Keep the times inside [Q1 - 1.5 IQR, Q3 + 1.5 IQR] (numpy's linear quartiles)."""
+    values = np.asarray([float(t) for t in times if t is not None], dtype=float)
+    if values.size == 0:
+        return []
+    q1, q3 = np.percentile(values, [25, 75])
+    spread = 1.5 * (q3 - q1)
+    kept = values[(values >= q1 - spread) & (values <= q3 + spread)]
+    return kept.tolist()
+
+
+def iqr_mean(times: Iterable[float]) -> float | None:
+    """Mean of the IQR-filtered times; None when there are none."""
+    kept = iqr_filter(times)
+    return float(np.mean(kept)) if kept else None
+
+
+def token_totals(records: Iterable[Mapping[str, Any]]) -> dict[str, int | None]:
+    """Sum ``tokens_in`` and ``tokens_out`` over records; None where no record has a count."""
+    totals: dict[str, int | None] = {"tokens_in": None, "tokens_out": None}
+    for record in records:
+        for key in totals:
+            value = record.get(key)
+            if value is not None:
+                totals[key] = (totals[key] or 0) + int(value)
+    return totals
+
+
+def random_guess_f1(true_share: float) -> tuple[float, float]:
+    """F1(T) and F1(F) of a fair coin on a dataset with this share of true facts."""
+    if not 0.0 <= true_share <= 1.0:
+        raise MetricInputError(f"true_share must be within [0, 1], got {true_share}")
+    # A coin has recall 1/2 on each class and precision equal to the class's share.
+    return (_ratio(true_share, true_share + 0.5),
+            _ratio(1.0 - true_share, 1.0 - true_share + 0.5))

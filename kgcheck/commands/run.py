@@ -58,13 +58,12 @@ def default_out_dir(source: str, method: str, models: list[str]) -> Path:
 def print_summary(summary: dict[str, Any]) -> None:
     """Print the run's scores as a table."""
     table = Table(title=f"{summary['method']} on {summary['dataset']}")
-    models = ", ".join(summary["models"])
-    table.add_column("model", no_wrap=True, min_width=min(len(models), 60))
+    table.add_column("model", no_wrap=True)
     for column in ("n", "F1(T)", "F1(F)", "invalid", "errors", "s/call", "facts/s"):
         table.add_column(column, justify="right", no_wrap=True)
     mean = summary.get("mean_model_seconds")
     table.add_row(
-        models,
+        "\n".join(summary["models"]),
         str(summary["n"]),
         f"{summary['f1_true']:.2f}",
         f"{summary['f1_false']:.2f}",
@@ -74,9 +73,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         "-" if summary.get("facts_per_second") is None else f"{summary['facts_per_second']:.1f}",
     )
     console.print(table)
-    extra = {k: v for k, v in summary.items() if k in ("tie_rate", "judge_calls", "alignment")}
-    for key, value in extra.items():
-        console.print(f"{key}: {value}")
+    for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
+        if key in summary:
+            console.print(f"{key}: {summary[key]}")
 
 
 @app.command("run")
@@ -147,7 +146,12 @@ def run(
         values["base_url"] = base_url
     if replay_latency:
         values["replay_latency"] = replay_latency
-    values.update(parse_settings(settings or [], strategy.context))
+    context_cls = strategy.context
+    if consensus:
+        from graphs.consensus import settings_class
+
+        context_cls = settings_class(strategy.context)
+    values.update(parse_settings(settings or [], context_cls))
     # Build every model once now, so a missing key or URL stops the run before it starts.
     for spec in members + ([judge] if judge not in ("none", "cons-up", "cons-down") else []):
         resolve_model(spec, ModelOptions.from_context(strategy.make_context(**values)))

@@ -1,0 +1,243 @@
+"""Tables and plots from ``kgcheck run`` folders, beside the study's rows, and the writer.
+
+A run folder holds ``run.json`` (dataset, method, models, judge), ``verdicts.jsonl`` (one
+Verdict per fact plus ``dataset`` and ``gold``) and ``summary.json``. A single-model run
+gives that model's rows; a consensus run (several models) gives its members' rows from the
+votes each verdict records, their alignment and ties, and the consensus F1 under its judge.
+With the study's rows added, those are computed over the same facts the runs checked, so a
+new prompt or model is compared with the study like for like.
+
+``write_outputs`` writes ``tables.md``, ``tables.json`` and ``plots/`` for both
+``kgcheck report`` and ``kgcheck reproduce``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evals.metrics import token_totals
+from evals.recorded import load_recorded
+from evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
+from evals.tables import (
+    STUDY,
+    Consensus,
+    MethodResults,
+    ModelAnswers,
+    build_records,
+    coverage_notes,
+    method_rank,
+    public_record,
+    render_markdown,
+)
+from graphs.upstream import DataError, DataSource
+
+TABLES_MD = "tables.md"
+TABLES_JSON = "tables.json"
+PLOTS_DIR = "plots"
+GOLD_MARKS = {"T": True, "F": False}
+
+
+class ReportInputError(ValueError):
+    """A run folder that cannot be read; the message names the folder and the problem."""
+
+
+@dataclass
+class RunFolder:
+    """What one ``kgcheck run`` left: its identity, verdicts (last per fact) and summary."""
+
+    path: Path
+    info: dict[str, Any]
+    records: list[dict[str, Any]]
+    summary: dict[str, Any] | None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        # The folder's name labels the run in the tables.
+        self.name = self.name or self.path.resolve().name
+
+
+def read_run(path: str | Path) -> RunFolder:
+    """Read a run folder, checking that it holds what ``kgcheck run`` writes."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ReportInputError(f"{folder}: run folder not found")
+    info_path = folder / RUN_INFO
+    if not info_path.is_file():
+        raise ReportInputError(f"{folder}: no {RUN_INFO}; is it a `kgcheck run` folder?")
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ReportInputError(f"{info_path}: malformed JSON: {exc.msg}") from None
+    missing = [k for k in ("dataset", "method", "models") if not info.get(k)]
+    if missing:
+        raise ReportInputError(f"{info_path}: missing {', '.join(missing)}")
+    if not (folder / VERDICTS).is_file():
+        raise ReportInputError(f"{folder}: no {VERDICTS}; the run has not started")
+    records = list(read_verdicts(folder / VERDICTS).values())
+    if not records:
+        raise ReportInputError(f"{folder / VERDICTS}: no verdicts")
+    summary_path = folder / SUMMARY
+    summary = None
+    if summary_path.is_file():
+        try:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            summary = None  # A run killed while writing it; the verdicts are what counts.
+    return RunFolder(folder, info, records, summary)
+
+
+def _gold(records: Sequence[dict[str, Any]]) -> dict[str, bool | None]:
+    return {str(r["fact_id"]): GOLD_MARKS.get(r.get("gold")) for r in records}
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _votes(record: dict[str, Any]) -> list[dict[str, Any]]:
+    votes = (record.get("details") or {}).get("votes") or []
+    return [v for v in votes if isinstance(v, dict) and v.get("model")]
+
+
+def run_results(run: RunFolder) -> MethodResults:
+    """Turn one run folder into the tables' input."""
+    dataset, method = str(run.info["dataset"]), str(run.info["method"])
+    models = [str(m) for m in run.info["models"]]
+    gold = _gold(run.records)
+    final = {str(r["fact_id"]): r.get("label", "NA") for r in run.records}
+    if len(models) == 1:
+        seconds = {str(r["fact_id"]): s for r in run.records
+                   if (s := _seconds(r.get("seconds"))) is not None}
+        member = ModelAnswers(model=models[0], labels=final, seconds=seconds)
+        return MethodResults(dataset, method, gold, [member], voting=False, source=run.name)
+    members = {m: ModelAnswers(model=m, labels={}, seconds={}) for m in models}
+    for record in run.records:
+        fid = str(record["fact_id"])
+        for vote in _votes(record):
+            member = members.setdefault(vote["model"], ModelAnswers(vote["model"], {}, {}))
+            member.labels[fid] = vote.get("label") or "NA"
+            if (s := _seconds(vote.get("seconds"))) is not None:
+                member.seconds[fid] = s
+    details = [r.get("details") or {} for r in run.records]
+    judge_model = next((d.get("judge") for d in details if d.get("judge_called")), None)
+    judge = str(run.info.get("judge") or "none")
+    consensus = Consensus(judge=judge, judge_model=judge_model, labels=final, on_ties_only=False)
+    return MethodResults(dataset, method, gold, [m for m in members.values() if m.labels],
+                         consensus=[consensus], voting=True, source=run.name)
+
+
+def _disambiguate(results: Sequence[MethodResults]) -> None:
+    """Give every model column of a dataset and method a distinct name."""
+    seen: dict[tuple[str, str, str], int] = {}
+    for res in results:
+        for m in res.members:
+            key = (res.dataset, res.method, m.model)
+            seen[key] = seen.get(key, 0) + 1
+    for res in results:
+        for m in res.members:
+            if seen[(res.dataset, res.method, m.model)] > 1 and res.source != STUDY:
+                m.model = f"{m.model} [{res.source}]"
+
+
+def recorded_alongside(results: Sequence[MethodResults],
+                       data: str | Path | DataSource | None) -> tuple[list[MethodResults],
+                                                                     list[str]]:
+    """Load the study's rows for the runs' datasets and methods, over the facts they checked."""
+    wanted: dict[tuple[str, str], set[str]] = {}
+    for res in results:
+        wanted.setdefault((res.dataset, res.method), set()).update(res.gold)
+    found, notes = [], []
+    for (dataset, method), facts in wanted.items():
+        try:
+            recorded = load_recorded(data, [dataset], [method])
+        except DataError:
+            recorded = []
+        if not recorded:
+            notes.append(f"the study has no recorded {method} answers for {dataset}")
+            continue
+        for res in recorded:
+            res.gold = {f: g for f, g in res.gold.items() if f in facts}
+            notes.append(f"study rows for {dataset} {method}: over the {len(res.gold):,} facts "
+                         "the runs checked")
+            found.append(res)
+    return found, notes
+
+
+def run_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown summarising each run: size, NA and errors, tokens, time."""
+    lines = ["## Runs", "",
+             "| run | dataset | method | models | judge | facts | NA | errors | tokens in | "
+             "tokens out |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs:
+        tokens = token_totals(run.records)
+        na = sum(1 for r in run.records if r.get("label") not in ("T", "F"))
+        errors = sum(1 for r in run.records if r.get("error"))
+        cells = [run.name, str(run.info["dataset"]), str(run.info["method"]),
+                 ", ".join(map(str, run.info["models"])), str(run.info.get("judge") or "-"),
+                 f"{len(run.records):,}", str(na), str(errors),
+                 "-" if tokens["tokens_in"] is None else f"{tokens['tokens_in']:,}",
+                 "-" if tokens["tokens_out"] is None else f"{tokens['tokens_out']:,}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@dataclass
+class Outputs:
+    """What ``write_outputs`` wrote."""
+
+    markdown: Path
+    json: Path
+    plots: list[Path]
+    records: list[dict[str, Any]]
+
+
+def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, title: str,
+                  keep_source: bool, plots: bool = True, notes: Sequence[str] = (),
+                  extra: Sequence[str] = ()) -> Outputs:
+    """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(results, key=lambda r: method_rank(r.method))
+    datasets = list(dict.fromkeys(r.dataset for r in results))
+    ordered = sorted(ordered, key=lambda r: datasets.index(r.dataset))
+    records = build_records(ordered)
+    public = [public_record(r, keep_source=keep_source) for r in records]
+    md = out / TABLES_MD
+    md.write_text(render_markdown(records, title=title,
+                                  notes=[*coverage_notes(ordered), *notes],
+                                  extra=[e for e in extra if e]), encoding="utf-8")
+    js = out / TABLES_JSON
+    js.write_text(json.dumps(public, indent=1) + "\n", encoding="utf-8")
+    paths: list[Path] = []
+    if plots:
+        from evals.plots import plot_all
+
+        paths = plot_all(ordered, records, out / PLOTS_DIR)
+    return Outputs(md, js, paths, public)
+
+
+def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
+                 with_recorded: bool = False, data: str | Path | None = None,
+                 plots: bool = True) -> Outputs:
+    """Read run folders (and optionally the study's rows) and write the report."""
+    if not run_dirs:
+        raise ReportInputError("give at least one run folder")
+    runs = [read_run(p) for p in run_dirs]
+    names = [r.name for r in runs]
+    if len(set(names)) < len(names):
+        # Two folders with the same name would merge in the tables: label them by path.
+        for run in runs:
+            run.name = str(run.path)
+    results = [run_results(r) for r in runs]
+    notes: list[str] = []
+    if with_recorded:
+        recorded, notes = recorded_alongside(results, data)
+        results = recorded + results
+    _disambiguate(results)
+    return write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
+                         plots=plots, notes=notes, extra=[run_section(runs)])

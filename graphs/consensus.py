@@ -1,0 +1,593 @@
+"""Consensus: several models check a fact in parallel, the majority decides, a judge breaks ties.
+
+``dispatch`` reads the Context into a plan kept in state, then fans out one ``member`` branch
+per model with ``Send``; each branch runs the member method's compiled graph (DKA, GIV-Z,
+GIV-F, RAG) with its own model. Votes meet in a reducer, sorted by member, and ``tally``
+takes the majority: more T than F votes gives T, more F than T gives F, an even split is a
+tie, and NA votes are reported but take no side. A tie follows a conditional edge to
+``judge``, which runs the same method's graph with the judge model; otherwise the graph ends.
+
+Judges: a model spec, ``none`` (ties stay NA), or ``cons-up`` / ``cons-down``: the larger
+sibling of the member that agrees most / least with the majority (CA_M), given in
+``alignment``. Votes may also come in with the input, so recorded votes can be re-judged
+without asking the members again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, make_dataclass
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal, NotRequired
+
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+from graphs.common import defect_verdict
+from graphs.context import LLM_HINT, Context, context_of
+from graphs.models import PROVIDERS, split_spec
+from graphs.registry import Strategy, get_strategy
+from graphs.state import FactInput, Label, Verdict, VerdictDict, fact_from_input
+
+DEFAULT_METHOD = "dka"
+DEFAULT_MEMBERS = ("replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b",
+                   "replay:mistral:7b")
+# The study's judges: each member model's larger sibling (REFERENCE.md section 2).
+DEFAULT_SIBLINGS = {
+    "gemma2:9b": "gemma2:27b",
+    "qwen2.5:7b": "qwen2.5:14b",
+    "llama3.1:8b": "llama3.1:70b",
+    "mistral:7b": "mistral-nemo:12b",
+}
+JUDGE_NONE = "none"
+CONS_UP = "cons-up"
+CONS_DOWN = "cons-down"
+CONS_JUDGES = (CONS_UP, CONS_DOWN)
+# A tally's decision when the T and F votes split evenly.
+TIE = "tie"
+Decision = Literal["T", "F", "tie"]
+
+
+class ConsensusError(ValueError):
+    """A consensus setting is missing or malformed; the message names it."""
+
+
+@dataclass(kw_only=True)
+class ConsensusContext(Context):
+    """Settings of a consensus run: the members, their method, and the tie-breaking judge."""
+
+    model: Annotated[str, LLM_HINT] = field(
+        default=DEFAULT_MEMBERS[0],
+        metadata={"description": "Not used by consensus: set member_1..member_4 (or members) "
+                  "and judge."},
+    )
+    member_1: Annotated[str, LLM_HINT] = field(
+        default=DEFAULT_MEMBERS[0],
+        metadata={"description": "First member model (provider:model); empty = unused."},
+    )
+    member_2: Annotated[str, LLM_HINT] = field(
+        default=DEFAULT_MEMBERS[1],
+        metadata={"description": "Second member model (provider:model); empty = unused."},
+    )
+    member_3: Annotated[str, LLM_HINT] = field(
+        default=DEFAULT_MEMBERS[2],
+        metadata={"description": "Third member model (provider:model); empty = unused."},
+    )
+    member_4: Annotated[str, LLM_HINT] = field(
+        default=DEFAULT_MEMBERS[3],
+        metadata={"description": "Fourth member model (provider:model); empty = unused."},
+    )
+    members: list[str] = field(
+        default_factory=list,
+        metadata={"description": "Every member model, any number from 2 (a list, or "
+                  "comma-separated); when set it replaces member_1..member_4."},
+    )
+    method: str = field(
+        default=DEFAULT_METHOD,
+        metadata={"description": "The method each member (and the judge) runs: dka, giv-z, "
+                  "giv-f, rag, or another registered strategy."},
+    )
+    judge: Annotated[str, LLM_HINT] = field(
+        default=JUDGE_NONE,
+        metadata={"description": "Who breaks a tie: a model (provider:model), none (ties stay "
+                  "NA), cons-up or cons-down (the larger sibling of the member most / least "
+                  "aligned with the majority; needs alignment)."},
+    )
+    alignment: str = field(
+        default="",
+        metadata={"description": "CA_M per member for cons-up/cons-down: "
+                  "'replay:gemma2:9b=0.919,...' or the path of a previous consensus run's "
+                  "summary.json. `kgcheck run` measures it when empty."},
+    )
+    siblings: dict[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_SIBLINGS),
+        metadata={"description": "Larger sibling of each member model, the cons-up/cons-down "
+                  "judge (a mapping, or 'gemma2:9b=gemma2:27b,...'); the judge keeps the "
+                  "member's provider unless the sibling names one."},
+    )
+    member_settings: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"description": "Extra settings of the member method's Context, e.g. "
+                  '{"max_attempts": 5} for GIV.'},
+    )
+
+
+class Vote(TypedDict):
+    """One member's answer, as the tally and the final verdict keep it."""
+
+    index: int
+    model: str
+    label: Label
+    raw: str | None
+    raws: list[str]
+    attempts: int
+    seconds: float
+    tokens_in: int | None
+    tokens_out: int | None
+    error: str | None
+    error_type: str | None
+
+
+class Tally(TypedDict):
+    """The vote count and what it decides."""
+
+    counts: dict[str, int]
+    decision: Decision
+
+
+class Plan(TypedDict):
+    """What the run needs after ``dispatch``.
+
+    Kept in state because Context does not cross ``Send`` on the server.
+    """
+
+    members: list[str]
+    method: str
+    method_label: str
+    judge: str | None
+    judge_setting: str
+    settings: dict[str, Any]
+
+
+class MemberTask(TypedDict):
+    """The state of one member branch: the fact and everything the member needs."""
+
+    fact: FactInput
+    index: int
+    model: str
+    method: str
+    settings: dict[str, Any]
+
+
+def merge_votes(left: list[Vote] | None, right: list[Vote] | None) -> list[Vote]:
+    """Merge votes from parallel branches, one per member, sorted by member index."""
+    merged = {v["index"]: v for v in (left or [])}
+    merged.update({v["index"]: v for v in (right or [])})
+    return [merged[i] for i in sorted(merged)]
+
+
+class ConsensusState(TypedDict):
+    """A fact in, its consensus verdict out; the plan, votes and tally in between.
+
+    ``votes`` may be given with the input (e.g. recorded by an earlier run) to skip the
+    members and go straight to the tally and, on a tie, the judge.
+    """
+
+    fact: FactInput
+    votes: NotRequired[Annotated[list[Vote], merge_votes]]
+    plan: NotRequired[Plan]
+    tally: NotRequired[Tally]
+    judge_verdict: NotRequired[VerdictDict]
+    verdict: NotRequired[VerdictDict]
+
+
+# ---------------------------------------------------------------- votes and judges
+
+
+def majority(labels: Sequence[str]) -> Tally:
+    """Count T/F/NA votes and decide: the side with more votes wins, an even split ties.
+
+    NA votes take no side, so ``T, T, F, NA`` gives T and ``T, F, NA`` ties; with no T or F
+    vote at all (0-0) it is a tie too. Four voters: >= 3 T -> T, <= 1 T -> F, 2-2 -> tie.
+    """
+    counts = {"T": 0, "F": 0, "NA": 0}
+    for label in labels:
+        counts[label if label in ("T", "F") else "NA"] += 1
+    decision: Decision = TIE
+    if counts["T"] > counts["F"]:
+        decision = "T"
+    elif counts["F"] > counts["T"]:
+        decision = "F"
+    return Tally(counts=counts, decision=decision)
+
+
+def _pairs(value: Mapping[str, Any] | str | None, what: str, *,
+           last_equals: bool = False) -> dict[str, str]:
+    """Read ``key=value,key=value`` (or a mapping) into a dict of strings."""
+    if not value:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k).strip(): str(v).strip() for k, v in value.items()}
+    out = {}
+    for item in str(value).split(","):
+        if not item.strip():
+            continue
+        key, sep, val = item.rpartition("=") if last_equals else item.partition("=")
+        if not sep or not key.strip() or not val.strip():
+            raise ConsensusError(f"{what}: {item.strip()!r} is not of the form key=value")
+        out[key.strip()] = val.strip()
+    return out
+
+
+def parse_alignment(value: Mapping[str, Any] | str | None) -> dict[str, float]:
+    """Read CA_M per member: a mapping, ``spec=0.9,...``, or a JSON file (a run summary).
+
+    Reads a file when ``value`` names one: call it off the event loop.
+    """
+    if isinstance(value, str) and value.strip().endswith(".json"):
+        path = Path(value.strip()).expanduser()
+        if not path.is_file():
+            raise ConsensusError(f"alignment: file {str(path)!r} does not exist")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConsensusError(f"alignment: {path} is not valid JSON ({exc.msg})") from None
+        value = data.get("alignment", data) if isinstance(data, dict) else None
+        if not isinstance(value, Mapping) or not value:
+            raise ConsensusError(
+                f"alignment: {path} holds no alignment mapping (a consensus summary.json has "
+                "one under 'alignment')"
+            )
+    raw = _pairs(value, "alignment", last_equals=True)
+    out = {}
+    for key, text in raw.items():
+        try:
+            out[key] = float(text)
+        except ValueError:
+            raise ConsensusError(f"alignment of {key!r}: {text!r} is not a number") from None
+    return out
+
+
+def _lookup(table: Mapping[str, Any], spec: str) -> Any:
+    """Find a member in a table keyed by its spec or by its model name."""
+    if spec in table:
+        return table[spec]
+    name = split_spec(spec)[1]
+    return table.get(name)
+
+
+def pick_member(judge: str, members: Sequence[str], alignment: Mapping[str, float]) -> str:
+    """Pick the most (``cons-up``) or least (``cons-down``) aligned member; first on ties."""
+    if judge not in CONS_JUDGES:
+        raise ConsensusError(f"judge {judge!r}: expected one of {', '.join(CONS_JUDGES)}")
+    scores = {m: _lookup(alignment, m) for m in members}
+    missing = [m for m, s in scores.items() if s is None]
+    if missing:
+        raise ConsensusError(
+            f"judge {judge}: alignment lacks member(s) {', '.join(missing)}; "
+            f"given: {', '.join(alignment) or 'nothing'}"
+        )
+    ranked = sorted(members, key=lambda m: -scores[m] if judge == CONS_UP else scores[m])
+    return ranked[0]
+
+
+def larger_sibling(spec: str, siblings: Mapping[str, str] | str) -> str:
+    """Name a member's judge: its larger sibling, with the member's provider."""
+    table = _pairs(siblings, "siblings") if isinstance(siblings, str) else dict(siblings)
+    sibling = _lookup(table, spec)
+    if not sibling:
+        raise ConsensusError(
+            f"siblings: no larger sibling known for {spec}; known: "
+            + ", ".join(f"{k}->{v}" for k, v in table.items())
+        )
+    head = sibling.partition(":")[0]
+    if head in PROVIDERS:
+        return sibling
+    return f"{split_spec(spec)[0]}:{sibling}"
+
+
+def resolve_judge(judge: str, members: Sequence[str], *,
+                  alignment: Mapping[str, float] | None = None,
+                  siblings: Mapping[str, str] | str | None = None) -> str | None:
+    """Turn a judge setting into a model spec, or None for ``none``."""
+    setting = (judge or JUDGE_NONE).strip()
+    if setting.lower() == JUDGE_NONE:
+        return None
+    if setting.lower() in CONS_JUDGES:
+        if not alignment:
+            raise ConsensusError(
+                f"judge {setting.lower()} needs each member's alignment (CA_M): set alignment, "
+                "e.g. to a previous consensus run's summary.json, or run `kgcheck run "
+                "--consensus ... --judge " + setting.lower() + "`, which measures it"
+            )
+        member = pick_member(setting.lower(), members, alignment)
+        return larger_sibling(member, DEFAULT_SIBLINGS if siblings is None else siblings)
+    split_spec(setting)
+    return setting
+
+
+def member_specs(ctx: ConsensusContext) -> list[str]:
+    """List a context's member models: ``members`` when set, else the filled slots."""
+    given: Any = ctx.members
+    if isinstance(given, str):
+        given = given.split(",")
+    specs = [str(s).strip() for s in (given or []) if str(s).strip()]
+    if not specs:
+        specs = [s.strip() for s in (ctx.member_1, ctx.member_2, ctx.member_3, ctx.member_4)
+                 if s and s.strip()]
+    if len(specs) < 2:
+        raise ConsensusError(f"members: consensus needs at least 2 models, got {specs}")
+    dupes = sorted({s for s in specs if specs.count(s) > 1})
+    if dupes:
+        raise ConsensusError(f"members: each model may vote once; repeated: {', '.join(dupes)}")
+    for spec in specs:
+        split_spec(spec)
+    return specs
+
+
+def member_values(ctx: Context) -> dict[str, Any]:
+    """Collect the settings a member's Context takes from the consensus Context.
+
+    Only values that differ from the shared defaults pass, so a strategy's own registered
+    defaults still apply; ``member_settings`` adds method-specific ones.
+    """
+    defaults = Context()
+    values = {f.name: getattr(ctx, f.name) for f in fields(Context)
+              if f.name != "model" and getattr(ctx, f.name) != getattr(defaults, f.name)}
+    extra: Any = getattr(ctx, "member_settings", None) or {}
+    if isinstance(extra, str):
+        try:
+            extra = json.loads(extra) if extra.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ConsensusError(f"member_settings: not valid JSON ({exc.msg})") from None
+    if not isinstance(extra, Mapping):
+        raise ConsensusError(f"member_settings: expected a mapping, got {extra!r}")
+    return {**values, **extra}
+
+
+def settings_class(member_context: type[Context]) -> type[Context]:
+    """Combine the consensus fields and a member method's fields in one class (for --set)."""
+    return make_dataclass(f"Consensus{member_context.__name__}", [],
+                          bases=(ConsensusContext, member_context), kw_only=True)
+
+
+def make_plan(ctx: ConsensusContext) -> Plan:
+    """Check the settings and fix the run: members, method, judge spec, member settings.
+
+    May read an alignment file: call it off the event loop.
+    """
+    members = member_specs(ctx)
+    strategy = get_strategy(ctx.method or DEFAULT_METHOD)
+    alignment = parse_alignment(ctx.alignment) if ctx.judge.strip().lower() in CONS_JUDGES \
+        else None
+    # An empty mapping (Studio may send one) means the study's siblings.
+    judge = resolve_judge(ctx.judge, members, alignment=alignment,
+                          siblings=ctx.siblings or DEFAULT_SIBLINGS)
+    return Plan(members=members, method=strategy.name, method_label=strategy.method,
+                judge=judge, judge_setting=(ctx.judge or JUDGE_NONE).strip(),
+                settings=member_values(ctx))
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
+    details = verdict.get("details") or {}
+    error = verdict.get("error")
+    return Vote(
+        index=index, model=spec, label=verdict.get("label", "NA"),
+        raw=verdict.get("raw"), raws=list(verdict.get("raws") or []),
+        attempts=int(verdict.get("attempts") or 0), seconds=float(verdict.get("seconds") or 0.0),
+        tokens_in=verdict.get("tokens_in"), tokens_out=verdict.get("tokens_out"),
+        error=error, error_type=details.get("error_type") if error else None,
+    )
+
+
+def _error_vote(index: int, spec: str, exc: BaseException) -> Vote:
+    return Vote(index=index, model=spec, label="NA", raw=None, raws=[], attempts=0,
+                seconds=0.0, tokens_in=None, tokens_out=None,
+                error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
+
+
+def _total(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], tally: Tally,
+                  judge: Mapping[str, Any] | None = None) -> VerdictDict:
+    """Build the consensus verdict: the majority, or the judge's answer on a tie.
+
+    ``seconds`` is the critical path (the slowest member plus the judge), since members run
+    at the same time; tokens are summed over every call.
+    """
+    fact = fact_from_input(fact_input)
+    decision = tally["decision"]
+    label: Label = decision if decision in ("T", "F") else "NA"  # type: ignore[assignment]
+    if judge is not None:
+        label = judge.get("label", "NA")
+    calls: list[Mapping[str, Any]] = [*votes, *([judge] if judge is not None else [])]
+    member_errors = [v for v in votes if v["error"]]
+    error = None
+    details: dict[str, Any] = {}
+    if votes and len(member_errors) == len(votes):
+        first = member_errors[0]
+        error = f"all {len(votes)} members failed; {first['model']}: {first['error']}"
+        details["error_type"] = first["error_type"]
+    details.update({
+        "strategy": "consensus",
+        "members": plan["members"],
+        "votes": votes,
+        "counts": tally["counts"],
+        "decision": decision,
+        "majority": decision if decision in ("T", "F") else None,
+        "judge": plan["judge"] or JUDGE_NONE,
+        "judge_setting": plan["judge_setting"],
+        "judge_called": judge is not None,
+        "judge_decided": judge is not None and judge.get("label") in ("T", "F"),
+        "judge_label": judge.get("label") if judge is not None else None,
+        "judge_raw": judge.get("raw") if judge is not None else None,
+        "judge_error": judge.get("error") if judge is not None else None,
+        "member_errors": len(member_errors),
+    })
+    return Verdict(
+        fact_id=fact.id, label=label, method=plan["method_label"],
+        model=",".join(plan["members"]),
+        raw=judge.get("raw") if judge is not None else None,
+        raws=[r for c in calls for r in (c.get("raws") or [])],
+        attempts=sum(int(c.get("attempts") or 0) for c in calls),
+        seconds=max((v["seconds"] for v in votes), default=0.0)
+        + (float(judge.get("seconds") or 0.0) if judge is not None else 0.0),
+        tokens_in=_total([c.get("tokens_in") for c in calls]),
+        tokens_out=_total([c.get("tokens_out") for c in calls]),
+        error=error,
+        details=details,
+    ).model_dump()  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- the graph
+
+
+@cache
+def _compiled(method: str) -> CompiledStateGraph:
+    return get_strategy(method).compile()
+
+
+_STRATEGIES: dict[str, Strategy] = {}
+
+
+async def _strategy(method: str) -> Strategy:
+    if method not in _STRATEGIES:
+        # The registry may import strategy modules on a first lookup: not on the event loop.
+        _STRATEGIES[method] = await asyncio.to_thread(get_strategy, method)
+    return _STRATEGIES[method]
+
+
+async def _method_graph(method: str, default_method: str,
+                        default_graph: CompiledStateGraph) -> CompiledStateGraph:
+    if method == default_method:
+        return default_graph
+    # Importing and compiling a strategy touches files: keep it off the event loop.
+    return await asyncio.to_thread(_compiled, method)
+
+
+async def _run_method(graph: CompiledStateGraph, method: str, spec: str,
+                      settings: dict[str, Any], fact: FactInput) -> dict[str, Any]:
+    """Run the method graph on one fact with ``spec`` as its model; return its verdict."""
+    ctx = (await _strategy(method)).make_context(**{**settings, "model": spec})
+    # The context is passed explicitly: the member's model travels in state, not Context.
+    out = await graph.ainvoke({"fact": fact}, context=ctx)
+    verdict = out.get("verdict")
+    if not verdict:
+        raise RuntimeError(f"the {method} graph returned no verdict")
+    return dict(verdict)
+
+
+def build(method: str = DEFAULT_METHOD) -> StateGraph:
+    """Build the consensus graph whose members (and judge) run ``method``'s graph.
+
+    The method's compiled graph is the subgraph of the ``member`` and ``judge`` nodes
+    (``get_graph(xray=True)`` shows it); a Context naming another method runs that one.
+    """
+    strategy = get_strategy(method)
+    member_graph = strategy.compile()
+
+    async def dispatch(state: ConsensusState, runtime: Runtime[ConsensusContext]) -> dict:
+        """Fix the plan from the Context; a dirty triple ends here with an NA verdict."""
+        ctx = context_of(runtime, ConsensusContext)
+        plan = await asyncio.to_thread(make_plan, ctx)
+        given = state.get("votes") or []
+        if given and [v["model"] for v in given] != plan["members"]:
+            raise ConsensusError(
+                f"votes: given for {[v['model'] for v in given]}, but the members are "
+                f"{plan['members']}"
+            )
+        fact = fact_from_input(state["fact"])
+        if fact.defect:
+            verdict = defect_verdict(fact, plan["method_label"], ",".join(plan["members"]))
+            return {"plan": plan, "verdict": verdict}
+        return {"plan": plan}
+
+    def fan_out(state: ConsensusState) -> list[Send] | Literal["tally", "__end__"]:
+        """Send the fact to every member at once, unless votes came with the input."""
+        if "verdict" in state:
+            return END
+        if state.get("votes"):
+            return "tally"
+        plan = state["plan"]
+        return [
+            Send("member", MemberTask(fact=state["fact"], index=i, model=spec,
+                                      method=plan["method"], settings=plan["settings"]))
+            for i, spec in enumerate(plan["members"])
+        ]
+
+    async def member(task: MemberTask) -> dict:
+        """Run the method graph with this member's model; any failure is an NA vote."""
+        try:
+            graph = await _method_graph(task["method"], strategy.name, member_graph)
+            verdict = await _run_method(graph, task["method"], task["model"], task["settings"],
+                                        task["fact"])
+        except GraphBubbleUp:
+            raise  # interrupts and other control flow belong to LangGraph
+        except Exception as exc:  # noqa: BLE001 - a failed member votes NA, the others go on
+            return {"votes": [_error_vote(task["index"], task["model"], exc)]}
+        return {"votes": [_vote(task["index"], task["model"], verdict)]}
+
+    def tally(state: ConsensusState) -> dict:
+        """Count the votes; decide unless it is a tie that a judge will break."""
+        votes = sorted(state.get("votes") or [], key=lambda v: v["index"])
+        result = majority([v["label"] for v in votes])
+        update: dict[str, Any] = {"tally": result}
+        # When every member failed there is nothing to break: the error verdict is retried
+        # on resume rather than decided by the judge alone.
+        failed = bool(votes) and all(v["error"] for v in votes)
+        if result["decision"] != TIE or not state["plan"]["judge"] or failed:
+            update["verdict"] = final_verdict(state["fact"], state["plan"], votes, result)
+        return update
+
+    def after_tally(state: ConsensusState) -> Literal["judge", "__end__"]:
+        """Go to the judge only on a tie with a judge set."""
+        return END if "verdict" in state else "judge"
+
+    async def judge(state: ConsensusState) -> dict:
+        """Ask the judge model with the same method; its answer decides the tie."""
+        plan = state["plan"]
+        spec = plan["judge"] or ""
+        try:
+            graph = await _method_graph(plan["method"], strategy.name, member_graph)
+            verdict = await _run_method(graph, plan["method"], spec, plan["settings"],
+                                        state["fact"])
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed judge leaves the tie undecided
+            verdict = Verdict(
+                fact_id=fact_from_input(state["fact"]).id, label="NA",
+                method=plan["method_label"], model=spec, error=f"{type(exc).__name__}: {exc}",
+                details={"error_type": type(exc).__name__},
+            ).model_dump()
+        votes = sorted(state.get("votes") or [], key=lambda v: v["index"])
+        return {"judge_verdict": verdict,
+                "verdict": final_verdict(state["fact"], plan, votes, state["tally"], verdict)}
+
+    graph_builder = StateGraph(ConsensusState, context_schema=ConsensusContext)
+    graph_builder.add_node("dispatch", dispatch)
+    graph_builder.add_node("member", member)
+    graph_builder.add_node("tally", tally)
+    graph_builder.add_node("judge", judge)
+    graph_builder.add_edge(START, "dispatch")
+    graph_builder.add_conditional_edges("dispatch", fan_out, ["member", "tally", END])
+    graph_builder.add_edge("member", "tally")
+    graph_builder.add_conditional_edges("tally", after_tally)
+    graph_builder.add_edge("judge", END)
+    return graph_builder
+
+
+builder = build(DEFAULT_METHOD)
+graph = builder.compile(name="consensus")

@@ -1,0 +1,207 @@
+"""Each metric on small hand-computed cases and edge cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evals.metrics import (
+    MetricInputError,
+    balanced_accuracy,
+    class_scores,
+    classification_report,
+    confusion,
+    consensus_alignment,
+    consensus_label,
+    consensus_labels,
+    f1,
+    f1_true_false,
+    invalid_count,
+    invalid_rate,
+    iqr_filter,
+    iqr_mean,
+    majority_vote,
+    precision,
+    random_guess_f1,
+    recall,
+    tie_rate,
+    token_totals,
+    vote_counts,
+)
+
+# gold: T T T F F ; pred: T F NA T F
+GOLD = [True, True, True, False, False]
+PRED = ["T", "F", "NA", "T", "F"]
+
+
+def test_counts_and_class_scores_by_hand() -> None:
+    # T: tp=1 (fact 0), fp=1 (fact 3), fn=2 (facts 1 and the NA fact 2)
+    assert confusion(GOLD, PRED, "T") == (1, 1, 2)
+    # F: tp=1 (fact 4), fp=1 (fact 1), fn=1 (fact 3); the NA on a true fact is no F error
+    assert confusion(GOLD, PRED, "F") == (1, 1, 1)
+    t = class_scores(GOLD, PRED, "T")
+    assert t == {"precision": 0.5, "recall": pytest.approx(1 / 3), "f1": pytest.approx(0.4)}
+    f = class_scores(GOLD, PRED, "F")
+    assert f == {"precision": 0.5, "recall": 0.5, "f1": 0.5}
+    assert f1_true_false(GOLD, PRED) == (pytest.approx(0.4), 0.5)
+
+
+def test_precision_recall_f1_from_counts() -> None:
+    assert precision(3, 1) == 0.75
+    assert recall(3, 3) == 0.5
+    assert f1(3, 1, 3) == pytest.approx(6 / 10)
+    assert precision(0, 0) == recall(0, 0) == f1(0, 0, 0) == 0.0
+
+
+def test_balanced_accuracy_and_invalid() -> None:
+    assert balanced_accuracy(GOLD, PRED) == pytest.approx((1 / 3 + 1 / 2) / 2)
+    assert invalid_count(PRED) == 1
+    assert invalid_rate(PRED) == pytest.approx(0.2)
+
+
+def test_classification_report_keys_and_values() -> None:
+    report = classification_report(GOLD + [None], PRED + ["T"])
+    assert report["n"] == 5  # the unlabelled fact is skipped
+    assert report["f1_true"] == pytest.approx(0.4)
+    assert report["f1_false"] == 0.5
+    assert report["precision_true"] == 0.5
+    assert report["recall_true"] == pytest.approx(1 / 3)
+    assert report["precision_false"] == 0.5
+    assert report["recall_false"] == 0.5
+    assert report["balanced_accuracy"] == pytest.approx(5 / 12)
+    assert report["invalid"] == 1
+    assert report["invalid_rate"] == pytest.approx(0.2)
+
+
+def test_no_positives() -> None:
+    gold = [False, False, False]
+    pred = ["F", "T", "F"]
+    assert class_scores(gold, pred, "T") == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert class_scores(gold, pred, "F")["f1"] == pytest.approx(0.8)
+    # Only the class that occurs counts in balanced accuracy.
+    assert balanced_accuracy(gold, pred) == pytest.approx(2 / 3)
+
+
+def test_all_na() -> None:
+    gold = [True, False, True]
+    pred = ["NA", "NA", "NA"]
+    assert f1_true_false(gold, pred) == (0.0, 0.0)
+    assert balanced_accuracy(gold, pred) == 0.0
+    assert invalid_count(pred) == 3
+    assert invalid_rate(pred) == 1.0
+    report = classification_report(gold, pred)
+    assert report["invalid"] == 3 and report["f1_true"] == 0.0
+
+
+def test_one_sample() -> None:
+    assert f1_true_false([True], ["T"]) == (1.0, 0.0)
+    assert balanced_accuracy([True], ["T"]) == 1.0
+    assert f1_true_false([False], ["T"]) == (0.0, 0.0)
+
+
+def test_empty_and_mismatched_inputs() -> None:
+    assert classification_report([], [])["n"] == 0
+    assert invalid_rate([]) == 0.0
+    with pytest.raises(MetricInputError, match="gold has 2 labels but pred has 1"):
+        classification_report([True, False], ["T"])
+    with pytest.raises(ValueError, match="class must be 'T' or 'F'"):
+        confusion([True], ["T"], "NA")
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        (["T", "T", "T", "F"], "T"),   # >= 3 T of 4
+        (["T", "T", "T", "T"], "T"),
+        (["T", "F", "F", "F"], "F"),   # <= 1 T of 4
+        (["F", "F", "F", "F"], "F"),
+        (["T", "T", "F", "F"], "tie"),  # 2-2
+        (["T", "T", "F", "NA"], "T"),  # NA takes no side
+        (["T", "F", "NA", "NA"], "tie"),
+        (["NA", "NA", "NA", "NA"], "tie"),  # 0-0
+        (["T", "F", "F"], "F"),        # N = 3
+        (["T", "T", "T", "F", "F"], "T"),  # N = 5
+        (["T", "T", "F", "F", "F", "T"], "tie"),  # N = 6, even split
+        ([], "tie"),
+    ],
+)
+def test_majority_vote(labels: list[str], expected: str) -> None:
+    assert majority_vote(labels) == expected
+
+
+def test_vote_counts_ignore_na() -> None:
+    assert vote_counts(["T", "NA", "F", "T"]) == (2, 1)
+
+
+def test_consensus_label_with_and_without_judge() -> None:
+    assert consensus_label(["T", "T", "T", "F"]) == "T"
+    assert consensus_label(["T", "T", "T", "F"], judge="F") == "T"  # judge only on ties
+    assert consensus_label(["T", "T", "F", "F"], judge="F") == "F"
+    assert consensus_label(["T", "T", "F", "F"], judge="NA") == "NA"
+    assert consensus_label(["T", "T", "F", "F"]) == "NA"
+    assert consensus_labels([{"a": "T", "b": "F"}, {"a": "T", "b": "T"}], ["F", None]) == ["F", "T"]
+    with pytest.raises(MetricInputError):
+        consensus_labels([{"a": "T"}], [])
+
+
+def test_alignment_and_tie_rate_by_hand() -> None:
+    votes = [
+        {"a": "T", "b": "T", "c": "T", "d": "F"},  # majority T: a b c agree
+        {"a": "F", "b": "F", "c": "T", "d": "F"},  # majority F: a b d agree
+        {"a": "T", "b": "T", "c": "F", "d": "F"},  # tie: out of CA
+        {"a": "T", "b": "NA", "c": "T", "d": "T"},  # majority T: b's NA is not aligned
+    ]
+    assert tie_rate(votes) == 0.25
+    ca = consensus_alignment(votes)
+    assert ca == {"a": 1.0, "b": pytest.approx(2 / 3), "c": pytest.approx(2 / 3),
+                  "d": pytest.approx(2 / 3)}
+
+
+def test_alignment_edge_cases() -> None:
+    assert tie_rate([]) == 0.0
+    assert consensus_alignment([]) == {}
+    all_ties = [{"a": "T", "b": "F"}, {"a": "F", "b": "T"}]
+    assert tie_rate(all_ties) == 1.0
+    assert consensus_alignment(all_ties) == {"a": 0.0, "b": 0.0}
+    one = [{"a": "T", "b": "T", "c": "F"}]
+    assert consensus_alignment(one) == {"a": 1.0, "b": 1.0, "c": 0.0}
+
+
+def test_iqr_filter_and_mean_by_hand() -> None:
+    times = [1.0, 2.0, 3.0, 4.0, 100.0]
+    # numpy linear quartiles: Q1 = 2, Q3 = 4, IQR = 2 -> keep [-1, 7]
+    assert iqr_filter(times) == [1.0, 2.0, 3.0, 4.0]
+    assert iqr_mean(times) == 2.5
+    # Q1 = 1.75, Q3 = 3.25 (linear interpolation), bounds [-0.5, 5.5]
+    assert iqr_filter([1.0, 2.0, 3.0, 4.0]) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_iqr_edge_cases() -> None:
+    assert iqr_mean([]) is None
+    assert iqr_filter([]) == []
+    assert iqr_mean([0.7]) == 0.7  # one sample
+    assert iqr_mean([0.3, 0.3, 0.3]) == pytest.approx(0.3)  # identical times: IQR 0
+    # IQR 0 drops every time that differs from the bulk
+    assert iqr_filter([0.3, 0.3, 0.3, 0.3, 0.9]) == [0.3, 0.3, 0.3, 0.3]
+    assert iqr_mean([None, 1.0]) == 1.0  # type: ignore[list-item]
+
+
+def test_token_totals() -> None:
+    records = [{"tokens_in": 10, "tokens_out": 2}, {"tokens_in": None, "tokens_out": 3},
+               {"other": 1}]
+    assert token_totals(records) == {"tokens_in": 10, "tokens_out": 5}
+    assert token_totals([{"tokens_in": None}]) == {"tokens_in": None, "tokens_out": None}
+    assert token_totals([]) == {"tokens_in": None, "tokens_out": None}
+
+
+def test_random_guess_f1() -> None:
+    t, f = random_guess_f1(0.5)
+    assert t == f == 0.5
+    t, f = random_guess_f1(0.99)
+    assert t == pytest.approx(0.99 / 1.49)
+    assert f == pytest.approx(0.01 / 0.51)
+    assert random_guess_f1(0.0) == (0.0, 1.0 / 1.5)
+    assert not math.isnan(random_guess_f1(1.0)[1])
+    with pytest.raises(ValueError, match="true_share"):
+        random_guess_f1(1.5)
