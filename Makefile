@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint studio bench clean
+.PHONY: install demo test lint studio bench graphs clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -27,6 +27,9 @@ lint: $(STAMP)
 studio: $(STAMP)
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true LANGSMITH_TRACING=false \
 		$(BIN)/langgraph dev --host 127.0.0.1 --port 2024 --no-browser
+
+graphs: $(STAMP)
+	$(BIN)/kgcheck graph docs --out-dir docs/graphs
 
 bench: $(STAMP)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f; done

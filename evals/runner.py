@@ -41,7 +41,8 @@ RECURSION_LIMIT = 50
 UNREACHABLE_ERRORS = {
     "ConnectError", "ConnectTimeout", "ConnectionError", "ConnectionRefusedError",
     "APIConnectionError", "APITimeoutError", "ReadTimeout", "TimeoutError", "TimeoutException",
-    "AuthenticationError",
+    "AuthenticationError", "OpenAIConnectionError", "OpenAITimeoutError",
+    "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
 }
 
 # Errors that no other fact will escape: a bad prompt file, model spec or strategy.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from graphs.calls import CallRecord, ModelReply, ask
 from graphs.context import Context
 from graphs.models import ChatRunnable, ModelOptions, resolve_model
 from graphs.state import Fact, Label, Verdict, VerdictDict
-from prompts import kg_note
+from prompts import is_loaded, kg_note, load_prompt, render
 
 
 def prompt_values(fact: Fact) -> dict[str, Any]:
@@ -26,6 +27,19 @@ def prompt_values(fact: Fact) -> dict[str, Any]:
         "sentence": fact.sentence or "",
         "kg_note": kg_note(fact.dataset),
     }
+
+
+async def render_prompt(name: str, required: set[str], fact: Fact, **extra: Any) -> str:
+    """Fill the prompt file ``name`` with a fact's values (and ``extra``).
+
+    The first use of a file reads it in a worker thread (the dev server forbids blocking
+    I/O on the event loop); later uses are served from memory without a thread hop.
+    """
+    if is_loaded(name):
+        template = load_prompt(name, required)
+    else:
+        template = await asyncio.to_thread(load_prompt, name, required)
+    return render(template, **{**prompt_values(fact), **extra})
 
 
 def model_for(ctx: Context, spec: str | None = None) -> ChatRunnable:
@@ -71,5 +85,7 @@ def answered_verdict(fact: Fact, method: str, model: str, label: Label,
     ).model_dump()  # type: ignore[return-value]
 
 
-__all__ = ["ask", "CallRecord", "ModelReply", "prompt_values", "model_for", "defect_verdict",
-           "error_verdict", "answered_verdict"]
+__all__ = [
+    "ask", "CallRecord", "ModelReply", "prompt_values", "render_prompt", "model_for",
+    "defect_verdict", "error_verdict", "answered_verdict",
+]

@@ -50,6 +50,11 @@ class Context:
         default=3,
         metadata={"description": "Transport retries with exponential backoff per model call."},
     )
+    retry_backoff: float = field(
+        default=0.5,
+        metadata={"description": "Seconds before the first transport retry; doubled for each "
+                  "further one (at most 8 s)."},
+    )
     base_url: str = field(
         default="",
         metadata={

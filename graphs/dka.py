@@ -6,7 +6,6 @@ with an NA verdict; a failed model call becomes an NA verdict that keeps the err
 
 from __future__ import annotations
 
-import asyncio
 import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, NotRequired
@@ -24,13 +23,12 @@ from graphs.common import (
     defect_verdict,
     error_verdict,
     model_for,
-    prompt_values,
+    render_prompt,
 )
 from graphs.context import Context, context_of
 from graphs.parsing import parse_verdict
 from graphs.registry import register
 from graphs.state import FactInput, VerdictDict, fact_from_input
-from prompts import load_prompt, render
 
 METHOD = "DKA"
 PROMPT_FIELDS = {"subject", "predicate", "object"}
@@ -62,13 +60,11 @@ async def build_prompt(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
     fact = fact_from_input(state["fact"])
     if fact.defect:
         return {"verdict": defect_verdict(fact, METHOD, ctx.model)}
-    # Reading the prompt file is blocking I/O; the dev server forbids it on the event loop.
-    template = await asyncio.to_thread(load_prompt, ctx.prompt, PROMPT_FIELDS)
-    values = await asyncio.to_thread(prompt_values, fact)
-    return {"messages": [HumanMessage(render(template, **values))]}
+    text = await render_prompt(ctx.prompt, PROMPT_FIELDS, fact)
+    return {"messages": [HumanMessage(text)]}
 
 
-def after_prompt(state: DKAState) -> Literal["ask_model", "__end__"]:
+async def after_prompt(state: DKAState) -> Literal["ask_model", "__end__"]:
     """Skip the model when the fact already has a verdict."""
     return END if "verdict" in state else "ask_model"
 
@@ -84,7 +80,7 @@ async def ask_model(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
     return {"messages": [reply.message], "calls": [reply.record()]}
 
 
-def after_ask(state: DKAState) -> Literal["decide", "__end__"]:
+async def after_ask(state: DKAState) -> Literal["decide", "__end__"]:
     """End when the call failed; otherwise read the verdict."""
     return END if "verdict" in state else "decide"
 

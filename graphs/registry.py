@@ -6,6 +6,7 @@ Adding a strategy is one module that builds a graph plus one ``register`` call (
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,10 @@ def register(name: str, builder: StateGraph, context: type[Context], *, method: 
     _STRATEGIES[name] = Strategy(name, builder, context, method, description, defaults)
 
 
+@functools.cache
 def _load_builtins() -> None:
+    from importlib.metadata import entry_points
+
     for module in _BUILTIN_MODULES:
         try:
             importlib.import_module(module)
@@ -60,6 +64,9 @@ def _load_builtins() -> None:
             # A strategy module that is not there yet is simply not offered.
             if exc.name != module:
                 raise
+    # Installed packages add strategies through the "kgcheck.strategies" entry-point group.
+    for entry in entry_points(group="kgcheck.strategies"):
+        entry.load()
 
 
 def strategies() -> dict[str, Strategy]:

@@ -9,6 +9,7 @@ recorded ``T``/``F``; the recorded response time is reported and can be slept.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from functools import cache
 from typing import Any
@@ -20,6 +21,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from graphs.upstream import (
+    DATA_ENV,
     JUDGE_MODES,
     JUDGES_PATH,
     DataError,
@@ -37,6 +39,16 @@ META_FACT = "kgcheck_fact_id"
 META_DATASET = "kgcheck_dataset"
 META_METHOD = "kgcheck_method"
 META_STEP = "kgcheck_step"
+
+
+# (data dir, model, dataset, method, step) tables already loaded: served without a thread.
+_LOADED_TABLES: set[tuple[str, ...]] = set()
+
+
+@cache
+def _resolved_dir(data_dir: str, env_value: str | None) -> str:
+    # Depends on $KGCHECK_DATA too, so that changing it picks another folder.
+    return str(resolve_data_dir(data_dir or None))
 
 
 class ReplayMissing(LookupError):
@@ -142,7 +154,7 @@ class ReplayChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": self.model_name}
 
-    def _recording(self, run_manager: Any) -> Recording:
+    def _query(self, run_manager: Any) -> tuple[str, str, str, str, str, str]:
         meta = getattr(run_manager, "metadata", None) or {}
         missing = [k for k in (META_FACT, META_DATASET, META_METHOD) if not meta.get(k)]
         if missing:
@@ -150,13 +162,22 @@ class ReplayChatModel(BaseChatModel):
                 f"replay:{self.model_name} needs the fact being checked in the call's metadata "
                 f"(missing {', '.join(missing)}); replay answers facts of a recorded dataset only"
             )
-        data_dir = str(resolve_data_dir(self.data_dir or None))
+        data_dir = _resolved_dir(self.data_dir, os.environ.get(DATA_ENV))
+        return (data_dir, self.model_name, str(meta[META_DATASET]), str(meta[META_METHOD]),
+                str(meta[META_FACT]), str(meta.get(META_STEP) or "verdict"))
+
+    @staticmethod
+    def _answer(query: tuple[str, str, str, str, str, str]) -> Recording:
         try:
-            return lookup(data_dir, self.model_name, str(meta[META_DATASET]),
-                          str(meta[META_METHOD]), str(meta[META_FACT]),
-                          str(meta.get(META_STEP) or "verdict"))
+            found = lookup(*query)
         except DataError as exc:
             raise ReplayMissing(str(exc)) from None
+        # Everything but the fact id names a table that is now in memory.
+        _LOADED_TABLES.add(query[:4] + query[5:])
+        return found
+
+    def _recording(self, run_manager: Any) -> Recording:
+        return self._answer(self._query(run_manager))
 
     def _result(self, rec: Recording) -> ChatResult:
         message = AIMessage(
@@ -184,8 +205,12 @@ class ReplayChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        # Loading a recording file is blocking I/O: keep it off the event loop.
-        rec = await asyncio.to_thread(self._recording, run_manager)
+        query = self._query(run_manager)
+        if query[:4] + query[5:] in _LOADED_TABLES:
+            rec = self._answer(query)
+        else:
+            # Loading a recording file is blocking I/O: keep it off the event loop.
+            rec = await asyncio.to_thread(self._answer, query)
         if self.latency_scale and rec["seconds"]:
             await asyncio.sleep(rec["seconds"] * self.latency_scale)
         return self._result(rec)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import string
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,21 @@ def placeholders(template: str) -> set[str]:
     return {field for _, field, _, _ in string.Formatter().parse(template) if field}
 
 
-@cache
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+# Templates by the name they were asked for: read once, then served from memory.
+_LOADED: dict[str, tuple[Path, str]] = {}
+
+
+def is_loaded(name: str) -> bool:
+    """Tell whether ``load_prompt(name, ...)`` will be served from memory (no file I/O)."""
+    return name in _LOADED
 
 
 def load_prompt(name: str, required: set[str]) -> str:
     """Read a template, checking it has every ``required`` placeholder."""
-    path = prompt_path(name)
-    template = _read(path)
+    if name not in _LOADED:
+        path = prompt_path(name)
+        _LOADED[name] = (path, path.read_text(encoding="utf-8"))
+    path, template = _LOADED[name]
     try:
         found = placeholders(template)
     except ValueError as exc:
@@ -60,13 +65,15 @@ def render(template: str, **values: Any) -> str:
     return template.format_map({k: values.get(k, "") for k in placeholders(template)})
 
 
-@cache
-def kg_notes() -> dict[str, str]:
-    """Per-KG notes added to prompts (e.g. DBpedia's knowledge cut-off), by lower-case name."""
+def _read_kg_notes() -> dict[str, str]:
     data = json.loads((PROMPTS_DIR / "kg_notes.json").read_text(encoding="utf-8"))
     return {k.lower(): v for k, v in data.items()}
 
 
+# Read at import, so that graph nodes never touch the file system for it.
+KG_NOTES = _read_kg_notes()
+
+
 def kg_note(dataset: str) -> str:
     """Return the note for a KG, or nothing when it has none."""
-    return kg_notes().get(dataset.lower(), "")
+    return KG_NOTES.get(dataset.lower(), "")

@@ -158,7 +158,7 @@ def run(
     out_dir = out or default_out_dir(source_name, strategy.name, members)
     info = RunInfo(dataset=source_name, method=strategy.method, models=members,
                    judge=judge if consensus else None, source=source,
-                   settings={k: v for k, v in values.items() if k != "data_dir"})
+                   settings=_recordable(values))
 
     if consensus:
         from evals.consensus_run import run_consensus
@@ -187,6 +187,16 @@ def run(
         err_console.print(f"[bold red]error:[/] {result.aborted}; the verdicts written so far "
                           f"are kept: rerun with --resume --out {out_dir}")
         raise typer.Exit(1)
+
+
+def _recordable(values: dict[str, Any]) -> dict[str, Any]:
+    """Return the settings to write into run.json: no data path, no credentials in URLs."""
+    from graphs.models import redact_url
+
+    kept = {k: v for k, v in values.items() if k != "data_dir"}
+    if kept.get("base_url"):
+        kept["base_url"] = redact_url(kept["base_url"])
+    return kept
 
 
 def _check_replay(models: list[str], data: str | None, dataset: str, method: str,

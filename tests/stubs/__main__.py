@@ -1,0 +1,33 @@
+"""Serve a stub model server in the foreground: ``python -m tests.stubs ollama --answer T``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from tests.stubs import Behaviour, OllamaStub, OpenAIStub
+
+
+def main() -> None:
+    """Start the stub named on the command line and print its URL until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m tests.stubs")
+    parser.add_argument("kind", choices=["ollama", "openai"])
+    parser.add_argument("--answer", default="T", help="the text every call answers")
+    parser.add_argument("--fail", type=int, default=0, help="fail this many calls first")
+    parser.add_argument("--status", type=int, default=503, help="status of those failures")
+    parser.add_argument("--hang", action="store_true", help="never answer")
+    args = parser.parse_args()
+    behaviour = Behaviour(answer=args.answer, fail_times=args.fail, fail_status=args.status,
+                          hang=args.hang)
+    stub = (OllamaStub if args.kind == "ollama" else OpenAIStub)(behaviour)
+    with stub:
+        print(stub.url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
