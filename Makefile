@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PORT ?= 2024
 
 .PHONY: install demo test lint studio bench graphs clean
 
@@ -26,7 +27,7 @@ lint: $(STAMP)
 
 studio: $(STAMP)
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true LANGSMITH_TRACING=false \
-		$(BIN)/langgraph dev --host 127.0.0.1 --port 2024 --no-browser
+		$(BIN)/langgraph dev --host 127.0.0.1 --port $(PORT) --no-browser
 
 graphs: $(STAMP)
 	$(BIN)/kgcheck graph docs --out-dir docs/graphs

@@ -1,0 +1,59 @@
+"""``kgcheck corpus``: import evidence documents (the upstream ``rag_dataset`` layout)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from kgcheck.app import app, console, user_errors
+
+corpus_app = typer.Typer(help="Evidence corpora for RAG: import and list.", no_args_is_help=True)
+app.add_typer(corpus_app, name="corpus")
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="SQLite store (default .kgcheck/corpus.sqlite; "
+                 "$KGCHECK_HOME moves .kgcheck)."),
+]
+
+
+@corpus_app.command("import")
+@user_errors
+def import_(
+    dataset: Annotated[str, typer.Option(help="Dataset folder to import (yago, factbench, ...).")],
+    source: Annotated[Path, typer.Option("--from", help="Folder or .tar.gz holding "
+                                         "rag_dataset/<dataset>/<fact id>/<n>.txt.")],
+    store: StoreOption = None,
+    replace: Annotated[bool, typer.Option(help="Delete the dataset's stored documents "
+                                          "first.")] = False,
+) -> None:
+    """Import a dataset's evidence documents from a folder or tarball (read as a stream)."""
+    from retrievers.store import default_store_path, import_corpus
+
+    started = time.perf_counter()
+    target, count = import_corpus(source, dataset, store or default_store_path(), replace=replace)
+    facts, docs = target.counts().get(dataset.lower(), (0, 0))
+    seconds = time.perf_counter() - started
+    console.print(f"imported {count:,} documents of {dataset.lower()} in {seconds:.1f} s; "
+                  f"the store holds {docs:,} documents for {facts:,} facts: {target.location}")
+
+
+@corpus_app.command("list")
+@user_errors
+def list_(store: StoreOption = None) -> None:
+    """List the imported datasets with their fact and document counts."""
+    from retrievers.store import CorpusStore, default_store_path
+
+    path = store or default_store_path()
+    if not path.is_file():
+        raise ValueError(f"{path}: no imported corpus; run `kgcheck corpus import` first")
+    table = Table(title=f"Evidence in {path}")
+    for column in ("dataset", "facts", "documents"):
+        table.add_column(column, justify="left" if column == "dataset" else "right")
+    for name, (facts, docs) in CorpusStore(path).counts().items():
+        table.add_row(name, f"{facts:,}", f"{docs:,}")
+    console.print(table)

