@@ -27,6 +27,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks
+	$(BIN)/mypy graphs evals kgcheck retrievers prompts
 
 studio: $(STAMP)
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true LANGSMITH_TRACING=false \

@@ -15,6 +15,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from evals.metrics import consensus_alignment, tie_rate
 from evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
 from graphs.consensus import (
@@ -128,7 +130,8 @@ async def run_consensus(
     member_specs(base_ctx)
     member_values(base_ctx)
     graph = build(strategy.name).compile(name="consensus")
-    config = {"recursion_limit": RECURSION_LIMIT, "metadata": {"kgcheck_run_id": info.run_id}}
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
+                              "metadata": {"kgcheck_run_id": info.run_id}}
 
     def summary_extras(judge_spec: str | None, source: str,
                        **more: Any) -> Any:
@@ -168,7 +171,7 @@ async def run_consensus(
         given = parse_alignment(values.get("alignment")) if setting in CONS_JUDGES else None
         if given:
             # Keys may be specs or bare model names; a member left out is named by the judge.
-            given = {m: given.get(m, given.get(split_spec(m)[1])) for m in members
+            given = {m: given[m] if m in given else given[split_spec(m)[1]] for m in members
                      if m in given or split_spec(m)[1] in given}
         ctx, spec = judged_context(given)
         return await final_run(ctx, spec, "given" if setting in CONS_JUDGES else "fixed")

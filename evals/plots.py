@@ -21,6 +21,7 @@ matplotlib.use("Agg")  # Files only: never open a window, also on a machine with
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
@@ -42,7 +43,7 @@ def _save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
     for fmt in FORMATS:
         path = out_dir / f"{stem}.{fmt}"
         # Light PNG compression: encoding at the default level costs more than drawing.
-        extra = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
+        extra: dict[str, Any] = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
         fig.savefig(path, dpi=DPI, bbox_inches="tight", **extra)
         paths.append(path)
     plt.close(fig)
@@ -50,7 +51,7 @@ def _save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
 
 
 def _method_colours(methods: Sequence[str]) -> dict[str, Any]:
-    palette = plt.get_cmap("tab10").colors
+    palette = matplotlib.color_sequences["tab10"]  # the tab10 colormap's ten colours
     ordered = sorted(set(methods), key=method_rank)
     return {m: palette[i % len(palette)] for i, m in enumerate(ordered)}
 
@@ -93,7 +94,7 @@ def plot_f1_ranked(records: Sequence[dict[str, Any]], dataset: str, true_share: 
         ax.set_title(f"{dataset}: {title}, ranked")
         if guess is not None:
             ax.axvline(guess[idx], color="black", linestyle="--", linewidth=1)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
+    handles: list[Artist] = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     labels = list(colours)
     if any(r["table"] == "consensus" for r in rows):
         handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black",

@@ -38,7 +38,8 @@ from graphs.upstream import DataError, DataSource
 TABLES_MD = "tables.md"
 TABLES_JSON = "tables.json"
 PLOTS_DIR = "plots"
-GOLD_MARKS = {"T": True, "F": False}
+# A record's gold mark; None (no gold label) is looked up too and maps to nothing.
+GOLD_MARKS: dict[str | None, bool] = {"T": True, "F": False}
 
 
 class ReportInputError(ValueError):

@@ -12,9 +12,9 @@ ties and consensus use the facts every model of the set answered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from evals.metrics import (
     consensus_alignment,
@@ -208,7 +208,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _ordered(values: Iterable[str]) -> list[str]:
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+def _ordered(values: Iterable[_Key]) -> list[_Key]:
     return list(dict.fromkeys(values))
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
 from graphs.models import ChatRunnable
@@ -15,7 +17,7 @@ from graphs.state import Fact
 
 
 def call_config(fact: Fact, method: str, step: str = "verdict",
-                **extra: Any) -> dict[str, Any]:
+                **extra: Any) -> RunnableConfig:
     """Runnable config whose metadata tells replay, traces and callbacks which fact is asked."""
     metadata = {
         META_FACT: fact.id,
@@ -62,7 +64,7 @@ def reply_text(message: BaseMessage) -> str:
     )
 
 
-async def ask(model: ChatRunnable, messages: list[BaseMessage], fact: Fact, method: str,
+async def ask(model: ChatRunnable, messages: Sequence[BaseMessage], fact: Fact, method: str,
               step: str = "verdict", **extra: Any) -> ModelReply:
     """Send ``messages`` to ``model`` about ``fact``; time the call and collect usage."""
     started = time.perf_counter()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from graphs.calls import CallRecord, ModelReply, ask
 from graphs.context import Context
@@ -49,21 +49,21 @@ def model_for(ctx: Context, spec: str | None = None) -> ChatRunnable:
 
 def defect_verdict(fact: Fact, method: str, model: str) -> VerdictDict:
     """Return the NA verdict of a fact that cannot be sent to a model (a dirty triple)."""
-    return Verdict(
+    return cast(VerdictDict, Verdict(
         fact_id=fact.id, label="NA", method=method, model=model,
         error=f"invalid fact {fact.id!r}: {fact.defect}",
         details={"error_type": "InvalidFact"},
-    ).model_dump()  # type: ignore[return-value]
+    ).model_dump())
 
 
 def error_verdict(fact: Fact, method: str, model: str, exc: BaseException,
                   **fields: Any) -> VerdictDict:
     """Return the NA verdict of a fact whose model call failed, keeping the error."""
-    return Verdict(
+    return cast(VerdictDict, Verdict(
         fact_id=fact.id, label="NA", method=method, model=model,
         error=f"{type(exc).__name__}: {exc}",
         details={"error_type": type(exc).__name__}, **fields,
-    ).model_dump()  # type: ignore[return-value]
+    ).model_dump())
 
 
 def answered_verdict(fact: Fact, method: str, model: str, label: Label,
@@ -73,7 +73,7 @@ def answered_verdict(fact: Fact, method: str, model: str, label: Label,
         known = [v for v in values if v is not None]
         return sum(known) if known else None
 
-    return Verdict(
+    return cast(VerdictDict, Verdict(
         fact_id=fact.id, label=label, method=method, model=model,
         raw=calls[-1]["text"] if calls else None,
         raws=[c["text"] for c in calls],
@@ -82,7 +82,7 @@ def answered_verdict(fact: Fact, method: str, model: str, label: Label,
         tokens_in=total([c["tokens_in"] for c in calls]),
         tokens_out=total([c["tokens_out"] for c in calls]),
         details=details,
-    ).model_dump()  # type: ignore[return-value]
+    ).model_dump())
 
 
 __all__ = [

@@ -21,11 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Final, Literal, NotRequired, cast
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
@@ -33,7 +32,7 @@ from typing_extensions import TypedDict
 from graphs.common import defect_verdict
 from graphs.context import LLM_HINT, Context, context_of
 from graphs.models import PROVIDERS, split_spec
-from graphs.registry import Strategy, get_strategy
+from graphs.registry import AnyCompiledGraph, AnyStateGraph, Strategy, get_strategy
 from graphs.state import FactInput, Label, Verdict, VerdictDict, fact_from_input
 
 DEFAULT_METHOD = "dka"
@@ -51,7 +50,7 @@ CONS_UP = "cons-up"
 CONS_DOWN = "cons-down"
 CONS_JUDGES = (CONS_UP, CONS_DOWN)
 # A tally's decision when the T and F votes split evenly.
-TIE = "tie"
+TIE: Final = "tie"
 Decision = Literal["T", "F", "tie"]
 
 
@@ -410,7 +409,7 @@ def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], tally: T
     """
     fact = fact_from_input(fact_input)
     decision = tally["decision"]
-    label: Label = decision if decision in ("T", "F") else "NA"  # type: ignore[assignment]
+    label: Label = decision if decision in ("T", "F") else "NA"
     if judge is not None:
         label = judge.get("label", "NA")
     calls: list[Mapping[str, Any]] = [*votes, *([judge] if judge is not None else [])]
@@ -437,7 +436,7 @@ def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], tally: T
         "judge_error": judge.get("error") if judge is not None else None,
         "member_errors": len(member_errors),
     })
-    return Verdict(
+    return cast(VerdictDict, Verdict(
         fact_id=fact.id, label=label, method=plan["method_label"],
         model=",".join(plan["members"]),
         raw=judge.get("raw") if judge is not None else None,
@@ -449,14 +448,14 @@ def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], tally: T
         tokens_out=_total([c.get("tokens_out") for c in calls]),
         error=error,
         details=details,
-    ).model_dump()  # type: ignore[return-value]
+    ).model_dump())
 
 
 # ---------------------------------------------------------------- the graph
 
 
 @cache
-def _compiled(method: str) -> CompiledStateGraph:
+def _compiled(method: str) -> AnyCompiledGraph:
     return get_strategy(method).compile()
 
 
@@ -471,14 +470,14 @@ async def _strategy(method: str) -> Strategy:
 
 
 async def _method_graph(method: str, default_method: str,
-                        default_graph: CompiledStateGraph) -> CompiledStateGraph:
+                        default_graph: AnyCompiledGraph) -> AnyCompiledGraph:
     if method == default_method:
         return default_graph
     # Importing and compiling a strategy touches files: keep it off the event loop.
     return await asyncio.to_thread(_compiled, method)
 
 
-async def _run_method(graph: CompiledStateGraph, method: str, spec: str,
+async def _run_method(graph: AnyCompiledGraph, method: str, spec: str,
                       settings: dict[str, Any], fact: FactInput) -> dict[str, Any]:
     """Run the method graph on one fact with ``spec`` as its model; return its verdict."""
     ctx = (await _strategy(method)).make_context(**{**settings, "model": spec})
@@ -490,7 +489,7 @@ async def _run_method(graph: CompiledStateGraph, method: str, spec: str,
     return dict(verdict)
 
 
-def build(method: str = DEFAULT_METHOD) -> StateGraph:
+def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
     """Build the consensus graph whose members (and judge) run ``method``'s graph.
 
     The method's compiled graph is the subgraph of the ``member`` and ``judge`` nodes
@@ -517,8 +516,9 @@ def build(method: str = DEFAULT_METHOD) -> StateGraph:
 
     def fan_out(state: ConsensusState) -> list[Send] | Literal["tally", "__end__"]:
         """Send the fact to every member at once, unless votes came with the input."""
+        # The literal, not END (typed plain str), so the return matches the Literal annotation.
         if "verdict" in state:
-            return END
+            return "__end__"
         if state.get("votes"):
             return "tally"
         plan = state["plan"]
@@ -528,17 +528,19 @@ def build(method: str = DEFAULT_METHOD) -> StateGraph:
             for i, spec in enumerate(plan["members"])
         ]
 
-    async def member(task: MemberTask) -> dict:
+    # The parameter is named ``state`` as LangGraph's node protocols name it; the value is
+    # the MemberTask sent by fan_out (LangGraph reads the input schema from the annotation).
+    async def member(state: MemberTask) -> dict:
         """Run the method graph with this member's model; any failure is an NA vote."""
         try:
-            graph = await _method_graph(task["method"], strategy.name, member_graph)
-            verdict = await _run_method(graph, task["method"], task["model"], task["settings"],
-                                        task["fact"])
+            graph = await _method_graph(state["method"], strategy.name, member_graph)
+            verdict = await _run_method(graph, state["method"], state["model"],
+                                        state["settings"], state["fact"])
         except GraphBubbleUp:
             raise  # interrupts and other control flow belong to LangGraph
         except Exception as exc:  # noqa: BLE001 - a failed member votes NA, the others go on
-            return {"votes": [_error_vote(task["index"], task["model"], exc)]}
-        return {"votes": [_vote(task["index"], task["model"], verdict)]}
+            return {"votes": [_error_vote(state["index"], state["model"], exc)]}
+        return {"votes": [_vote(state["index"], state["model"], verdict)]}
 
     def tally(state: ConsensusState) -> dict:
         """Count the votes; decide unless it is a tie that a judge will break."""
@@ -554,7 +556,7 @@ def build(method: str = DEFAULT_METHOD) -> StateGraph:
 
     def after_tally(state: ConsensusState) -> Literal["judge", "__end__"]:
         """Go to the judge only on a tie with a judge set."""
-        return END if "verdict" in state else "judge"
+        return "__end__" if "verdict" in state else "judge"
 
     async def judge(state: ConsensusState) -> dict:
         """Ask the judge model with the same method; its answer decides the tie."""

@@ -66,7 +66,8 @@ async def build_prompt(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
 
 async def after_prompt(state: DKAState) -> Literal["ask_model", "__end__"]:
     """Skip the model when the fact already has a verdict."""
-    return END if "verdict" in state else "ask_model"
+    # The literal, not END (typed plain str), so the return matches the Literal annotation.
+    return "__end__" if "verdict" in state else "ask_model"
 
 
 async def ask_model(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
@@ -82,7 +83,7 @@ async def ask_model(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
 
 async def after_ask(state: DKAState) -> Literal["decide", "__end__"]:
     """End when the call failed; otherwise read the verdict."""
-    return END if "verdict" in state else "decide"
+    return "__end__" if "verdict" in state else "decide"
 
 
 async def decide(state: DKAState, runtime: Runtime[DKAContext]) -> dict:

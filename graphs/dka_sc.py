@@ -115,8 +115,9 @@ async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext]) -> dic
 
 def fan_out(state: DKASCState, runtime: Runtime[DKASCContext]) -> list[Send] | Literal["__end__"]:
     """Send the prompt to k sampling branches, or end when the fact already has a verdict."""
+    # The literal, not END (typed plain str), so the return matches the Literal annotation.
     if "verdict" in state:
-        return END
+        return "__end__"
     ctx = context_of(runtime, DKASCContext)
     settings = dataclasses.asdict(ctx)
     return [
@@ -158,7 +159,7 @@ async def vote(state: DKASCState, runtime: Runtime[DKASCContext]) -> dict:
     labels = [s["label"] for s in samples]
     calls = [s["call"] for s in samples if s["call"] is not None]
     votes = Counter(labels)
-    details = {
+    details: dict[str, Any] = {
         "samples": labels,
         "votes": {"T": votes["T"], "F": votes["F"], "NA": votes["NA"]},
         "tie": votes["T"] == votes["F"] and votes["T"] > 0,

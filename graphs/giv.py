@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
@@ -193,7 +193,7 @@ def _parse_examples(path: Path, stamp: int) -> tuple[Example, ...]:
         if answer not in ("T", "F"):
             raise PromptError(f"{path}: example {n} has answer {row['answer']!r}; expected T or F")
         examples.append(Example(str(row["subject"]), str(row["predicate"]),
-                                str(row["object"]), answer))  # type: ignore[arg-type]
+                                str(row["object"]), cast(Literal["T", "F"], answer)))
     return tuple(examples)
 
 
@@ -269,7 +269,8 @@ async def build_prompt(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
 
 def after_prompt(state: GIVState) -> Literal["ask_model", "__end__"]:
     """Skip the model when the fact already has a verdict (a dirty triple)."""
-    return END if "verdict" in state else "ask_model"
+    # The literal, not END (typed plain str), so the return matches the Literal annotation.
+    return "__end__" if "verdict" in state else "ask_model"
 
 
 async def ask_model(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
@@ -293,7 +294,7 @@ async def ask_model(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
 
 def after_ask(state: GIVState) -> Literal["check", "__end__"]:
     """End when the call failed; otherwise check the answer."""
-    return END if "verdict" in state else "check"
+    return "__end__" if "verdict" in state else "check"
 
 
 async def check(state: GIVState) -> dict:

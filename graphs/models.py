@@ -399,7 +399,9 @@ def _ollama(name: str, options: ModelOptions) -> ChatRunnable:
 
 
 def _build_ollama(name: str, options: ModelOptions) -> ChatRunnable:
-    return retrying_chat_ollama()(
+    # The class is made at first use, so its extra pydantic fields are not known statically.
+    chat_ollama: Callable[..., ChatRunnable] = retrying_chat_ollama()
+    return chat_ollama(
         model=name,
         # None lets the ollama client read OLLAMA_HOST in all its forms (host, host:port, URL).
         base_url=options.base_url or None,
@@ -432,7 +434,9 @@ def _openai_model(spec: str, name: str, options: ModelOptions, *, base_url: str 
         }
     else:
         kwargs["max_completion_tokens"] = options.max_tokens
-    return explained_chat_openai()(
+    # The class is made at first use, so its extra pydantic fields are not known statically.
+    chat_openai: Callable[..., ChatRunnable] = explained_chat_openai()
+    return chat_openai(
         spec=spec,
         model=name,
         base_url=base_url,

@@ -52,7 +52,7 @@ def read_verdict(answer: str | None) -> Reading:
     """
     if answer is None or not answer.strip():
         return Reading("NA", EMPTY)
-    found: set[str] = set()
+    found: set[Label] = set()
     for match in _LABELLED.finditer(answer):
         word = match.group(1).lower()
         if word in _TOKENS:
@@ -70,7 +70,7 @@ def read_verdict(answer: str | None) -> Reading:
         return Reading("NA", UNDECIDED)
     if len(found) > 1:
         return Reading("NA", BOTH)
-    return Reading(found.pop())  # type: ignore[arg-type]
+    return Reading(found.pop())
 
 
 def parse_verdict(answer: str | None) -> Label:

@@ -243,7 +243,8 @@ async def to_sentence(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str
 
 def after_sentence(state: RAGState) -> Literal["generate_questions", "__end__"]:
     """End at once for a fact that cannot be sent."""
-    return END if "verdict" in state else "generate_questions"
+    # The literal, not END (typed plain str), so the return matches the Literal annotation.
+    return "__end__" if "verdict" in state else "generate_questions"
 
 
 async def generate_questions(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
@@ -404,7 +405,7 @@ async def verify(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any
 
 def after_verify(state: RAGState) -> Literal["decide", "__end__"]:
     """End when the call failed; otherwise read the answer."""
-    return END if "verdict" in state else "decide"
+    return "__end__" if "verdict" in state else "decide"
 
 
 def _failed(fact: Fact, ctx: RAGContext, exc: Exception,

@@ -11,7 +11,7 @@ import re
 
 from graphs.state import Label
 
-_VALUES = {"yes": "T", "true": "T", "no": "F", "false": "F"}
+_VALUES: dict[str, Label] = {"yes": "T", "true": "T", "no": "F", "false": "F"}
 # "output": "yes" with either quote style, or none, around key and value.
 _OUTPUT = re.compile(
     r"""["']?\boutput\b["']?\s*[:=]\s*["']?\s*(yes|no|true|false)\b""", re.IGNORECASE
@@ -25,10 +25,10 @@ def parse_rag_answer(answer: str | None) -> Label:
         return "NA"
     found = {_VALUES[m.lower()] for m in _OUTPUT.findall(answer)}
     if len(found) == 1:
-        return found.pop()  # type: ignore[return-value]
+        return found.pop()
     if found:
         return "NA"
     bare = _BARE.match(answer.strip())
     if bare:
-        return _VALUES[bare[1].lower()]  # type: ignore[return-value]
+        return _VALUES[bare[1].lower()]
     return "NA"

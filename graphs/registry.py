@@ -9,11 +9,15 @@ from __future__ import annotations
 import functools
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 
 from graphs.context import Context
+
+# Each strategy has its own state and Context classes: the registry holds any of them.
+AnyStateGraph: TypeAlias = StateGraph[Any, Any, Any, Any]
+AnyCompiledGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
 
 
 class UnknownStrategyError(ValueError):
@@ -25,13 +29,13 @@ class Strategy:
     """A registered strategy: its graph builder, Context class and recorded-method name."""
 
     name: str
-    builder: StateGraph
+    builder: AnyStateGraph
     context: type[Context]
     method: str
     description: str
     defaults: dict[str, Any]
 
-    def compile(self, **kwargs: Any) -> CompiledStateGraph:
+    def compile(self, **kwargs: Any) -> AnyCompiledGraph:
         """Compile a fresh graph (pass ``checkpointer=`` for resumable state)."""
         return self.builder.compile(name=self.name, **kwargs)
 
@@ -47,7 +51,7 @@ _STRATEGIES: dict[str, Strategy] = {}
 _BUILTIN_MODULES = ("graphs.dka", "graphs.giv", "graphs.rag", "graphs.dka_sc")
 
 
-def register(name: str, builder: StateGraph, context: type[Context], *, method: str,
+def register(name: str, builder: AnyStateGraph, context: type[Context], *, method: str,
              description: str, **defaults: Any) -> None:
     """Register a strategy; ``defaults`` are Context values this strategy starts from."""
     _STRATEGIES[name] = Strategy(name, builder, context, method, description, defaults)

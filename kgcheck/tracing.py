@@ -327,7 +327,8 @@ def _end_model_spans_in_async_runs() -> None:
     from openlit.__helpers import reset_framework_llm_active
     from opentelemetry import context as otel_context
 
-    injector = getattr(BaseCallbackManager.__init__, "_self_wrapper", None)
+    # OpenLIT's wrapt wrapper, if it is installed: an untyped object.
+    injector: Any = getattr(BaseCallbackManager.__init__, "_self_wrapper", None)
     handler = injector.get_handler() if hasattr(injector, "get_handler") else None
     if handler is None or getattr(handler, "_kgcheck_patched", False):
         return

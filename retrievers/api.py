@@ -162,8 +162,8 @@ def create_app(source: DocumentSource, search: MockSearch, *, api_key: str,
         if doc is None:
             raise ApiError(404, {"error": "URL not found", "url": url})
         wanted = [f.strip() for f in fields.split(",") if f.strip()]
-        full = {"title": doc.title, "text": doc.text, "authors": [], "publish_date": None,
-                "doc_id": doc.doc_id}
+        full: dict[str, Any] = {"title": doc.title, "text": doc.text, "authors": [],
+                                "publish_date": None, "doc_id": doc.doc_id}
         return {"success": True, "url": url, "fields_requested": wanted, "scraped_at": started,
                 "data": {k: v for k, v in full.items() if not wanted or k in wanted}}
 

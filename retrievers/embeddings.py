@@ -43,7 +43,12 @@ class Embedder(Protocol):
     """Texts in, one normalised vector per text out."""
 
     name: str
-    dim: int
+
+    # Read-only: a wrapper such as CachedEmbedder reports its inner embedder's dimension.
+    @property
+    def dim(self) -> int:
+        """Length of each vector."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` as an ``(n, dim)`` float32 array of unit rows."""

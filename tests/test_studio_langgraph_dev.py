@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class Studio:
     served: list[str]
     missing: dict[str, str]
     log: Path
+    startup_seconds: float = 0.0
 
     def require(self, name: str) -> None:
         if name in self.missing:
@@ -66,12 +68,16 @@ class Studio:
                 if "BlockingError" in line or "Blocking call" in line]
 
 
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory) -> Iterator[Studio]:
+@contextmanager
+def serve_studio(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Studio]:
+    """Run ``langgraph dev`` as ``make studio`` does, from ``tmp``, on a free loopback port.
+
+    The environment is this process's without OTel and LangSmith settings, plus the quiet
+    flags and ``env``; the server stops (with the workers it started) on exit.
+    """
     config = _config()
     missing = {name: _module(_graph_spec(name)) for name in config["graphs"]
                if importlib.util.find_spec(_module(_graph_spec(name))) is None}
-    tmp = tmp_path_factory.mktemp("studio")
     # The project's langgraph.json, without graphs whose module is not written yet. The
     # server runs in a temporary folder, where it keeps its state (.langgraph_api) and reads
     # no .env, so a developer's Studio state and settings stay untouched; the project is
@@ -85,22 +91,26 @@ def studio(tmp_path_factory) -> Iterator[Studio]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LANGSMITH_"))}
-    env.update(QUIET)
+    server_env = {k: v for k, v in os.environ.items()
+                  if not k.startswith(("OTEL_", "LANGSMITH_"))}
+    server_env.update(QUIET)
+    server_env.update(env or {})
     log = tmp / "server.log"
     # The CLI installed next to the interpreter running the tests (the project's venv).
     langgraph = Path(sys.executable).parent / "langgraph"
     if not langgraph.exists():
         pytest.fail(f"langgraph CLI not found at {langgraph}: install the test extras")
+    started = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.Popen(
             [str(langgraph), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser",
              "--no-reload", "--config", str(config_path)],
-            cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=tmp, env=server_env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + STARTUP_SECONDS
+        deadline = started + STARTUP_SECONDS
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"langgraph dev exited with {proc.returncode}:\n"
@@ -113,7 +123,8 @@ def studio(tmp_path_factory) -> Iterator[Studio]:
             if time.monotonic() > deadline:
                 pytest.fail("langgraph dev did not answer /ok:\n" + log.read_text()[-4000:])
             time.sleep(0.3)
-        yield Studio(url=url, served=sorted(served_config["graphs"]), missing=missing, log=log)
+        yield Studio(url=url, served=sorted(served_config["graphs"]), missing=missing, log=log,
+                     startup_seconds=time.monotonic() - started)
     finally:
         # The server runs in its own session: stop it and the workers it started.
         os.killpg(proc.pid, signal.SIGTERM)
@@ -122,6 +133,12 @@ def studio(tmp_path_factory) -> Iterator[Studio]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory) -> Iterator[Studio]:
+    with serve_studio(tmp_path_factory.mktemp("studio")) as served:
+        yield served
 
 
 def _client(studio: Studio):
@@ -137,14 +154,22 @@ def _fact(fact_id: str = "5") -> dict:
             "dataset": "YAGO", "id": fact_id}
 
 
-def test_config_registers_the_four_graphs_by_module_path() -> None:
+def test_config_registers_the_four_graphs_by_module_path(monkeypatch) -> None:
     config = _config()
     assert set(config["graphs"]) == set(GRAPHS)
     for name in GRAPHS:
         spec = _graph_spec(name)
-        assert spec == f"graphs.{name}:graph", spec
+        # Served through kgcheck.studio, which starts tracing before the graphs are built.
+        assert spec == f"kgcheck.studio:{name}", spec
     assert config["dependencies"] == ["."]
     assert config["env"] == ".env"
+    # Imported here without an endpoint (untraced): the graphs as graphs/ builds them.
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    studio = importlib.import_module("kgcheck.studio")
+    for name in GRAPHS:
+        assert getattr(studio, name) is importlib.import_module(f"graphs.{name}").graph
+        assert getattr(studio, name).name == name
 
 
 async def test_assistants_list_every_graph(studio: Studio) -> None:

@@ -8,6 +8,7 @@ is sent over the network (LangChain's ``draw_mermaid_png`` would use a web servi
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -48,6 +49,9 @@ def studio_graphs(config: Path = STUDIO_CONFIG) -> dict[str, str]:
 
 def _load(spec: str) -> Any:
     module_name, _, variable = spec.partition(":")
+    if module_name == "kgcheck.studio":
+        # The same graphs, without starting Studio's tracing: drawing runs nothing.
+        module_name, variable = f"graphs.{variable}", "graph"
     if "/" in module_name or module_name.endswith(".py"):
         module_name = module_name.removeprefix("./").removesuffix(".py").replace("/", ".")
     return getattr(importlib.import_module(module_name), variable)
@@ -62,7 +66,7 @@ def graph_sources() -> dict[str, tuple[str, Callable[[], Any]]]:
         module_name = spec.partition(":")[0]
         if importlib.util.find_spec(module_name) is None:
             continue  # listed for Studio, not written yet
-        sources[name] = (f"studio ({spec})", lambda spec=spec: _load(spec))
+        sources[name] = (f"studio ({spec})", functools.partial(_load, spec))
     for name, strategy in strategies().items():
         where = "strategy" if name not in sources else f"strategy, {sources[name][0]}"
         sources[name] = (where, strategy.compile)

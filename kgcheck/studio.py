@@ -1,0 +1,106 @@
+"""Serve the strategy graphs to ``langgraph dev`` (Studio), traced when an endpoint is set.
+
+``langgraph.json`` names the graphs here (``kgcheck.studio:dka``, ...) rather than in
+``graphs/``, so that the server starts tracing before it builds them: OpenLIT gives nodes
+spans of their own only when it starts before ``add_node`` runs, and ``graphs/`` does not
+know about tracing (nothing there imports ``kgcheck``).
+
+Tracing follows the environment (``.env`` or the shell): with ``OTEL_EXPORTER_OTLP_ENDPOINT``
+set, every run served gets workflow, node and model spans in one trace, as with
+``kgcheck run``; without it, nothing is traced. A collector that does not answer, or an
+endpoint that is not an http(s) URL, leaves the server serving untraced, with one warning
+in its log that says why.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Coroutine, Generator
+from typing import Any
+
+from kgcheck.tracing import TracingError, setup_tracing
+
+logger = logging.getLogger(__name__)
+
+
+class _InContext(Awaitable[Any]):
+    """Await a coroutine with every step of it run in one given context."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
+        self.coro = coro
+        self.context = context
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        send: Any = self.coro.send
+        value: Any = None
+        while True:
+            try:
+                pending = self.context.run(send, value)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                value, send = (yield pending), self.coro.send
+            except GeneratorExit:
+                self.context.run(self.coro.close)
+                raise
+            except BaseException as exc:  # noqa: BLE001 - cancellation goes to the coroutine
+                value, send = exc, self.coro.throw
+
+
+async def _stream_in_one_context(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+    """Yield from ``stream``, advancing it always in the context it was started in.
+
+    The server pulls each item of a run's stream from a task of its own, and a task runs
+    in a copy of its creator's context: the workflow span made current at the start, and
+    the run's fact id, would not reach the nodes of later steps. Their spans would start
+    traces of their own, and OpenLIT could not end its span where it began it.
+    """
+    context = contextvars.copy_context()
+    try:
+        while True:
+            try:
+                item = await _InContext(stream.__anext__(), context)  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await _InContext(aclose(), context)
+
+
+def _trace_streams_whole() -> None:
+    """Make ``Pregel.astream`` run each stream in one context, outside every other wrapper."""
+    from langgraph.pregel import Pregel
+    from wrapt import wrap_function_wrapper
+
+    if getattr(Pregel, "_kgcheck_one_context", False):
+        return
+
+    def astream(wrapped: Any, instance: Any, args: tuple,
+                kwargs: dict) -> AsyncGenerator[Any, None]:
+        return _stream_in_one_context(wrapped(*args, **kwargs))
+
+    wrap_function_wrapper(Pregel.__module__, "Pregel.astream", astream)
+    Pregel._kgcheck_one_context = True  # type: ignore[attr-defined]
+
+
+try:
+    _setup = setup_tracing()
+except TracingError as exc:
+    # A dev server that refuses to serve over a tracing setting helps nobody: run untraced.
+    logger.warning("tracing is off: %s", exc)
+    _setup = None
+if _setup is not None:
+    _trace_streams_whole()
+    logger.info("tracing Studio runs: spans go to %s",
+                _setup.endpoint or "the tracer provider already set")
+
+# Imported only now, so that OpenLIT has wrapped add_node before the graphs are built.
+from graphs.consensus import graph as consensus  # noqa: E402
+from graphs.dka import graph as dka  # noqa: E402
+from graphs.giv import graph as giv  # noqa: E402
+from graphs.rag import graph as rag  # noqa: E402
+
+__all__ = ["dka", "giv", "rag", "consensus"]

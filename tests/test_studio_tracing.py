@@ -1,0 +1,204 @@
+"""Studio tracing: ``langgraph dev`` runs send OpenLIT spans when an OTLP endpoint is set.
+
+The server starts as in tests/test_studio_langgraph_dev.py, with
+``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at an OTLP/HTTP receiver on 127.0.0.1 that decodes
+the protobuf exports; a ``dka`` run of one vendored fact through the SDK must come back as
+one trace of workflow, node and model spans that carry the fact id. With no collector
+answering, the server serves untraced and says so once in its log. The server pulls each
+item of a run's stream from a task of its own; a unit test checks that the streams still
+run in one context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.test_studio_langgraph_dev import Studio, _client, _fact, serve_studio
+from tests.test_tracing_openlit import _value
+
+# Export finished spans every 100 ms instead of every 5 s, so the test need not wait long.
+FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
+SPAN_WAIT_SECONDS = 15
+NODES = ("build_prompt", "ask_model", "decide")
+
+
+class _SpanReceiver(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps each exported span with its trace, id and parent."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path == "/v1/traces":
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for resource_spans in request.resource_spans:
+                service = {a.key: a.value.string_value
+                           for a in resource_spans.resource.attributes}.get("service.name")
+                for scope_spans in resource_spans.scope_spans:
+                    self.server.spans.extend({  # type: ignore[attr-defined]
+                        "name": span.name,
+                        "service": service,
+                        "trace": span.trace_id.hex(),
+                        "id": span.span_id.hex(),
+                        "parent": span.parent_span_id.hex() or None,
+                        "attributes": {a.key: _value(a.value) for a in span.attributes},
+                    } for span in scope_spans.spans)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        return
+
+
+@pytest.fixture
+def receiver(free_port: int) -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port), _SpanReceiver)
+    server.spans = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _wait_for_spans(receiver: ThreadingHTTPServer) -> list[dict[str, Any]]:
+    """Return the spans received once the workflow, its nodes and a model call are in."""
+    wanted = {"invoke_workflow dka", *(f"invoke_agent {n}" for n in NODES)}
+    spans: list[dict[str, Any]] = receiver.spans  # type: ignore[attr-defined]
+    deadline = time.monotonic() + SPAN_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        names = {s["name"] for s in spans}
+        if wanted <= names and any(n.startswith("chat ") for n in names):
+            break
+        time.sleep(0.1)
+    return list(spans)
+
+
+def _run_dka(studio: Studio, metadata: dict[str, str] | None = None) -> dict[str, Any]:
+    async def run() -> dict[str, Any]:
+        client = _client(studio)
+        return await asyncio.wait_for(
+            client.runs.wait(None, "dka", input={"fact": _fact("5")}, metadata=metadata), 60)
+
+    out = asyncio.run(run())
+    assert "__error__" not in out, out.get("__error__")
+    assert out["verdict"]["label"] == "T" and out["verdict"]["model"] == "replay:gemma2:9b"
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_studio_run_is_one_trace_of_workflow_node_and_model_spans(tmp_path, receiver) -> None:
+    endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"
+    with serve_studio(tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, **FAST_EXPORT}) as studio:
+        _run_dka(studio, metadata={"kgcheck_run_id": "studio-run-1"})
+        spans = _wait_for_spans(receiver)
+        log = studio.log.read_text(errors="replace")
+        assert not studio.blocking_errors(), studio.blocking_errors()
+    names = sorted(s["name"] for s in spans)
+    by_id = {s["id"]: s for s in spans}
+
+    # OpenLIT wraps astream twice; the outer span is the run's root.
+    workflow = next((s for s in spans if s["name"].startswith("invoke_workflow dka")
+                     and s["parent"] is None), None)
+    assert workflow is not None, names
+    nodes = {n: [s for s in spans if s["name"] == f"invoke_agent {n}"] for n in NODES}
+    assert all(len(found) == 1 for found in nodes.values()), names
+    chats = [s for s in spans if s["name"].startswith("chat ")]
+    assert [c["name"] for c in chats] == ["chat gemma2:9b"], names
+    run_spans = [workflow, chats[0], *(found[0] for found in nodes.values())]
+
+    # One trace: every node and the model call hang under the workflow, though the server
+    # pulls each step of the run from a task of its own.
+    for span in run_spans:
+        assert span["trace"] == workflow["trace"], (span["name"], names)
+        ancestor = span
+        while ancestor["parent"] is not None:
+            ancestor = by_id[ancestor["parent"]]
+        assert ancestor is workflow, span["name"]
+    for span in run_spans:
+        assert span["service"] == "kgcheck"
+        assert span["attributes"]["kgcheck.fact_id"] == "5", span
+        assert span["attributes"]["kgcheck.dataset"] == "YAGO", span
+        # The run's metadata reaches the spans as it does for kgcheck run.
+        assert span["attributes"]["kgcheck.run_id"] == "studio-run-1", span
+    chat = chats[0]["attributes"]
+    assert chat["gen_ai.request.model"] == "gemma2:9b"
+    assert chat["kgcheck.method"] == "DKA" and chat["kgcheck.step"] == "verdict"
+    assert chat["gen_ai.usage.output_tokens"] >= 1
+
+    assert f"tracing Studio runs: spans go to {endpoint}/v1/traces" in log
+    assert "tracing is off" not in log
+    assert "started after" not in log  # no graph was built before tracing started
+    assert "Failed to detach context" not in log  # each span ended where it began
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_without_a_collector_the_server_serves_untraced(tmp_path, free_port) -> None:
+    # Nothing listens on free_port: the endpoint is set, but no collector answers.
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port}", **FAST_EXPORT}
+    with serve_studio(tmp_path, env) as studio:
+        _run_dka(studio)
+        log = studio.log.read_text(errors="replace")
+    off = [line for line in log.splitlines() if "tracing is off" in line]
+    assert len(off) == 1, log[-4000:]
+    assert f"no OTLP collector answers at http://127.0.0.1:{free_port}/v1/traces" in off[0]
+    assert "tracing Studio runs" not in log
+    # Untraced: no exporter keeps retrying the dead endpoint.
+    assert "Failed to export" not in log and "Transient error" not in log, log[-4000:]
+
+
+async def test_each_step_of_a_stream_runs_in_the_context_it_started_in() -> None:
+    from kgcheck.studio import _stream_in_one_context
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[str] = []
+    gate = asyncio.Event()
+
+    async def stream() -> Any:
+        var.set("started")
+        try:
+            for i in range(3):
+                await asyncio.sleep(0)
+                seen.append(var.get())
+                yield i
+            await gate.wait()
+        except asyncio.CancelledError:
+            seen.append("cancelled in " + var.get())
+            raise
+        finally:
+            seen.append("closed in " + var.get())
+
+    async def pull(items: Any) -> Any:
+        return await anext(items)
+
+    # As the server does: every item from a new task, a copy of the caller's context.
+    plain = stream()
+    assert [await asyncio.create_task(pull(plain)) for _ in range(2)] == [0, 1]
+    await plain.aclose()
+    assert seen == ["started", "unset", "closed in unset"]
+
+    seen.clear()
+    whole = _stream_in_one_context(stream())
+    assert [await asyncio.create_task(pull(whole)) for _ in range(3)] == [0, 1, 2]
+    waiting = asyncio.create_task(pull(whole))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert seen == ["started"] * 3 + ["cancelled in started", "closed in started"]
+    assert var.get() == "unset"  # the caller's own context is untouched
+    await whole.aclose()
