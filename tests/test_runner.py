@@ -113,3 +113,27 @@ def test_killed_run_resumes_with_exactly_one_verdict_per_fact(tmp_path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n"] == 120
     assert summary["ran_this_time"] == 120 - written
+
+
+def test_ctrl_c_keeps_verdicts_and_says_how_to_resume(tmp_path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--dataset", "yago", "--limit", "60",
+           "--concurrency", "2", "--replay-latency", "0.2", "--out", str(out), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # A child inherits an ignored SIGINT from a background shell; restore the default.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    verdicts = out / "verdicts.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if verdicts.exists() and len(verdicts.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    kept = len(read_verdicts(verdicts))
+    assert proc.returncode == 130
+    assert f"interrupted: {kept} verdicts are kept" in " ".join(output.split())
+    assert "--resume" in output and "Traceback" not in output
+    assert 4 <= kept < 60

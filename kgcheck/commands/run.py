@@ -163,11 +163,11 @@ def run(
     if consensus:
         from evals.consensus_run import run_consensus
 
-        result = asyncio.run(run_consensus(
+        job = run_consensus(
             facts, strategy=strategy, members=members, judge=judge, values=values, info=info,
             out_dir=out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
             show_progress=progress,
-        ))
+        )
     else:
         ctx = strategy.make_context(**values)
         graph = strategy.compile()
@@ -179,8 +179,17 @@ def run(
                         "metadata": {"kgcheck_run_id": info.run_id}},
             )
 
-        result = asyncio.run(run_facts(facts, invoke, info, out_dir, concurrency=concurrency,
-                                       resume=resume, fresh=fresh, show_progress=progress))
+        job = run_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
+                        fresh=fresh, show_progress=progress)
+    try:
+        result = asyncio.run(job)
+    except KeyboardInterrupt:
+        from evals.runner import VERDICTS, read_verdicts
+
+        kept = len(read_verdicts(out_dir / VERDICTS))
+        err_console.print(f"interrupted: {kept} verdicts are kept in {out_dir / VERDICTS}; "
+                          f"continue with --resume --out {out_dir}")
+        raise typer.Exit(130) from None
     print_summary(result.summary)
     console.print(f"verdicts: {out_dir / 'verdicts.jsonl'}  summary: {out_dir / 'summary.json'}")
     if result.aborted:
