@@ -18,6 +18,7 @@ import asyncio
 import operator
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -47,6 +48,7 @@ from retrievers.evidence import get_retriever, in_domains, own_source_domains
 from retrievers.questions import template_questions as templates
 from retrievers.search import SearchHit, merge_hits
 from retrievers.selection import get_selector
+from retrievers.store import open_source
 
 METHOD = "RAG"
 SEARCH_API_KEY_ENV = "KGCHECK_SEARCH_API_KEY"
@@ -495,7 +497,28 @@ builder.add_edge("no_evidence", END)
 
 graph = builder.compile(name="rag")
 
+def evidence_coverage(facts: Sequence[Fact], ctx: RAGContext) -> list[str]:
+    """Warn, before a batch run, about facts the evidence corpus holds no documents for."""
+    source = open_source(ctx.corpus,
+                         api_key=ctx.search_api_key or os.environ.get(SEARCH_API_KEY_ENV, ""))
+    missing: dict[str, int] = {}
+    for dataset in sorted({f.dataset for f in facts}):
+        covered = set(source.fact_ids(dataset))
+        missing[dataset] = sum(1 for f in facts if f.dataset == dataset and f.id not in covered)
+    lacking = sum(missing.values())
+    if not lacking:
+        return []
+    example = next(iter(d for d, n in missing.items() if n)).lower()
+    return [
+        f"the evidence corpus {source.location} has no documents for {lacking} of "
+        f"{len(facts)} facts; they will be NA (no evidence). Import the evidence first: "
+        f"kgcheck corpus import --dataset {example} --from PATH (a folder or .tar.gz in the "
+        "rag_dataset layout), or pass --set corpus=PATH"
+    ]
+
+
 register(
     "rag", builder, RAGContext, method=METHOD,
     description="Retrieval-augmented check: sentence, questions, search, select, chunks, verify.",
+    preflight=evidence_coverage,
 )

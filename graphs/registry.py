@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 
 from graphs.context import Context
+from graphs.state import Fact
 
 # Each strategy has its own state and Context classes: the registry holds any of them.
 AnyStateGraph: TypeAlias = StateGraph[Any, Any, Any, Any]
 AnyCompiledGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
+
+
+# Checks a batch run makes before starting: (facts, context) -> warnings to print.
+Preflight = Callable[[Sequence[Fact], Any], list[str]]
 
 
 class UnknownStrategyError(ValueError):
@@ -34,6 +40,7 @@ class Strategy:
     method: str
     description: str
     defaults: dict[str, Any]
+    preflight: Preflight | None = None
 
     def compile(self, **kwargs: Any) -> AnyCompiledGraph:
         """Compile a fresh graph (pass ``checkpointer=`` for resumable state)."""
@@ -52,9 +59,14 @@ _BUILTIN_MODULES = ("graphs.dka", "graphs.giv", "graphs.rag", "graphs.dka_sc")
 
 
 def register(name: str, builder: AnyStateGraph, context: type[Context], *, method: str,
-             description: str, **defaults: Any) -> None:
-    """Register a strategy; ``defaults`` are Context values this strategy starts from."""
-    _STRATEGIES[name] = Strategy(name, builder, context, method, description, defaults)
+             description: str, preflight: Preflight | None = None, **defaults: Any) -> None:
+    """Register a strategy; ``defaults`` are Context values this strategy starts from.
+
+    ``preflight(facts, context)`` may return warnings that a batch run prints before it
+    starts (e.g. facts that RAG has no evidence for).
+    """
+    _STRATEGIES[name] = Strategy(name, builder, context, method, description, defaults,
+                                 preflight)
 
 
 @functools.cache

@@ -72,3 +72,16 @@ def test_own_triples_need_a_live_model(tmp_path, scripted) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert (summary["f1_true"], summary["f1_false"], summary["dataset"]) == (1.0, 1.0, "kg")
+
+
+def test_rag_run_warns_about_facts_without_evidence(tmp_path) -> None:
+    corpus = tmp_path / "rag_dataset" / "yago" / "10019"
+    corpus.mkdir(parents=True)
+    (corpus / "0.txt").write_text("Paul Spence produced the film FUBAR in 2002.")
+    result = runner.invoke(app, ["run", "--dataset", "yago", "--method", "rag", "--limit", "3",
+                                 "--set", f"corpus={tmp_path}", "--set", "index=memory",
+                                 "--out", str(tmp_path / "o"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"the evidence corpus {tmp_path} has no documents for 2 of 3 facts" in text
+    assert "kgcheck corpus import --dataset yago" in text

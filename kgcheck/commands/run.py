@@ -155,6 +155,9 @@ def run(
     # Build every model once now, so a missing key or URL stops the run before it starts.
     for spec in members + ([judge] if judge not in ("none", "cons-up", "cons-down") else []):
         resolve_model(spec, ModelOptions.from_context(strategy.make_context(**values)))
+    if strategy.preflight:
+        for warning in strategy.preflight(facts, strategy.make_context(**values)):
+            err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = out or default_out_dir(source_name, strategy.name, members)
     info = RunInfo(dataset=source_name, method=strategy.method, models=members,
                    judge=judge if consensus else None, source=source,
