@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from tests.stubs.otlp import OTLPReceiver, otlp_receiver
 from tests.test_studio_langgraph_dev import Studio, _client, _fact, serve_studio
-from tests.test_tracing_openlit import _value
 
 # Export finished spans every 100 ms instead of every 5 s, so the test need not wait long.
 FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
@@ -30,53 +28,16 @@ SPAN_WAIT_SECONDS = 15
 NODES = ("build_prompt", "ask_model", "decide")
 
 
-class _SpanReceiver(BaseHTTPRequestHandler):
-    """An OTLP/HTTP receiver: keeps each exported span with its trace, id and parent."""
-
-    def do_POST(self) -> None:  # noqa: N802 - the http.server API
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if self.path == "/v1/traces":
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            for resource_spans in request.resource_spans:
-                service = {a.key: a.value.string_value
-                           for a in resource_spans.resource.attributes}.get("service.name")
-                for scope_spans in resource_spans.scope_spans:
-                    self.server.spans.extend({  # type: ignore[attr-defined]
-                        "name": span.name,
-                        "service": service,
-                        "trace": span.trace_id.hex(),
-                        "id": span.span_id.hex(),
-                        "parent": span.parent_span_id.hex() or None,
-                        "attributes": {a.key: _value(a.value) for a in span.attributes},
-                    } for span in scope_spans.spans)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        return
-
-
 @pytest.fixture
-def receiver(free_port: int) -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", free_port), _SpanReceiver)
-    server.spans = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def receiver(free_port: int) -> Iterator[OTLPReceiver]:
+    with otlp_receiver(free_port) as server:
+        yield server
 
 
-def _wait_for_spans(receiver: ThreadingHTTPServer) -> list[dict[str, Any]]:
+def _wait_for_spans(receiver: OTLPReceiver) -> list[dict[str, Any]]:
     """Return the spans received once the workflow, its nodes and a model call are in."""
     wanted = {"invoke_workflow dka", *(f"invoke_agent {n}" for n in NODES)}
-    spans: list[dict[str, Any]] = receiver.spans  # type: ignore[attr-defined]
+    spans = receiver.spans
     deadline = time.monotonic() + SPAN_WAIT_SECONDS
     while time.monotonic() < deadline:
         names = {s["name"] for s in spans}

@@ -12,13 +12,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.stubs.otlp import OTLPReceiver, otlp_receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,55 +179,10 @@ def test_message_content_is_captured_only_when_asked(tmp_path: Path) -> None:
     assert "Maria Feodorovna" in chat["attributes"]["gen_ai.input.messages"]
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    """An OTLP/HTTP receiver: accepts protobuf exports, keeps the decoded spans."""
-
-    spans: list[dict[str, Any]]
-    paths: list[str]
-
-    def do_POST(self) -> None:  # noqa: N802 - the http.server API
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.server.paths.append(self.path)  # type: ignore[attr-defined]
-        if self.path == "/v1/traces":
-            assert self.headers.get("Content-Type") == "application/x-protobuf"
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            for resource_spans in request.resource_spans:
-                service = {a.key: a.value.string_value
-                           for a in resource_spans.resource.attributes}.get("service.name")
-                for scope_spans in resource_spans.scope_spans:
-                    for span in scope_spans.spans:
-                        self.server.spans.append({  # type: ignore[attr-defined]
-                            "name": span.name,
-                            "service": service,
-                            "attributes": {a.key: _value(a.value) for a in span.attributes},
-                        })
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        return
-
-
-def _value(value: Any) -> Any:
-    kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind else None
-
-
 @pytest.fixture
-def receiver(free_port: int) -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", free_port), _Receiver)
-    server.spans, server.paths = [], []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def receiver(free_port: int) -> Iterator[OTLPReceiver]:
+    with otlp_receiver(free_port) as server:
+        yield server
 
 
 @pytest.mark.slow
@@ -245,8 +199,9 @@ def test_kgcheck_run_trace_sends_spans_to_an_otlp_receiver(tmp_path: Path, recei
     records = [json.loads(line) for line in (out_dir / "verdicts.jsonl").read_text().splitlines()]
     run_id = records[0]["run_id"]
     fact_ids = {r["fact_id"] for r in records}
-    spans = receiver.spans  # type: ignore[attr-defined]
-    assert "/v1/traces" in receiver.paths  # type: ignore[attr-defined]
+    spans = receiver.spans
+    assert "/v1/traces" in receiver.paths
+    assert set(receiver.content_types) == {"application/x-protobuf"}
 
     workflows = [s for s in spans if s["name"] == "invoke_workflow dka"]
     chats = [s for s in spans if s["name"] == "chat gemma2:9b"]
