@@ -86,25 +86,40 @@ async def test_resume_retries_errors_and_skips_a_torn_line(tmp_path) -> None:
     assert result.summary["errors"] == 0
 
 
-def test_killed_run_resumes_with_exactly_one_verdict_per_fact(tmp_path) -> None:
-    out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--dataset", "yago", "--limit", "120",
-           "--concurrency", "4", "--replay-latency", "0.05", "--out", str(out), "--no-progress"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    verdicts = out / "verdicts.jsonl"
+def _cli_run(out: Path, limit: int, concurrency: int, latency: float) -> list[str]:
+    return [sys.executable, "-m", "kgcheck.cli", "run", "--dataset", "yago", "--limit",
+            str(limit), "--concurrency", str(concurrency), "--replay-latency", str(latency),
+            "--out", str(out), "--no-progress"]
+
+
+CLI_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _start_and_stop(cmd: list[str], verdicts: Path, after: int, sig: int) -> subprocess.Popen:
+    """Start a run, send ``sig`` once ``after`` verdicts are on disk; return the process."""
+    # A child inherits an ignored SIGINT from a background shell; restore the default.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=CLI_ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if verdicts.exists() and len(verdicts.read_text().splitlines()) >= 20:
+        if verdicts.exists() and len(verdicts.read_text().splitlines()) >= after:
             break
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.send_signal(sig)
+    return proc
+
+
+def test_killed_run_resumes_with_exactly_one_verdict_per_fact(tmp_path) -> None:
+    out = tmp_path / "run"
+    cmd = _cli_run(out, limit=120, concurrency=4, latency=0.05)
+    verdicts = out / "verdicts.jsonl"
+    proc = _start_and_stop(cmd, verdicts, after=20, sig=signal.SIGKILL)
+    proc.communicate(timeout=10)
     written = len(read_verdicts(verdicts))
     assert 20 <= written < 120, "the run should have been killed part way"
-    done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=CLI_ENV, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = _lines(verdicts)
     ids = [r["fact_id"] for r in lines]
@@ -117,20 +132,9 @@ def test_killed_run_resumes_with_exactly_one_verdict_per_fact(tmp_path) -> None:
 
 def test_ctrl_c_keeps_verdicts_and_says_how_to_resume(tmp_path) -> None:
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--dataset", "yago", "--limit", "60",
-           "--concurrency", "2", "--replay-latency", "0.2", "--out", str(out), "--no-progress"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    # A child inherits an ignored SIGINT from a background shell; restore the default.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     verdicts = out / "verdicts.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if verdicts.exists() and len(verdicts.read_text().splitlines()) >= 4:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc = _start_and_stop(_cli_run(out, limit=60, concurrency=2, latency=0.2), verdicts,
+                           after=4, sig=signal.SIGINT)
     output, _ = proc.communicate(timeout=30)
     kept = len(read_verdicts(verdicts))
     assert proc.returncode == 130
