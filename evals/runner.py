@@ -9,11 +9,13 @@ end, and ``OUT/run.json`` records what the run was so a resume cannot mix two ru
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from graphs.state import Fact, Verdict
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
 RUN_INFO = "run.json"
+LOCK = ".lock"
 # Identity of a run: a resume must match these fields of run.json.
 IDENTITY_KEYS = ("dataset", "method", "models", "judge", "source")
 RECURSION_LIMIT = 50
@@ -117,6 +120,13 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
     out_dir.mkdir(parents=True, exist_ok=True)
     verdicts_path = out_dir / VERDICTS
     info_path = out_dir / RUN_INFO
+    foreign = sorted(p.name for p in out_dir.iterdir()
+                     if p.is_file() and p.name not in (VERDICTS, SUMMARY, RUN_INFO, LOCK))
+    if foreign and not info_path.exists():
+        raise RunError(
+            f"{out_dir} is not a kgcheck run folder (it holds {', '.join(foreign[:3])} but no "
+            f"{RUN_INFO}); pick another --out"
+        )
     if fresh:
         for name in (VERDICTS, SUMMARY, RUN_INFO):
             (out_dir / name).unlink(missing_ok=True)
@@ -202,6 +212,43 @@ async def run_facts(
     if concurrency < 1:
         raise RunError(f"--concurrency must be at least 1, got {concurrency}")
     out_dir = Path(out_dir)
+    with _exclusive(out_dir):
+        return await _run_locked(
+            facts, invoke, info, out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
+            show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
+            summary_extras=summary_extras,
+        )
+
+
+@contextmanager
+def _exclusive(out_dir: Path) -> Iterator[None]:
+    """Hold the run folder's lock, so that two runs never write one folder at once."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / LOCK).open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"another kgcheck run is writing to {out_dir}; wait for it to end "
+                           "or pick another --out") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+async def _run_locked(
+    facts: Sequence[Fact],
+    invoke: Invoke,
+    info: RunInfo,
+    out_dir: Path,
+    *,
+    concurrency: int,
+    resume: bool,
+    fresh: bool,
+    show_progress: bool,
+    max_consecutive_unreachable: int | None,
+    summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None,
+) -> RunResult:
     finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
     todo = [f for f in facts if f.id not in finished]
     model_label = ",".join(info.models)
@@ -255,6 +302,9 @@ async def run_facts(
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:
+        summary["aborted_because"] = (
+            "unreachable" if state["unreachable_streak"] >= limit else "configuration"
+        )
         summary["aborted"] = (
             f"stopped: {aborted[0]}" if state["unreachable_streak"] < limit else
             f"stopped after {limit} facts in a row could not reach the model: {aborted[0]}"
@@ -281,8 +331,12 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "judge": info.judge,
         "n": len(records),
         "scored": len(scored),
-        **{k: report[k] for k in ("f1_true", "f1_false", "precision_true", "recall_true",
-                                  "precision_false", "recall_false", "balanced_accuracy")},
+        # Without gold labels there is nothing to score: no F1 rather than a false 0.
+        **{k: report[k] if scored else None
+           for k in ("f1_true", "f1_false", "precision_true", "recall_true",
+                     "precision_false", "recall_false", "balanced_accuracy")},
+        "verdicts": {label: sum(1 for r in records if r["label"] == label)
+                     for label in ("T", "F", "NA")},
         "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
         "errors": sum(1 for r in records if r.get("error")),
         "na": sum(1 for r in records if r["label"] == "NA"),

@@ -41,6 +41,10 @@ def test_run_prints_the_f1_table_and_writes_the_summary(tmp_path) -> None:
         (["--dataset", "yago", "--set", "max_tokens=lots"], "expected a int"),
         (["--dataset", "yago", "--data", "/nonexistent/dir"], "data folder not found"),
         (["--dataset", "yago", "--model", "openai-compatible:x"], "needs a server URL"),
+        (["--dataset", "yago", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["--dataset", "yago", "--replay-latency", "-1"], "--replay-latency must be 0 or more"),
+        (["--dataset", "yago", "--judge", "cons-up"], "--judge cons-up needs --consensus"),
+        (["--dataset", "yago", "--prompt", "no-such-prompt.txt"], "prompt file 'no-such-prompt.txt' not found"),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path, monkeypatch, args: list[str], message: str) -> None:
@@ -57,7 +61,9 @@ def test_prompt_without_placeholders_stops_the_run(tmp_path) -> None:
     result = runner.invoke(app, ["run", "--dataset", "yago", "--limit", "5", "--prompt", str(bad),
                                  "--out", str(tmp_path / "o"), "--no-progress"])
     assert result.exit_code == 1
-    assert "missing placeholder(s)" in " ".join(result.output.split())
+    text = " ".join(result.output.split())
+    assert "missing placeholder(s)" in text
+    assert "fix the setting and start again with --fresh" in text
 
 
 def test_own_triples_need_a_live_model(tmp_path, scripted) -> None:
@@ -72,6 +78,39 @@ def test_own_triples_need_a_live_model(tmp_path, scripted) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert (summary["f1_true"], summary["f1_false"], summary["dataset"]) == (1.0, 1.0, "kg")
+
+
+def test_unlabelled_triples_are_counted_not_scored(tmp_path, scripted) -> None:
+    kg = tmp_path / "kg.csv"
+    kg.write_text("subject,predicate,object\nParis,capitalOf,France\nParis,capitalOf,Spain\n")
+    spec = scripted("unlabelled", ["T", "F"])
+    result = runner.invoke(app, ["run", "--triples", str(kg), "--model", spec, "--concurrency", "1",
+                                 "--out", str(tmp_path / "r"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["f1_true"] is None and summary["scored"] == 0
+    assert summary["verdicts"] == {"T": 1, "F": 1, "NA": 0}
+    assert "verdicts: T 1, F 1, NA 0" in result.output
+
+
+def test_a_few_unreachable_facts_fail_the_command_with_the_cause(tmp_path, free_port) -> None:
+    result = runner.invoke(app, ["run", "--dataset", "yago", "--limit", "2", "--model",
+                                 "ollama:gemma2:9b", "--base-url", f"http://127.0.0.1:{free_port}",
+                                 "--set", "max_retries=0", "--out", str(tmp_path / "r"),
+                                 "--no-progress"])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert "every fact failed, e.g. ConnectError" in text
+    assert f"127.0.0.1:{free_port}" in text and "--resume" in text
+
+
+def test_resume_refuses_a_folder_that_is_not_a_run(tmp_path) -> None:
+    (tmp_path / "tables.md").write_text("# not a run")
+    result = runner.invoke(app, ["run", "--dataset", "yago", "--limit", "2", "--resume",
+                                 "--out", str(tmp_path), "--no-progress"])
+    assert result.exit_code == 2
+    assert "is not a kgcheck run folder" in " ".join(result.output.split())
+    assert not (tmp_path / "run.json").exists()
 
 
 def test_rag_run_warns_about_facts_without_evidence(tmp_path) -> None:

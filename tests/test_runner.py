@@ -141,3 +141,17 @@ def test_ctrl_c_keeps_verdicts_and_says_how_to_resume(tmp_path) -> None:
     assert f"interrupted: {kept} verdicts are kept" in " ".join(output.split())
     assert "--resume" in output and "Traceback" not in output
     assert 4 <= kept < 60
+
+
+async def test_two_runs_cannot_share_a_folder(tmp_path) -> None:
+    from evals.runner import _exclusive
+
+    facts = load_facts("yago")[:2]
+    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    with _exclusive(tmp_path):
+        with pytest.raises(RunError, match="another kgcheck run is writing to"):
+            await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
+                            show_progress=False)
+    result = await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
+                             show_progress=False)
+    assert result.summary["n"] == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,24 +56,31 @@ def default_out_dir(source: str, method: str, models: list[str]) -> Path:
     return Path("runs") / slug.lower()
 
 
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def print_summary(summary: dict[str, Any]) -> None:
     """Print the run's scores as a table."""
     table = Table(title=f"{summary['method']} on {summary['dataset']}")
-    table.add_column("model", no_wrap=True)
+    table.add_column("model", overflow="fold", max_width=36)
     for column in ("n", "F1(T)", "F1(F)", "invalid", "errors", "s/call", "facts/s"):
         table.add_column(column, justify="right", no_wrap=True)
     mean = summary.get("mean_model_seconds")
     table.add_row(
         "\n".join(summary["models"]),
         str(summary["n"]),
-        f"{summary['f1_true']:.2f}",
-        f"{summary['f1_false']:.2f}",
+        _score(summary["f1_true"]),
+        _score(summary["f1_false"]),
         str(summary["invalid"]),
         str(summary["errors"]),
         "-" if mean is None else f"{mean:.2f}",
         "-" if summary.get("facts_per_second") is None else f"{summary['facts_per_second']:.1f}",
     )
     console.print(table)
+    counts = summary.get("verdicts") or {}
+    if counts:
+        console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
         if key in summary:
             console.print(f"{key}: {summary[key]}")
@@ -117,6 +125,13 @@ def run(
         raise ValueError("give exactly one of --dataset NAME or --triples FILE")
     if resume and fresh:
         raise ValueError("--resume and --fresh contradict each other; pick one")
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {limit}")
+    if replay_latency < 0:
+        raise ValueError(f"--replay-latency must be 0 or more, got {replay_latency}")
+    if judge != "none" and not consensus:
+        raise ValueError(f"--judge {judge} needs --consensus MODEL,MODEL,... (the members "
+                         "whose ties it breaks)")
     if trace:
         from kgcheck.tracing import setup_tracing
 
@@ -155,10 +170,13 @@ def run(
     # Build every model once now, so a missing key or URL stops the run before it starts.
     for spec in members + ([judge] if judge not in ("none", "cons-up", "cons-down") else []):
         resolve_model(spec, ModelOptions.from_context(strategy.make_context(**values)))
+    _check_prompt_files(strategy.make_context(**values))
     if strategy.preflight:
         for warning in strategy.preflight(facts, strategy.make_context(**values)):
             err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = out or default_out_dir(source_name, strategy.name, members)
+    if resume and not (out_dir / "verdicts.jsonl").exists():
+        err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
     info = RunInfo(dataset=source_name, method=strategy.method, models=members,
                    judge=judge if consensus else None, source=source,
                    settings=_recordable(values))
@@ -196,9 +214,36 @@ def run(
     print_summary(result.summary)
     console.print(f"verdicts: {out_dir / 'verdicts.jsonl'}  summary: {out_dir / 'summary.json'}")
     if result.aborted:
-        err_console.print(f"[bold red]error:[/] {result.aborted}; the verdicts written so far "
-                          f"are kept: rerun with --resume --out {out_dir}")
+        advice = (f"fix the setting and start again with --fresh --out {out_dir}"
+                  if result.summary.get("aborted_because") == "configuration" else
+                  f"the verdicts written so far are kept: rerun with --resume --out {out_dir}")
+        err_console.print(f"[bold red]error:[/] {result.aborted}; {advice}")
         raise typer.Exit(1)
+    _report_errors(result.records, out_dir)
+
+
+def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
+    """Say why facts failed (the commonest error); fail the command when every fact did."""
+    errors = [str(r["error"]) for r in records if r.get("error")]
+    if not errors:
+        return
+    commonest, count = Counter(errors).most_common(1)[0]
+    if len(errors) == len(records):
+        err_console.print(f"[bold red]error:[/] every fact failed, e.g. {commonest}; rerun "
+                          f"with --resume --out {out_dir} once the cause is fixed")
+        raise typer.Exit(1)
+    err_console.print(f"[bold yellow]warning:[/] {len(errors)} of {len(records)} facts failed "
+                      f"({count} with: {commonest}); --resume --out {out_dir} retries them")
+
+
+def _check_prompt_files(ctx: Any) -> None:
+    """Fail before the run starts when a prompt file setting names no file."""
+    from prompts import prompt_path
+
+    for item in dataclasses.fields(ctx):
+        value = getattr(ctx, item.name)
+        if (item.name == "prompt" or item.name.endswith("_prompt")) and value:
+            prompt_path(value)
 
 
 def _recordable(values: dict[str, Any]) -> dict[str, Any]:
