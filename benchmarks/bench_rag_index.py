@@ -7,7 +7,7 @@ own-source domains, select k_d documents, top chunks) per fact: cold (a fresh re
 the built index: documents, BM25 and query vectors computed anew) and warm (again).
 Prints JSON.
 
-    python benchmarks/bench_rag_index.py [--limit N] [--sample 200]
+    python benchmarks/bench_rag_index.py [--corpus PATH] [--limit N] [--sample 200]
 """
 
 from __future__ import annotations
@@ -20,12 +20,47 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TARBALL = ROOT.parent / "shared" / "factcheck-data" / "rag_dataset-yago.tar.gz"
+
+
+def corpus_arg(parser: argparse.ArgumentParser) -> None:
+    """Add ``--corpus PATH`` (``--tarball`` is its older name)."""
+    parser.add_argument("--corpus", "--tarball", dest="corpus", metavar="PATH",
+                        default=str(TARBALL),
+                        help="YAGO evidence corpus: a .tar.gz or folder in the upstream "
+                             "layout")
+
+
+def fail(message: str) -> NoReturn:
+    """Print one error line on stderr and exit 2, the way kgcheck reports bad input."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_corpus(path: str) -> Path:
+    """Return the corpus path, or stop with one line naming it and the option to change it."""
+    corpus = Path(path).expanduser()
+    if not corpus.exists():
+        fail(f"corpus not found: {corpus} (give the YAGO evidence tarball "
+             "rag_dataset-yago.tar.gz or its folder with --corpus PATH)")
+    return corpus
+
+
+def import_or_fail(corpus: Path, store_path: Path) -> tuple[Any, int]:
+    """Import the YAGO documents into a store; a corpus without them stops with one line."""
+    from retrievers.corpus import CorpusError
+    from retrievers.store import import_corpus
+
+    try:
+        return import_corpus(corpus, "yago", store_path)
+    except CorpusError as exc:
+        fail(f"--corpus {exc}")
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -48,21 +83,24 @@ def retrieve(retriever, dataset: str, fact_id: str, sentence: str, questions: li
 
 
 def main() -> dict:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n", 1)[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--sample", type=int, default=200)
     parser.add_argument("--candidates", type=int, default=24)
-    parser.add_argument("--tarball", default=str(TARBALL))
+    corpus_arg(parser)
     args = parser.parse_args()
+    corpus_path = check_corpus(args.corpus)
 
     from retrievers.embeddings import CachedEmbedder, get_embedder
     from retrievers.evidence import Retriever
     from retrievers.questions import FactStatements, template_questions
-    from retrievers.store import CorpusStore, import_corpus
+    from retrievers.store import CorpusStore
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-index-"))
     started = time.perf_counter()
-    store, documents = import_corpus(args.tarball, "yago", work / "corpus.sqlite")
+    store, documents = import_or_fail(corpus_path, work / "corpus.sqlite")
     import_seconds = time.perf_counter() - started
 
     embedder = get_embedder("minilm")

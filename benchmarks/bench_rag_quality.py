@@ -6,7 +6,7 @@ the study's set-up) and once with the default hybrid (BM25-preselected sentences
 by similarity plus a lexical bonus). Reports the share of facts whose retrieved windows
 (what the model reads) and whose matched sentences name the object. Prints JSON.
 
-    python benchmarks/bench_rag_quality.py [--sample 100]
+    python benchmarks/bench_rag_quality.py [--corpus PATH] [--sample 100]
 """
 
 from __future__ import annotations
@@ -19,10 +19,45 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TARBALL = ROOT.parent / "shared" / "factcheck-data" / "rag_dataset-yago.tar.gz"
+
+
+def corpus_arg(parser: argparse.ArgumentParser) -> None:
+    """Add ``--corpus PATH`` (``--tarball`` is its older name)."""
+    parser.add_argument("--corpus", "--tarball", dest="corpus", metavar="PATH",
+                        default=str(TARBALL),
+                        help="YAGO evidence corpus: a .tar.gz or folder in the upstream "
+                             "layout")
+
+
+def fail(message: str) -> NoReturn:
+    """Print one error line on stderr and exit 2, the way kgcheck reports bad input."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_corpus(path: str) -> Path:
+    """Return the corpus path, or stop with one line naming it and the option to change it."""
+    corpus = Path(path).expanduser()
+    if not corpus.exists():
+        fail(f"corpus not found: {corpus} (give the YAGO evidence tarball "
+             "rag_dataset-yago.tar.gz or its folder with --corpus PATH)")
+    return corpus
+
+
+def import_or_fail(corpus: Path, store_path: Path) -> tuple[Any, int]:
+    """Import the YAGO documents into a store; a corpus without them stops with one line."""
+    from retrievers.corpus import CorpusError
+    from retrievers.store import import_corpus
+
+    try:
+        return import_corpus(corpus, "yago", store_path)
+    except CorpusError as exc:
+        fail(f"--corpus {exc}")
 
 
 def object_name(readable_object: str) -> str:
@@ -39,18 +74,20 @@ def mentions(name: str, texts: list[str]) -> bool:
 
 
 def main() -> dict:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n", 1)[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--sample", type=int, default=100)
-    parser.add_argument("--tarball", default=str(TARBALL))
+    corpus_arg(parser)
     args = parser.parse_args()
+    corpus_path = check_corpus(args.corpus)
 
     from evals.datasets import load_facts
     from retrievers.embeddings import CachedEmbedder, get_embedder
     from retrievers.evidence import Retriever
-    from retrievers.store import import_corpus
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-quality-"))
-    store, _ = import_corpus(args.tarball, "yago", work / "corpus.sqlite")
+    store, _ = import_or_fail(corpus_path, work / "corpus.sqlite")
     have = set(store.fact_ids("yago"))
     facts = [f for f in load_facts("yago") if f.label and f.id in have]
     sample = random.Random(11).sample(facts, min(args.sample, len(facts)))

@@ -4,7 +4,8 @@ Imports the YAGO evidence tarball from ../shared into a temporary store, then ru
 graph over every YAGO fact with replay answers and a fresh Chroma index (every chunk the
 run needs is embedded on first use). Prints JSON.
 
-    python benchmarks/bench_rag_run.py [--limit N] [--concurrency 4] [--model replay:gemma2:9b]
+    python benchmarks/bench_rag_run.py [--corpus PATH] [--limit N] [--concurrency 4]
+        [--model replay:gemma2:9b]
 """
 
 from __future__ import annotations
@@ -18,20 +19,58 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TARBALL = ROOT.parent / "shared" / "factcheck-data" / "rag_dataset-yago.tar.gz"
 
 
+def corpus_arg(parser: argparse.ArgumentParser) -> None:
+    """Add ``--corpus PATH`` (``--tarball`` is its older name)."""
+    parser.add_argument("--corpus", "--tarball", dest="corpus", metavar="PATH",
+                        default=str(TARBALL),
+                        help="YAGO evidence corpus: a .tar.gz or folder in the upstream "
+                             "layout")
+
+
+def fail(message: str) -> NoReturn:
+    """Print one error line on stderr and exit 2, the way kgcheck reports bad input."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_corpus(path: str) -> Path:
+    """Return the corpus path, or stop with one line naming it and the option to change it."""
+    corpus = Path(path).expanduser()
+    if not corpus.exists():
+        fail(f"corpus not found: {corpus} (give the YAGO evidence tarball "
+             "rag_dataset-yago.tar.gz or its folder with --corpus PATH)")
+    return corpus
+
+
+def import_or_fail(corpus: Path, store_path: Path) -> tuple[Any, int]:
+    """Import the YAGO documents into a store; a corpus without them stops with one line."""
+    from retrievers.corpus import CorpusError
+    from retrievers.store import import_corpus
+
+    try:
+        return import_corpus(corpus, "yago", store_path)
+    except CorpusError as exc:
+        fail(f"--corpus {exc}")
+
+
 async def main() -> dict:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n", 1)[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--model", default="replay:gemma2:9b")
     parser.add_argument("--retrieval", default="hybrid")
-    parser.add_argument("--tarball", default=str(TARBALL))
+    corpus_arg(parser)
     args = parser.parse_args()
+    corpus_path = check_corpus(args.corpus)
 
     from evals.datasets import load_facts
     from evals.runner import RECURSION_LIMIT, RunInfo, run_facts
@@ -39,11 +78,10 @@ async def main() -> dict:
     from graphs.registry import get_strategy
     from graphs.upstream import iter_records, open_data, recorded_path
     from retrievers.evidence import get_retriever
-    from retrievers.store import import_corpus
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-run-"))
     started = time.perf_counter()
-    _, documents = import_corpus(args.tarball, "yago", work / "corpus.sqlite")
+    _, documents = import_or_fail(corpus_path, work / "corpus.sqlite")
     import_seconds = time.perf_counter() - started
 
     facts = load_facts("yago")[: args.limit]

@@ -88,13 +88,18 @@ def distinct_graphs() -> list[str]:
     return names
 
 
-def compiled_graph(name: str) -> Any:
-    """Compile the graph called ``name``; an unknown name lists the known ones."""
+def graph_key(name: str) -> str:
+    """Return the registered name of graph ``name``; an unknown name lists the known ones."""
     sources = graph_sources()
     key = name.strip().lower()
     if key not in sources:
         raise GraphDrawError(f"unknown graph {name!r}; known: {', '.join(sources) or 'none'}")
-    return sources[key][1]()
+    return key
+
+
+def compiled_graph(name: str) -> Any:
+    """Compile the graph called ``name``; an unknown name lists the known ones."""
+    return graph_sources()[graph_key(name)][1]()
 
 
 def render(graph: Any, fmt: str, *, xray: bool = False) -> bytes:
@@ -199,6 +204,7 @@ def draw(
     xray: Annotated[bool, typer.Option(help="Show the nodes inside subgraphs.")] = False,
 ) -> None:
     """Draw a graph's nodes and edges as a picture or Mermaid text, offline."""
+    graph_key(name)  # a misspelt name is the first thing to report, whatever the options
     fmt = format_for(out, fmt)
     if out is None and fmt != "mermaid":
         raise GraphDrawError(f"--format {fmt} writes a file: give --out FILE")
@@ -220,7 +226,7 @@ def docs(
                                                     "graph.")] = None,
 ) -> None:
     """Draw every graph once as PNG, SVG and Mermaid (with --xray) for the README."""
-    chosen = names or distinct_graphs()
+    chosen = [graph_key(name) for name in names] if names else distinct_graphs()
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in chosen:
         graph = compiled_graph(name)
