@@ -105,7 +105,8 @@ def search_api(
         shown = key if not api_key else "(as given)"
         bound = sockets[0].getsockname()[1]  # the port picked when --port is 0
         console.print(f"mock search API on http://{_address(host, bound)}/api/datasets/  "
-                      f"corpus: {retriever.source.location}  X-API-Key: {shown}")
+                      f"corpus: {retriever.source.location}  X-API-Key: {shown}",
+                      soft_wrap=True)
         server = uvicorn.Server(uvicorn.Config(api, host=host, port=bound, log_level="warning"))
         server.run(sockets=sockets)
     finally:
