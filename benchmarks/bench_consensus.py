@@ -28,16 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.consensus_run import run_consensus
-from evals.datasets import load_facts
-from evals.metrics import consensus_alignment
-from evals.runner import RECURSION_LIMIT, RunInfo
-from graphs.consensus import ConsensusContext, build, resolve_judge
-from graphs.parsing import parse_verdict
-from graphs.registry import get_strategy
-from graphs.replay import lookup
-from graphs.state import Fact
-from graphs.upstream import resolve_data_dir
+from kgcheck.evals.consensus_run import run_consensus
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.metrics import consensus_alignment
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo
+from kgcheck.graphs.consensus import ConsensusContext, build, resolve_judge
+from kgcheck.graphs.parsing import parse_verdict
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.providers.replay import lookup
+from kgcheck.data.facts import Fact
+from kgcheck.data.upstream import resolve_data_dir
 
 MEMBERS = ["replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b", "replay:mistral:7b"]
 GOAL_RATIO = 1.15

@@ -37,9 +37,9 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 def retrieve(retriever, dataset: str, fact_id: str, sentence: str, questions: list[str]) -> int:
     """Run RAG's retrieval phase for one fact; returns the number of chunks found."""
-    from retrievers.evidence import drop_domains, own_source_domains
-    from retrievers.search import merge_hits
-    from retrievers.selection import get_selector
+    from kgcheck.retrievers.evidence import drop_domains, own_source_domains
+    from kgcheck.retrievers.search import merge_hits
+    from kgcheck.retrievers.selection import get_selector
 
     hits = merge_hits(retriever.search_many([sentence, *questions], dataset, fact_id))
     kept, _ = drop_domains(hits, own_source_domains(dataset))
@@ -58,10 +58,10 @@ def main() -> dict:
     args = parser.parse_args()
     corpus_path = check_corpus(args.corpus)
 
-    from retrievers.embeddings import CachedEmbedder, get_embedder
-    from retrievers.evidence import Retriever
-    from retrievers.questions import FactStatements, template_questions
-    from retrievers.store import CorpusStore
+    from kgcheck.retrievers.embeddings import CachedEmbedder, get_embedder
+    from kgcheck.retrievers.evidence import Retriever
+    from kgcheck.retrievers.questions import FactStatements, template_questions
+    from kgcheck.retrievers.store import CorpusStore
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-index-"))
     started = time.perf_counter()

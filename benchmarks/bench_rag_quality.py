@@ -27,13 +27,13 @@ from rag_corpus import check_corpus, corpus_arg, import_or_fail  # noqa: E402
 
 def object_name(readable_object: str) -> str:
     """Fold the object's readable name, without a parenthetical qualifier."""
-    from retrievers.lexical import fold
+    from kgcheck.retrievers.lexical import fold
 
     return " ".join(re.sub(r"\([^)]*\)", " ", fold(readable_object)).split())
 
 
 def mentions(name: str, texts: list[str]) -> bool:
-    from retrievers.lexical import fold
+    from kgcheck.retrievers.lexical import fold
 
     return bool(name) and any(name in " ".join(fold(t).split()) for t in texts)
 
@@ -47,9 +47,9 @@ def main() -> dict:
     args = parser.parse_args()
     corpus_path = check_corpus(args.corpus)
 
-    from evals.datasets import load_facts
-    from retrievers.embeddings import CachedEmbedder, get_embedder
-    from retrievers.evidence import Retriever
+    from kgcheck.data.datasets import load_facts
+    from kgcheck.retrievers.embeddings import CachedEmbedder, get_embedder
+    from kgcheck.retrievers.evidence import Retriever
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-quality-"))
     store, _ = import_or_fail(corpus_path, work / "corpus.sqlite")

@@ -31,16 +31,16 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from evals.datasets import load_facts
-from evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-from graphs.calls import call_config
-from graphs.common import prompt_values
-from graphs.dka import METHOD, PROMPT_FIELDS, DKAContext, builder
-from graphs.models import ModelOptions, resolve_model
-from graphs.replay import has_recordings, lookup
-from graphs.state import Fact
-from graphs.upstream import resolve_data_dir
-from prompts import load_prompt, render
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
+from kgcheck.graphs.calls import call_config
+from kgcheck.graphs.common import prompt_values
+from kgcheck.graphs.strategies.dka import METHOD, PROMPT_FIELDS, DKAContext, builder
+from kgcheck.providers import ModelSettings, resolve_model
+from kgcheck.providers.replay import has_recordings, lookup
+from kgcheck.data.facts import Fact
+from kgcheck.data.upstream import resolve_data_dir
+from kgcheck.prompts import load_prompt, render
 
 
 def sample_facts(dataset: str, data: str | None, model: str, n: int, seed: int) -> list[Fact]:
@@ -121,7 +121,7 @@ async def overhead(args: argparse.Namespace, facts: list[Fact]) -> dict[str, Any
     ctx = DKAContext(model=spec, data_dir=args.data or "")
     template = load_prompt(ctx.prompt, PROMPT_FIELDS)
     messages = {f.id: [HumanMessage(render(template, **prompt_values(f)))] for f in facts}
-    model = resolve_model(spec, ModelOptions(data_dir=args.data or ""))
+    model = resolve_model(spec, ModelSettings(data_dir=args.data or ""))
     compiled = builder.compile(name="dka")
     # Warm the recording caches and the graph's first-run set-up.
     await time_direct(model, facts, messages)

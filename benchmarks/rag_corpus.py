@@ -37,8 +37,8 @@ def check_corpus(path: str) -> Path:
 
 def import_or_fail(corpus: Path, store_path: Path) -> tuple[Any, int]:
     """Import the YAGO documents into a store; a corpus without them stops with one line."""
-    from retrievers.corpus import CorpusError
-    from retrievers.store import import_corpus
+    from kgcheck.retrievers.corpus import CorpusError
+    from kgcheck.retrievers.store import import_corpus
 
     try:
         return import_corpus(corpus, "yago", store_path)

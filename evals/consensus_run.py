@@ -17,23 +17,21 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from evals.metrics import consensus_alignment, tie_rate
-from evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
-from graphs.consensus import (
+from kgcheck.evals.metrics import consensus_alignment, tie_rate
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
+from kgcheck.data.facts import Fact
+from kgcheck.data.recordings import has_recordings
+from kgcheck.graphs.consensus import ConsensusContext, build, member_specs, member_values
+from kgcheck.graphs.context import Context, make_context
+from kgcheck.graphs.judges import (
     CONS_JUDGES,
     JUDGE_NONE,
-    ConsensusContext,
     ConsensusError,
-    build,
-    member_specs,
-    member_values,
     parse_alignment,
     resolve_judge,
 )
-from graphs.context import Context, make_context
-from graphs.models import split_spec
-from graphs.registry import Strategy
-from graphs.state import Fact
+from kgcheck.graphs.registry import Strategy
+from kgcheck.providers import split_spec
 
 VOTES_DIR = "votes"
 
@@ -83,14 +81,13 @@ def consensus_context(strategy: Strategy, members: Sequence[str], judge: str,
                                            "method": strategy.name, "judge": judge})
 
 
-def _check_replay_judge(spec: str | None, data_dir: str, dataset: str, method: str) -> None:
+def _check_replay_judge(spec: str | None, data_dir: str, dataset: str,
+                        method: str | None) -> None:
     """Fail before any work when a replay judge has nothing recorded to answer with."""
     if not spec or split_spec(spec)[0] != "replay":
         return
-    from graphs.replay import has_recordings
-
     name = split_spec(spec)[1]
-    if not has_recordings(data_dir or None, name, dataset, method):
+    if not method or not has_recordings(data_dir or None, name, dataset, method):
         raise ConsensusError(
             f"judge {spec} has no recorded {method} tie-breaks for {dataset}: the study "
             "recorded only the judges it picked over whole datasets, for DKA, GIV-Z and GIV-F; "
@@ -160,7 +157,7 @@ async def run_consensus(
     ) -> tuple[ConsensusContext, str | None]:
         spec = resolve_judge(setting, members, alignment=alignment,
                              siblings=base_ctx.siblings or None)
-        _check_replay_judge(spec, data_dir, info.dataset, strategy.method)
+        _check_replay_judge(spec, data_dir, info.dataset, strategy.replays)
         if setting in CONS_JUDGES:
             # The graph picks the judge itself from the alignment, as it does in Studio.
             pairs = ",".join(f"{m}={alignment[m]!r}" for m in members) if alignment else ""
@@ -177,7 +174,8 @@ async def run_consensus(
         return await final_run(ctx, spec, "given" if setting in CONS_JUDGES else "fixed")
 
     # Phase 1: every member votes on every fact; no judge yet.
-    votes_info = RunInfo(dataset=info.dataset, method=info.method, models=list(info.models),
+    votes_info = RunInfo(dataset=info.dataset, strategy=info.strategy, method=info.method,
+                         models=list(info.models),
                          judge=JUDGE_NONE, source=info.source, settings=dict(info.settings))
 
     async def vote(fact: Fact) -> dict[str, Any]:

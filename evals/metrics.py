@@ -7,19 +7,20 @@ share one definition. Labels are ``"T"``, ``"F"`` or ``"NA"`` (invalid); gold la
 NA answers are neither T nor F: each counts as a miss for its gold class in F1 (a false
 negative, never a false positive), and is also reported on its own (``invalid``).
 
-Consensus: over a fact's votes, a strict majority of the T/F votes wins; an even split is
-a tie; NA votes do not count as a side (with four voters: >= 3 T -> T, <= 1 T -> F,
-2-2 -> tie, exactly as the study's rule; with no valid vote at all, 0-0 is a tie too).
+Consensus: a fact's votes are tallied by ``kgcheck.graphs.votes.tally``, the same rule the
+consensus graph and self-consistency use (a strict majority of the T/F votes; an even split
+is a tie; NA votes take no side).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-Majority = Literal["T", "F", "tie"]
+from kgcheck.graphs.votes import TIE, tally
+
 LABELS = ("T", "F")
 
 
@@ -122,52 +123,12 @@ def classification_report(gold: Sequence[bool | None], pred: Sequence[str]) -> d
 # --- consensus -------------------------------------------------------------------------
 
 
-def vote_counts(labels: Iterable[str]) -> tuple[int, int]:
-    """Count the ``(T, F)`` votes; NA votes count for neither side."""
-    labels = list(labels)
-    return labels.count("T"), labels.count("F")
-
-
-def majority_vote(labels: Iterable[str]) -> Majority:
-    """Take the strict majority of the T/F votes: ``"T"``, ``"F"``, or ``"tie"``.
-
-    NA votes are not a side: ``[T, T, F, NA]`` is T, ``[T, F, NA]`` a tie, and a fact
-    with no valid vote at all is a tie (0-0).
-    """
-    t, f = vote_counts(labels)
-    if t > f:
-        return "T"
-    if f > t:
-        return "F"
-    return "tie"
-
-
-def consensus_label(labels: Iterable[str], judge: str | None = None) -> str:
-    """Decide a fact: the majority, else the judge's label on a tie, else NA."""
-    decided = majority_vote(labels)
-    if decided != "tie":
-        return decided
-    return judge if judge in LABELS else "NA"
-
-
-def consensus_labels(
-    votes: Sequence[Mapping[str, str]], judges: Sequence[str | None] | None = None
-) -> list[str]:
-    """Consensus verdicts of many facts, with an optional judge label per fact for ties."""
-    if judges is not None:
-        _check_lengths(votes, judges)
-    return [
-        consensus_label(v.values(), None if judges is None else judges[i])
-        for i, v in enumerate(votes)
-    ]
-
-
 def tie_rate(votes: Sequence[Mapping[str, str]]) -> float:
     """Share of facts whose votes split evenly (0 for no facts).
 
     ``votes`` holds one mapping per fact, model -> label.
     """
-    return _ratio(sum(1 for v in votes if majority_vote(v.values()) == "tie"), len(votes))
+    return _ratio(sum(1 for v in votes if tally(v.values())["decision"] == TIE), len(votes))
 
 
 def consensus_alignment(votes: Sequence[Mapping[str, str]]) -> dict[str, float]:
@@ -181,8 +142,8 @@ def consensus_alignment(votes: Sequence[Mapping[str, str]]) -> dict[str, float]:
     agree = dict.fromkeys(models, 0)
     decided = 0
     for v in votes:
-        majority = majority_vote(v.values())
-        if majority == "tie":
+        majority = tally(v.values())["decision"]
+        if majority == TIE:
             continue
         decided += 1
         for model, label in v.items():

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.metrics import token_totals
-from evals.recorded import load_recorded
-from evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
-from evals.tables import (
+from kgcheck.evals.metrics import token_totals
+from kgcheck.evals.recorded import load_recorded, token_section, token_usage
+from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
+from kgcheck.evals.tables import (
     STUDY,
     Consensus,
     MethodResults,
@@ -33,7 +33,7 @@ from evals.tables import (
     public_record,
     render_markdown,
 )
-from graphs.upstream import DataError, DataSource
+from kgcheck.data.upstream import DataError, DataSource, open_data
 
 TABLES_MD = "tables.md"
 TABLES_JSON = "tables.json"
@@ -216,7 +216,7 @@ def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, titl
     js.write_text(json.dumps(public, indent=1) + "\n", encoding="utf-8")
     paths: list[Path] = []
     if plots:
-        from evals.plots import plot_all
+        from kgcheck.evals.plots import plot_all
 
         paths = plot_all(ordered, records, out / PLOTS_DIR)
     return Outputs(md, js, paths, public)
@@ -242,3 +242,18 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     _disambiguate(results)
     return write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
                          plots=plots, notes=notes, extra=[run_section(runs)])
+
+
+def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
+                     datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
+    """Recompute the study's tables and figures from its recorded answers in ``data``."""
+    src = open_data(data)
+    names = list(datasets) if datasets else None
+    results = load_recorded(src, names)
+    if not results:
+        raise ReportInputError(f"{src.location}: no recorded answers"
+                               + (f" for {', '.join(names)}" if names else ""))
+    return write_outputs(
+        results, out_dir, title=f"FactCheck study tables, recomputed from {src.location}",
+        keep_source=False, plots=plots, extra=[token_section(token_usage(src, names))],
+    )

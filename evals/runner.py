@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langgraph.errors import GraphRecursionError
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -30,15 +29,16 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from evals.metrics import classification_report
-from graphs.state import Fact, Verdict
+from kgcheck.evals.metrics import classification_report
+from kgcheck.data.facts import Fact
+from kgcheck.graphs import verdicts
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
 RUN_INFO = "run.json"
 LOCK = ".lock"
 # Identity of a run: a resume must match these fields of run.json.
-IDENTITY_KEYS = ("dataset", "method", "models", "judge", "source")
+IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge", "source")
 RECURSION_LIMIT = 50
 # Errors that mean the model server cannot be reached at all, not that one fact failed.
 UNREACHABLE_ERRORS = {
@@ -70,9 +70,14 @@ class RunResult:
 
 @dataclass
 class RunInfo:
-    """The identity and settings of a run, kept in ``run.json``."""
+    """The identity and settings of a run, kept in ``run.json``.
+
+    ``strategy`` is the strategy's name (``dka-sc``), ``method`` the label its verdicts
+    carry (``DKA-SC``).
+    """
 
     dataset: str
+    strategy: str
     method: str
     models: list[str]
     judge: str | None = None
@@ -159,22 +164,17 @@ def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
             "run_id": run_id}
 
 
-async def _verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
+async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
+    """Run one fact; any failure becomes the fact's NA verdict with the error, not a crash."""
     try:
         out = await invoke(fact)
-    except GraphRecursionError as exc:
-        return Verdict(fact_id=fact.id, label="NA", method=method, model=model,
-                       error=f"GraphRecursionError: {exc}",
-                       details={"error_type": "GraphRecursionError"}).model_dump()
     except Exception as exc:  # noqa: BLE001 - one fact's failure must not end the run
-        return Verdict(fact_id=fact.id, label="NA", method=method, model=model,
-                       error=f"{type(exc).__name__}: {exc}",
-                       details={"error_type": type(exc).__name__}).model_dump()
+        # GraphRecursionError included: a loop that did not end is this fact's failure.
+        return dict(verdicts.failed(fact.id, method, model, exc))
     verdict = out.get("verdict")
     if not verdict:
-        return Verdict(fact_id=fact.id, label="NA", method=method, model=model,
-                       error="the graph returned no verdict",
-                       details={"error_type": "NoVerdict"}).model_dump()
+        return dict(verdicts.failed(fact.id, method, model, "the graph returned no verdict",
+                                    error_type="NoVerdict"))
     return dict(verdict)
 
 
@@ -271,7 +271,7 @@ async def _run_locked(
                     fact = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                verdict = await _verdict_of(invoke, fact, info.method, model_label)
+                verdict = await verdict_of(invoke, fact, info.method, model_label)
                 record = _record(fact, verdict, info.run_id)
                 sink.write(json.dumps(record) + "\n")
                 sink.flush()
@@ -326,6 +326,7 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
     return {
         "run_id": info.run_id,
         "dataset": info.dataset,
+        "strategy": info.strategy,
         "method": info.method,
         "models": info.models,
         "judge": info.judge,

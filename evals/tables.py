@@ -16,14 +16,14 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from evals.metrics import (
+from kgcheck.evals.metrics import (
     consensus_alignment,
-    consensus_label,
     f1_true_false,
     invalid_count,
     iqr_mean,
     tie_rate,
 )
+from kgcheck.graphs.votes import decide
 
 # The study's order of methods; other methods follow, alphabetically.
 METHOD_ORDER = ("DKA", "GIV-Z", "GIV-F", "RAG")
@@ -130,7 +130,7 @@ def consensus_verdicts(res: MethodResults, judged: Consensus) -> dict[str, str]:
     if not judged.on_ties_only:
         return dict(judged.labels)
     facts = res.common_facts()
-    return {fid: consensus_label(v.values(), judged.labels.get(fid))
+    return {fid: decide(v.values(), judged.labels.get(fid))
             for fid, v in zip(facts, res.votes(facts), strict=True)}
 
 

@@ -11,22 +11,28 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
-from graphs.models import ChatRunnable
-from graphs.replay import META_DATASET, META_FACT, META_METHOD, META_STEP
-from graphs.state import Fact
+from kgcheck.data.facts import Fact
+from kgcheck.graphs.context import Context
+from kgcheck.providers import metadata
 
 
-def call_config(fact: Fact, method: str, step: str = "verdict",
-                **extra: Any) -> RunnableConfig:
-    """Runnable config whose metadata tells replay, traces and callbacks which fact is asked."""
-    metadata = {
-        META_FACT: fact.id,
-        META_DATASET: fact.dataset,
-        META_METHOD: method,
-        META_STEP: step,
+def call_config(fact: Fact, ctx: Context | type[Context], step: str = "verdict", *,
+                recorded: str | None = None, **extra: Any) -> RunnableConfig:
+    """Runnable config whose metadata tells replay, traces and callbacks which fact is asked.
+
+    ``ctx`` (a strategy's Context, or its class) says which strategy asks and which
+    recorded answers replay serves it; ``recorded`` names others for this call.
+    """
+    values: dict[str, Any] = {
+        metadata.FACT_ID: fact.id,
+        metadata.DATASET: fact.dataset,
+        metadata.METHOD: ctx.METHOD,
+        metadata.STEP: step,
         **extra,
     }
-    return {"metadata": metadata, "tags": [f"kgcheck:{method}", f"step:{step}"]}
+    if recorded or ctx.REPLAYS:
+        values[metadata.RECORDED_METHOD] = recorded or ctx.REPLAYS
+    return {"metadata": values, "tags": [f"kgcheck:{ctx.METHOD}", f"step:{step}"]}
 
 
 class CallRecord(TypedDict):
@@ -64,11 +70,18 @@ def reply_text(message: BaseMessage) -> str:
     )
 
 
-async def ask(model: ChatRunnable, messages: Sequence[BaseMessage], fact: Fact, method: str,
-              step: str = "verdict", **extra: Any) -> ModelReply:
-    """Send ``messages`` to ``model`` about ``fact``; time the call and collect usage."""
+async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: str = "verdict",
+              *, model: str | None = None, recorded: str | None = None,
+              **extra: Any) -> ModelReply:
+    """Send ``messages`` about ``fact`` to the context's model (or ``model``), timed.
+
+    ``recorded`` makes replay serve another method's recordings for this call (RAG's DKA
+    fallback); ``extra`` goes into the call's metadata (``kgcheck_attempt=2``).
+    """
+    chat = ctx.chat_model(model)
     started = time.perf_counter()
-    message = await model.ainvoke(messages, config=call_config(fact, method, step, **extra))
+    message = await chat.ainvoke(
+        messages, config=call_config(fact, ctx, step, recorded=recorded, **extra))
     elapsed = time.perf_counter() - started
     recorded = (message.response_metadata or {}).get("recorded_seconds")
     usage = getattr(message, "usage_metadata", None) or {}

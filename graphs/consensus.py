@@ -20,8 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
 from functools import cache
-from pathlib import Path
-from typing import Annotated, Any, Final, Literal, NotRequired, cast
+from typing import Annotated, Any, Literal, NotRequired
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
@@ -29,33 +28,26 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
-from graphs.common import defect_verdict
-from graphs.context import LLM_HINT, Context, context_of
-from graphs.models import PROVIDERS, split_spec
-from graphs.registry import AnyCompiledGraph, AnyStateGraph, Strategy, get_strategy
-from graphs.state import FactInput, Label, Verdict, VerdictDict, fact_from_input
+from kgcheck.data.facts import FactInput, Label, VerdictDict
+from kgcheck.graphs import verdicts
+from kgcheck.graphs.context import LLM_HINT, Context, context_of
+from kgcheck.graphs.judges import (
+    CONS_JUDGES,
+    DEFAULT_SIBLINGS,
+    JUDGE_NONE,
+    ConsensusError,
+    parse_alignment,
+    resolve_judge,
+)
+from kgcheck.graphs.registry import AnyCompiledGraph, AnyStateGraph, Strategy, get_strategy
+from kgcheck.graphs.routing import then, unless_decided
+from kgcheck.graphs.state import GraphOutput, read_fact
+from kgcheck.graphs.votes import TIE, Tally, tally
+from kgcheck.providers import split_spec
 
 DEFAULT_METHOD = "dka"
 DEFAULT_MEMBERS = ("replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b",
                    "replay:mistral:7b")
-# The study's judges: each member model's larger sibling (REFERENCE.md section 2).
-DEFAULT_SIBLINGS = {
-    "gemma2:9b": "gemma2:27b",
-    "qwen2.5:7b": "qwen2.5:14b",
-    "llama3.1:8b": "llama3.1:70b",
-    "mistral:7b": "mistral-nemo:12b",
-}
-JUDGE_NONE = "none"
-CONS_UP = "cons-up"
-CONS_DOWN = "cons-down"
-CONS_JUDGES = (CONS_UP, CONS_DOWN)
-# A tally's decision when the T and F votes split evenly.
-TIE: Final = "tie"
-Decision = Literal["T", "F", "tie"]
-
-
-class ConsensusError(ValueError):
-    """A consensus setting is missing or malformed; the message names it."""
 
 
 @dataclass(kw_only=True)
@@ -134,13 +126,6 @@ class Vote(TypedDict):
     error_type: str | None
 
 
-class Tally(TypedDict):
-    """The vote count and what it decides."""
-
-    counts: dict[str, int]
-    decision: Decision
-
-
 class Plan(TypedDict):
     """What the run needs after ``dispatch``.
 
@@ -172,6 +157,13 @@ def merge_votes(left: list[Vote] | None, right: list[Vote] | None) -> list[Vote]
     return [merged[i] for i in sorted(merged)]
 
 
+class ConsensusInput(TypedDict):
+    """The consensus graph's input: the fact, and the members' votes when already known."""
+
+    fact: FactInput
+    votes: NotRequired[Annotated[list[Vote], merge_votes]]
+
+
 class ConsensusState(TypedDict):
     """A fact in, its consensus verdict out; the plan, votes and tally in between.
 
@@ -185,131 +177,6 @@ class ConsensusState(TypedDict):
     tally: NotRequired[Tally]
     judge_verdict: NotRequired[VerdictDict]
     verdict: NotRequired[VerdictDict]
-
-
-# ---------------------------------------------------------------- votes and judges
-
-
-def majority(labels: Sequence[str]) -> Tally:
-    """Count T/F/NA votes and decide: the side with more votes wins, an even split ties.
-
-    NA votes take no side, so ``T, T, F, NA`` gives T and ``T, F, NA`` ties; with no T or F
-    vote at all (0-0) it is a tie too. Four voters: >= 3 T -> T, <= 1 T -> F, 2-2 -> tie.
-    """
-    counts = {"T": 0, "F": 0, "NA": 0}
-    for label in labels:
-        counts[label if label in ("T", "F") else "NA"] += 1
-    decision: Decision = TIE
-    if counts["T"] > counts["F"]:
-        decision = "T"
-    elif counts["F"] > counts["T"]:
-        decision = "F"
-    return Tally(counts=counts, decision=decision)
-
-
-def _pairs(value: Mapping[str, Any] | str | None, what: str, *,
-           last_equals: bool = False) -> dict[str, str]:
-    """Read ``key=value,key=value`` (or a mapping) into a dict of strings."""
-    if not value:
-        return {}
-    if isinstance(value, Mapping):
-        return {str(k).strip(): str(v).strip() for k, v in value.items()}
-    out = {}
-    for item in str(value).split(","):
-        if not item.strip():
-            continue
-        key, sep, val = item.rpartition("=") if last_equals else item.partition("=")
-        if not sep or not key.strip() or not val.strip():
-            raise ConsensusError(f"{what}: {item.strip()!r} is not of the form key=value")
-        out[key.strip()] = val.strip()
-    return out
-
-
-def parse_alignment(value: Mapping[str, Any] | str | None) -> dict[str, float]:
-    """Read CA_M per member: a mapping, ``spec=0.9,...``, or a JSON file (a run summary).
-
-    Reads a file when ``value`` names one: call it off the event loop.
-    """
-    if isinstance(value, str) and value.strip().endswith(".json"):
-        path = Path(value.strip()).expanduser()
-        if not path.is_file():
-            raise ConsensusError(f"alignment: file {str(path)!r} does not exist")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ConsensusError(f"alignment: {path} is not valid JSON ({exc.msg})") from None
-        value = data.get("alignment", data) if isinstance(data, dict) else None
-        if not isinstance(value, Mapping) or not value:
-            raise ConsensusError(
-                f"alignment: {path} holds no alignment mapping (a consensus summary.json has "
-                "one under 'alignment')"
-            )
-    raw = _pairs(value, "alignment", last_equals=True)
-    out = {}
-    for key, text in raw.items():
-        try:
-            out[key] = float(text)
-        except ValueError:
-            raise ConsensusError(f"alignment of {key!r}: {text!r} is not a number") from None
-    return out
-
-
-def _lookup(table: Mapping[str, Any], spec: str) -> Any:
-    """Find a member in a table keyed by its spec or by its model name."""
-    if spec in table:
-        return table[spec]
-    name = split_spec(spec)[1]
-    return table.get(name)
-
-
-def pick_member(judge: str, members: Sequence[str], alignment: Mapping[str, float]) -> str:
-    """Pick the most (``cons-up``) or least (``cons-down``) aligned member; first on ties."""
-    if judge not in CONS_JUDGES:
-        raise ConsensusError(f"judge {judge!r}: expected one of {', '.join(CONS_JUDGES)}")
-    scores = {m: _lookup(alignment, m) for m in members}
-    missing = [m for m, s in scores.items() if s is None]
-    if missing:
-        raise ConsensusError(
-            f"judge {judge}: alignment lacks member(s) {', '.join(missing)}; "
-            f"given: {', '.join(alignment) or 'nothing'}"
-        )
-    ranked = sorted(members, key=lambda m: -scores[m] if judge == CONS_UP else scores[m])
-    return ranked[0]
-
-
-def larger_sibling(spec: str, siblings: Mapping[str, str] | str) -> str:
-    """Name a member's judge: its larger sibling, with the member's provider."""
-    table = _pairs(siblings, "siblings") if isinstance(siblings, str) else dict(siblings)
-    sibling = _lookup(table, spec)
-    if not sibling:
-        raise ConsensusError(
-            f"siblings: no larger sibling known for {spec}; known: "
-            + ", ".join(f"{k}->{v}" for k, v in table.items())
-        )
-    head = sibling.partition(":")[0]
-    if head in PROVIDERS:
-        return sibling
-    return f"{split_spec(spec)[0]}:{sibling}"
-
-
-def resolve_judge(judge: str, members: Sequence[str], *,
-                  alignment: Mapping[str, float] | None = None,
-                  siblings: Mapping[str, str] | str | None = None) -> str | None:
-    """Turn a judge setting into a model spec, or None for ``none``."""
-    setting = (judge or JUDGE_NONE).strip()
-    if setting.lower() == JUDGE_NONE:
-        return None
-    if setting.lower() in CONS_JUDGES:
-        if not alignment:
-            raise ConsensusError(
-                f"judge {setting.lower()} needs each member's alignment (CA_M): set alignment, "
-                "e.g. to a previous consensus run's summary.json, or run `kgcheck run "
-                "--consensus ... --judge " + setting.lower() + "`, which measures it"
-            )
-        member = pick_member(setting.lower(), members, alignment)
-        return larger_sibling(member, DEFAULT_SIBLINGS if siblings is None else siblings)
-    split_spec(setting)
-    return setting
 
 
 def member_specs(ctx: ConsensusContext) -> list[str]:
@@ -369,12 +236,9 @@ def make_plan(ctx: ConsensusContext) -> Plan:
     # An empty mapping (Studio may send one) means the study's siblings.
     judge = resolve_judge(ctx.judge, members, alignment=alignment,
                           siblings=ctx.siblings or DEFAULT_SIBLINGS)
-    return Plan(members=members, method=strategy.name, method_label=strategy.method,
+    return Plan(members=members, method=strategy.name, method_label=strategy.label,
                 judge=judge, judge_setting=(ctx.judge or JUDGE_NONE).strip(),
                 settings=member_values(ctx))
-
-
-# ---------------------------------------------------------------- verdicts
 
 
 def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
@@ -392,66 +256,49 @@ def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
 def _error_vote(index: int, spec: str, exc: BaseException) -> Vote:
     return Vote(index=index, model=spec, label="NA", raw=None, raws=[], attempts=0,
                 seconds=0.0, tokens_in=None, tokens_out=None,
-                error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
+                error=verdicts.error_text(exc), error_type=type(exc).__name__)
 
 
-def _total(values: list[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], tally: Tally,
+def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], result: Tally,
                   judge: Mapping[str, Any] | None = None) -> VerdictDict:
     """Build the consensus verdict: the majority, or the judge's answer on a tie.
 
     ``seconds`` is the critical path (the slowest member plus the judge), since members run
     at the same time; tokens are summed over every call.
     """
-    fact = fact_from_input(fact_input)
-    decision = tally["decision"]
+    fact = read_fact({"fact": fact_input})
+    decision = result["decision"]
     label: Label = decision if decision in ("T", "F") else "NA"
     if judge is not None:
         label = judge.get("label", "NA")
-    calls: list[Mapping[str, Any]] = [*votes, *([judge] if judge is not None else [])]
+    parts: list[Mapping[str, Any]] = [*votes, *([judge] if judge is not None else [])]
     member_errors = [v for v in votes if v["error"]]
-    error = None
-    details: dict[str, Any] = {}
+    error = error_type = None
     if votes and len(member_errors) == len(votes):
         first = member_errors[0]
         error = f"all {len(votes)} members failed; {first['model']}: {first['error']}"
-        details["error_type"] = first["error_type"]
-    details.update({
-        "strategy": "consensus",
-        "members": plan["members"],
-        "votes": votes,
-        "counts": tally["counts"],
-        "decision": decision,
-        "majority": decision if decision in ("T", "F") else None,
-        "judge": plan["judge"] or JUDGE_NONE,
-        "judge_setting": plan["judge_setting"],
-        "judge_called": judge is not None,
-        "judge_decided": judge is not None and judge.get("label") in ("T", "F"),
-        "judge_label": judge.get("label") if judge is not None else None,
-        "judge_raw": judge.get("raw") if judge is not None else None,
-        "judge_error": judge.get("error") if judge is not None else None,
-        "member_errors": len(member_errors),
-    })
-    return cast(VerdictDict, Verdict(
-        fact_id=fact.id, label=label, method=plan["method_label"],
-        model=",".join(plan["members"]),
-        raw=judge.get("raw") if judge is not None else None,
-        raws=[r for c in calls for r in (c.get("raws") or [])],
-        attempts=sum(int(c.get("attempts") or 0) for c in calls),
+        error_type = first["error_type"]
+    return verdicts.combined(
+        fact.id, plan["method_label"], ",".join(plan["members"]), label, parts,
         seconds=max((v["seconds"] for v in votes), default=0.0)
         + (float(judge.get("seconds") or 0.0) if judge is not None else 0.0),
-        tokens_in=_total([c.get("tokens_in") for c in calls]),
-        tokens_out=_total([c.get("tokens_out") for c in calls]),
-        error=error,
-        details=details,
-    ).model_dump())
-
-
-# ---------------------------------------------------------------- the graph
+        raw=judge.get("raw") if judge is not None else None,
+        error=error, error_type=error_type,
+        strategy="consensus",
+        members=plan["members"],
+        votes=votes,
+        counts=result["counts"],
+        decision=decision,
+        majority=decision if decision in ("T", "F") else None,
+        judge=plan["judge"] or JUDGE_NONE,
+        judge_setting=plan["judge_setting"],
+        judge_called=judge is not None,
+        judge_decided=judge is not None and judge.get("label") in ("T", "F"),
+        judge_label=judge.get("label") if judge is not None else None,
+        judge_raw=judge.get("raw") if judge is not None else None,
+        judge_error=judge.get("error") if judge is not None else None,
+        member_errors=len(member_errors),
+    )
 
 
 @cache
@@ -508,9 +355,9 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
                 f"votes: given for {[v['model'] for v in given]}, but the members are "
                 f"{plan['members']}"
             )
-        fact = fact_from_input(state["fact"])
+        fact = read_fact(state)
         if fact.defect:
-            verdict = defect_verdict(fact, plan["method_label"], ",".join(plan["members"]))
+            verdict = verdicts.defect(fact, plan["method_label"], ",".join(plan["members"]))
             return {"plan": plan, "verdict": verdict}
         return {"plan": plan}
 
@@ -542,10 +389,10 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
             return {"votes": [_error_vote(state["index"], state["model"], exc)]}
         return {"votes": [_vote(state["index"], state["model"], verdict)]}
 
-    def tally(state: ConsensusState) -> dict:
+    def count(state: ConsensusState) -> dict:
         """Count the votes; decide unless it is a tie that a judge will break."""
         votes = sorted(state.get("votes") or [], key=lambda v: v["index"])
-        result = majority([v["label"] for v in votes])
+        result = tally([v["label"] for v in votes])
         update: dict[str, Any] = {"tally": result}
         # When every member failed there is nothing to break: the error verdict is retried
         # on resume rather than decided by the judge alone.
@@ -553,10 +400,6 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
         if result["decision"] != TIE or not state["plan"]["judge"] or failed:
             update["verdict"] = final_verdict(state["fact"], state["plan"], votes, result)
         return update
-
-    def after_tally(state: ConsensusState) -> Literal["judge", "__end__"]:
-        """Go to the judge only on a tie with a judge set."""
-        return "__end__" if "verdict" in state else "judge"
 
     async def judge(state: ConsensusState) -> dict:
         """Ask the judge model with the same method; its answer decides the tie."""
@@ -569,24 +412,21 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
         except GraphBubbleUp:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed judge leaves the tie undecided
-            verdict = Verdict(
-                fact_id=fact_from_input(state["fact"]).id, label="NA",
-                method=plan["method_label"], model=spec, error=f"{type(exc).__name__}: {exc}",
-                details={"error_type": type(exc).__name__},
-            ).model_dump()
+            verdict = verdicts.failed(read_fact(state).id, plan["method_label"], spec, exc)
         votes = sorted(state.get("votes") or [], key=lambda v: v["index"])
         return {"judge_verdict": verdict,
                 "verdict": final_verdict(state["fact"], plan, votes, state["tally"], verdict)}
 
-    graph_builder = StateGraph(ConsensusState, context_schema=ConsensusContext)
+    graph_builder = StateGraph(ConsensusState, context_schema=ConsensusContext,
+                               input_schema=ConsensusInput, output_schema=GraphOutput)
     graph_builder.add_node("dispatch", dispatch)
     graph_builder.add_node("member", member)
-    graph_builder.add_node("tally", tally)
+    graph_builder.add_node("tally", count)
     graph_builder.add_node("judge", judge)
     graph_builder.add_edge(START, "dispatch")
     graph_builder.add_conditional_edges("dispatch", fan_out, ["member", "tally", END])
     graph_builder.add_edge("member", "tally")
-    graph_builder.add_conditional_edges("tally", after_tally)
+    graph_builder.add_conditional_edges("tally", unless_decided, then("judge"))
     graph_builder.add_edge("judge", END)
     return graph_builder
 

@@ -1,25 +1,36 @@
 """Run-time configuration of the graphs: what Studio shows as an assistant's settings.
 
-Each strategy has a Context dataclass; fields shared by all live in ``Context``. A field's
-``metadata["description"]`` is what Studio shows; model fields carry the ``llm`` hint so
-Studio offers a model picker. Prompt fields hold a file name in ``prompts/`` (or a path), so
-a run can swap a prompt without code changes.
+Each strategy has a Context dataclass derived from ``Context``, which carries the model and
+its sampling (``ModelSettings``, declared once in the providers) plus the prompt file and
+the verdict parser. A field's ``metadata["description"]`` is what Studio shows; model fields
+carry the ``llm`` hint so Studio offers a model picker.
+
+A Context class also says what its strategy is, in two class variables that are not
+settings (Studio does not show them, ``--set`` cannot change them): ``METHOD``, the label
+its verdicts carry, and ``REPLAYS``, which of the study's recorded answers ``replay:``
+models serve it (None: none).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
+from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
+
+from kgcheck.providers import ModelSettings, resolve_model
 
 LLM_HINT = {"__template_metadata__": {"kind": "llm"}}
 DEFAULT_MODEL = "replay:gemma2:9b"
 
 
 @dataclass(kw_only=True)
-class Context:
-    """Settings every strategy shares: the model, its sampling, and where data lives."""
+class Context(ModelSettings):
+    """Settings every strategy shares: the model and its sampling, the prompt, the parser."""
+
+    METHOD: ClassVar[str] = ""
+    REPLAYS: ClassVar[str | None] = None
 
     model: Annotated[str, LLM_HINT] = field(
         default=DEFAULT_MODEL,
@@ -32,50 +43,16 @@ class Context:
         default="",
         metadata={"description": "Prompt file in prompts/ or a path; empty = the method's own."},
     )
-    temperature: float = field(
-        default=0.75, metadata={"description": "Sampling temperature (upstream: 0.75)."}
+    parser: str = field(
+        default="strict",
+        metadata={"description": "How the answer is read: strict (T or F on a line of its own "
+                  "or after a label), last-line (the verdict on the last line, after any "
+                  "reasoning), yes-no-json ({\"output\": \"yes\"|\"no\"})."},
     )
-    top_p: float = field(default=0.9, metadata={"description": "Nucleus sampling (upstream: 0.9)."})
-    top_k: int = field(default=40, metadata={"description": "Top-k sampling, Ollama only (40)."})
-    max_tokens: int = field(
-        default=512, metadata={"description": "Most tokens a model may answer (upstream: 512)."}
-    )
-    repeat_penalty: float = field(
-        default=1.1, metadata={"description": "Repetition penalty, Ollama only (1.1)."}
-    )
-    timeout: float = field(
-        default=60.0, metadata={"description": "Seconds to wait for one model call."}
-    )
-    max_retries: int = field(
-        default=3,
-        metadata={"description": "Transport retries with exponential backoff per model call."},
-    )
-    retry_backoff: float = field(
-        default=0.5,
-        metadata={"description": "Seconds before the first transport retry; doubled for each "
-                  "further one (at most 8 s)."},
-    )
-    base_url: str = field(
-        default="",
-        metadata={
-            "description": "Server URL for ollama/openai-compatible models; empty = "
-            "OLLAMA_HOST / OPENAI_BASE_URL or the provider default."
-        },
-    )
-    data_dir: str = field(
-        default="",
-        metadata={
-            "description": "FactCheck data in the upstream layout (replay reads its recorded "
-            "answers there); empty = $KGCHECK_DATA or the vendored copy."
-        },
-    )
-    replay_latency: float = field(
-        default=0.0,
-        metadata={
-            "description": "Replay only: sleep this multiple of each recorded response time "
-            "(0 = answer at once, 1 = real latency)."
-        },
-    )
+
+    def chat_model(self, spec: str | None = None) -> BaseChatModel:
+        """Resolve this context's model (or ``spec``) with this context's model settings."""
+        return resolve_model(spec or self.model, self)
 
 
 C = TypeVar("C", bound=Context)

@@ -1,17 +1,26 @@
-"""Parse model answers strictly: a verdict is T, F, or NA when the answer is not one.
+"""Read verdicts from model answers: T, F, or NA (with the reason) when an answer is not one.
 
-A verdict counts when it stands on a line of its own (``T``, ``F`` and a newline, ``**False**``) or
-follows a label (``Judgment: T``, ``**Answer**: false``). Prose that merely mentions truth
-("The fact is false", "my answer would be T") is not a verdict: upstream read anything
-starting with T as true, which turns "The fact is false" into T.
+Readers are pluggable by name (the Context's ``parser`` setting), like every other plugin
+kind (``kgcheck.registry``):
+
+- ``strict`` (DKA, GIV): a verdict counts when it stands on a line of its own (``T``,
+  ``F`` and a newline, ``**False**``) or follows a label (``Judgment: T``, ``**Answer**:
+  false``). Prose that merely mentions truth ("The fact is false", "my answer would be T")
+  is not a verdict: upstream read anything starting with T as true, which turns "The fact
+  is false" into T.
+- ``last-line``: chain-of-thought answers, whose reasoning may mention both letters; only
+  the last non-blank line counts, read strictly.
+- ``yes-no-json`` (RAG): a JSON ``{"output": "yes"|"no"}`` somewhere in the text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from graphs.state import Label
+from kgcheck.data.facts import Label
+from kgcheck.registry import Registry, UnknownNameError
 
 _TOKENS: dict[str, Label] = {"t": "T", "true": "T", "f": "F", "false": "F"}
 # Words a labelled verdict may carry instead of T/F: an explicit refusal to decide.
@@ -84,6 +93,58 @@ def parse_verdict(answer: str | None) -> Label:
     return read_verdict(answer).label
 
 
-def is_compliant(answer: str | None) -> bool:
-    """Tell whether an answer follows the guidelines: a clear T or F verdict."""
-    return read_verdict(answer).label != "NA"
+def read_last_line(answer: str | None) -> Reading:
+    """Read the verdict on the last non-blank line only (chain-of-thought answers)."""
+    lines = [line for line in (answer or "").splitlines() if line.strip()]
+    if not lines:
+        return Reading("NA", EMPTY)
+    return read_verdict(lines[-1])
+
+
+_VALUES: dict[str, Label] = {"yes": "T", "true": "T", "no": "F", "false": "F"}
+# "output": "yes" with either quote style, or none, around key and value.
+_OUTPUT = re.compile(
+    r"""["']?\boutput\b["']?\s*[:=]\s*["']?\s*(yes|no|true|false)\b""", re.IGNORECASE
+)
+_BARE = re.compile(r"^\W*(yes|no)\W*$", re.IGNORECASE)
+NO_OUTPUT = "no readable yes/no output"
+CONTRADICTS = "contradicting yes/no outputs"
+
+
+def read_yes_no_json(answer: str | None) -> Reading:
+    """Read RAG's ``{"output": "yes"|"no"}``: yes is T (supported), no is F.
+
+    Recorded answers show the shapes to accept: fenced JSON, Python-dict quoting
+    (``{'output': 'yes'}``), prose before or after the object, a bare ``Yes.``/``No.``.
+    Anything else, or objects that contradict each other, is NA, never a guess.
+    """
+    if not answer or not answer.strip():
+        return Reading("NA", EMPTY)
+    found = {_VALUES[m.lower()] for m in _OUTPUT.findall(answer)}
+    if len(found) == 1:
+        return Reading(found.pop())
+    if found:
+        return Reading("NA", CONTRADICTS)
+    bare = _BARE.match(answer.strip())
+    if bare:
+        return Reading(_VALUES[bare[1].lower()])
+    return Reading("NA", NO_OUTPUT)
+
+
+Reader = Callable[[str | None], Reading]
+
+
+class UnknownParserError(UnknownNameError):
+    """No verdict parser is registered under that name."""
+
+
+PARSERS: Registry[Reader] = Registry("verdict parser", group="kgcheck.parsers",
+                                     unknown=UnknownParserError)
+PARSERS.register("strict", read_verdict)
+PARSERS.register("last-line", read_last_line)
+PARSERS.register("yes-no-json", read_yes_no_json)
+
+
+def read_with(parser: str, answer: str | None) -> Reading:
+    """Read ``answer`` with the parser named ``parser``."""
+    return PARSERS.get(parser)(answer)

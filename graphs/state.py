@@ -1,170 +1,52 @@
-"""Facts, verdicts and the graph state they travel in.
+"""What every strategy graph takes and returns: a fact in, its verdict out.
 
-Graph state stays JSON-plain (``FactInput``/``VerdictDict`` TypedDicts) so that the LangGraph
-server can show and edit it in Studio; nodes validate it into the pydantic models below.
+Graphs declare ``GraphInput`` and ``GraphOutput`` as their input and output schemas, so
+Studio and SDK callers see ``{"fact": ...}`` in and ``{"verdict": ...}`` out, not the steps
+in between. ``read_fact`` validates the input with an error that shows the expected shape.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from typing import Any, Literal, NotRequired
+from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import ValidationError
 from typing_extensions import TypedDict
 
-Label = Literal["T", "F", "NA"]
+from kgcheck.data.facts import Fact, FactInput, VerdictDict
 
-# Longer terms are not sent to a model: upstream DBpedia holds a 1.5 M-character subject,
-# while its longest real terms (abstracts used as objects) stay under 10,000 characters.
-MAX_TERM_CHARS = 20_000
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_DUP_SUFFIX = re.compile(r"__\d+$")
+EXPECTED_INPUT = ('{"fact": {"subject": "...", "predicate": "...", "object": "...", '
+                  '"id": "... (optional)", "dataset": "... (optional)"}}')
 
 
-def readable_term(raw: str) -> str:
-    """Render a KG term for a person: strip URI namespaces, split names, drop ``__1`` suffixes.
+class GraphInput(TypedDict):
+    """A strategy's input: the fact to check."""
 
-    ``http://dbpedia.org/ontology/birthPlace`` -> ``birth place``;
-    ``Maria_Feodorovna__Dagmar_of_Denmark_`` -> ``Maria Feodorovna (Dagmar of Denmark)``.
-    """
-    term = raw.strip()
-    if term.startswith(("http://", "https://")):
-        term = re.split(r"[/#]", term.rstrip("/"))[-1]
-    term = _DUP_SUFFIX.sub("", term)
-    # YAGO writes parentheses as "__X_": Maria_Feodorovna__Dagmar_of_Denmark_
-    term = re.sub(r"__(.+?)_$", r" (\1)", term)
-    term = term.replace("_", " ")
-    if " " not in term and not term[:1].isupper() and any(c.isupper() for c in term):
-        term = _CAMEL.sub(" ", term).lower()
-    return re.sub(r"\s+", " ", term).strip()
+    fact: FactInput
 
 
-class Fact(BaseModel):
-    """One KG triple to check, with its gold label when known."""
+class GraphOutput(TypedDict):
+    """A strategy's output: the verdict on the fact."""
 
-    id: str
-    dataset: str = ""
-    subject: str
-    predicate: str
-    object: str
-    label: bool | None = None
-    sentence: str | None = Field(default=None, description="A natural-language rendering, if any.")
-    defect: str | None = Field(default=None, description="Why the triple cannot be sent.")
-
-    @classmethod
-    def from_triple(
-        cls, fact_id: str, dataset: str, triple: list[Any], label: bool | None = None, **extra: Any
-    ) -> Fact:
-        """Build a fact from a raw triple, flagging defects instead of failing on them."""
-        defects = []
-        terms = []
-        for name, value in zip(("subject", "predicate", "object"), triple, strict=False):
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                defects.append(f"{name} is missing")
-                terms.append("")
-                continue
-            text = str(value)
-            if len(text) > MAX_TERM_CHARS:
-                defects.append(f"{name} is {len(text):,} characters long")
-                text = text[:MAX_TERM_CHARS]
-            terms.append(text)
-        if len(triple) != 3:
-            defects.append(f"triple has {len(triple)} terms, expected 3")
-            terms += [""] * (3 - len(terms))
-        return cls(
-            id=str(fact_id),
-            dataset=dataset,
-            subject=terms[0],
-            predicate=terms[1],
-            object=terms[2],
-            label=label,
-            defect="; ".join(defects) or None,
-            **extra,
-        )
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def readable(self) -> str:
-        """The triple as readable text: ``subject predicate object``."""
-        return " ".join(
-            readable_term(t) for t in (self.subject, self.predicate, self.object)
-        )
-
-    def readable_terms(self) -> tuple[str, str, str]:
-        """Return the three terms, each rendered readable."""
-        return (
-            readable_term(self.subject),
-            readable_term(self.predicate),
-            readable_term(self.object),
-        )
-
-    def as_input(self) -> FactInput:
-        """Return the JSON-plain form used as graph input."""
-        data: FactInput = {
-            "id": self.id,
-            "dataset": self.dataset,
-            "subject": self.subject,
-            "predicate": self.predicate,
-            "object": self.object,
-        }
-        if self.sentence:
-            data["sentence"] = self.sentence
-        if self.defect:
-            data["defect"] = self.defect
-        return data
+    verdict: VerdictDict
 
 
-class Verdict(BaseModel):
-    """What a strategy concluded about one fact, with the evidence of how."""
-
-    fact_id: str
-    label: Label
-    method: str
-    model: str
-    raw: str | None = Field(default=None, description="The last raw model answer.")
-    raws: list[str] = Field(default_factory=list, description="Every raw answer, in order.")
-    attempts: int = 0
-    seconds: float = 0.0
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    error: str | None = None
-    details: dict[str, Any] = Field(default_factory=dict)
+class InvalidGraphInput(ValueError):
+    """A graph was invoked with something other than ``{"fact": {...}}``."""
 
 
-class FactInput(TypedDict):
-    """A fact as a person fills it in Studio."""
-
-    subject: str
-    predicate: str
-    object: str
-    id: NotRequired[str]
-    dataset: NotRequired[str]
-    sentence: NotRequired[str]
-    defect: NotRequired[str]
-
-
-class VerdictDict(TypedDict, total=False):
-    """``Verdict.model_dump()``: the JSON-plain verdict kept in graph state."""
-
-    fact_id: str
-    label: Label
-    method: str
-    model: str
-    raw: str | None
-    raws: list[str]
-    attempts: int
-    seconds: float
-    tokens_in: int | None
-    tokens_out: int | None
-    error: str | None
-    details: dict[str, Any]
-
-
-def fact_from_input(data: FactInput | dict[str, Any]) -> Fact:
-    """Validate graph input into a ``Fact``; ids default to ``adhoc``."""
-    payload = dict(data)
-    payload.setdefault("id", "adhoc")
-    payload.setdefault("dataset", "")
-    return Fact.model_validate(payload)
+def read_fact(state: Mapping[str, Any]) -> Fact:
+    """Validate the ``fact`` of a graph's state into a ``Fact``; ids default to ``adhoc``."""
+    data = state.get("fact")
+    if not isinstance(data, Mapping):
+        got = "no 'fact'" if data is None else f"'fact' = {data!r:.80}"
+        raise InvalidGraphInput(f"a strategy graph takes {EXPECTED_INPUT}; got {got}")
+    payload = {"id": "adhoc", "dataset": "", **dict(data)}
+    try:
+        return Fact.model_validate(payload)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                             for e in exc.errors())
+        raise InvalidGraphInput(
+            f"the fact is malformed ({problems}); a strategy graph takes {EXPECTED_INPUT}"
+        ) from None

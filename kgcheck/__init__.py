@@ -1,0 +1,33 @@
+"""kgcheck: check the facts of a knowledge graph with LLMs, as LangGraph state machines.
+
+The Python API (``kgcheck.api``) is available from the package itself::
+
+    import kgcheck
+    verdicts = kgcheck.check(kgcheck.load_dataset("yago")[:10], strategy="dka")
+
+Names are imported on first use, so that ``import kgcheck.graphs...`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+API = (
+    "acheck", "arun", "check", "datasets", "load_dataset", "read_triples", "report",
+    "reproduce", "run", "settings", "strategies", "strategy", "KgcheckWarning",
+    "SettingsError",
+)
+MODELS = ("Fact", "Verdict")
+
+__all__ = [*API, *MODELS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in API:
+        return getattr(importlib.import_module("kgcheck.api"), name)
+    if name in MODELS:
+        return getattr(importlib.import_module("kgcheck.data.facts"), name)
+    raise AttributeError(f"module 'kgcheck' has no attribute {name!r}")

@@ -29,7 +29,7 @@ def user_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # ValueError covers DataError, UnknownModelError, UnknownStrategyError, PromptError,
         # TriplesError; RunError covers a run that cannot start or go on.
-        from evals.runner import RunError
+        from kgcheck.evals.runner import RunError
 
         try:
             return func(*args, **kwargs)

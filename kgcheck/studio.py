@@ -1,9 +1,11 @@
-"""Serve the strategy graphs to ``langgraph dev`` (Studio), traced when an endpoint is set.
+"""Serve the graphs to ``langgraph dev`` (Studio), traced when an endpoint is set.
 
-``langgraph.json`` names the graphs here (``kgcheck.studio:dka``, ...) rather than in
-``graphs/``, so that the server starts tracing before it builds them: OpenLIT gives nodes
-spans of their own only when it starts before ``add_node`` runs, and ``graphs/`` does not
-know about tracing (nothing there imports ``kgcheck``).
+Every registered strategy is an attribute here (``kgcheck.studio:dka``,
+``kgcheck.studio:giv_f``, a plugin's ``kgcheck.studio:dka_cot``), and so is ``consensus``:
+``langgraph.json`` (or the config ``kgcheck studio`` writes) names them. They are served
+from here rather than from ``kgcheck.graphs`` so that the server starts tracing before it
+builds them: OpenLIT gives nodes spans of their own only when it starts before
+``add_node`` runs, and the graphs layer does not know about tracing.
 
 Tracing follows the environment (``.env`` or the shell): with ``OTEL_EXPORTER_OTLP_ENDPOINT``
 set, every run served gets workflow, node and model spans in one trace, as with
@@ -97,10 +99,21 @@ if _setup is not None:
     logger.info("tracing Studio runs: spans go to %s",
                 _setup.endpoint or "the tracer provider already set")
 
-# Imported only now, so that OpenLIT has wrapped add_node before the graphs are built.
-from graphs.consensus import graph as consensus  # noqa: E402
-from graphs.dka import graph as dka  # noqa: E402
-from graphs.giv import graph as giv  # noqa: E402
-from graphs.rag import graph as rag  # noqa: E402
+_SERVED: dict[str, Any] = {}
 
-__all__ = ["dka", "giv", "rag", "consensus"]
+
+def __getattr__(attribute: str) -> Any:
+    """Build the graph served as ``attribute`` (``giv_f`` is the strategy ``giv-f``)."""
+    if attribute.startswith("__"):
+        raise AttributeError(attribute)
+    if attribute not in _SERVED:
+        # Built only now, after tracing started, so that OpenLIT wraps every node.
+        from kgcheck.graphs.served import served_graphs
+
+        by_attribute = {graph.attribute: graph for graph in served_graphs().values()}
+        if attribute not in by_attribute:
+            raise AttributeError(
+                f"kgcheck.studio serves no graph {attribute!r}; it serves "
+                + ", ".join(sorted(by_attribute)))
+        _SERVED[attribute] = by_attribute[attribute].compile()
+    return _SERVED[attribute]

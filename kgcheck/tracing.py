@@ -51,8 +51,8 @@ SERVICE_NAME = "kgcheck"
 META_PREFIX = "kgcheck_"
 ATTR_PREFIX = "kgcheck."
 # Graph modules whose nodes OpenLIT cannot wrap any more once they are imported.
-_STRATEGY_MODULES = ("graphs.dka", "graphs.giv", "graphs.rag", "graphs.consensus",
-                     "graphs.dka_sc")
+_STRATEGY_MODULES = ("kgcheck.graphs.strategies.dka", "kgcheck.graphs.strategies.giv", "kgcheck.graphs.strategies.rag", "kgcheck.graphs.strategies.consensus",
+                     "kgcheck.graphs.strategies.dka_sc")
 # The graphs reach every model through LangChain and every index through Chroma. OpenLIT's
 # provider (openai, ollama) and HTTP instrumentors would only repeat those spans, and
 # loading all of its seventy instrumentors costs seconds at start-up.

@@ -23,9 +23,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from retrievers.questions import FactStatements, template_questions
-from retrievers.search import MockSearch
-from retrievers.store import DocumentSource
+from kgcheck.retrievers.questions import FactStatements, template_questions
+from kgcheck.retrievers.search import MockSearch
+from kgcheck.retrievers.store import DocumentSource
 
 FETCHABLE_RANKS = 3
 MAX_PAGE_SIZE = 1000

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from retrievers.corpus import Document
+from kgcheck.retrievers.corpus import Document
 
 # A sentence ends at . ! ? (optionally followed by a closing quote or bracket) before
 # whitespace and an upper-case letter, digit or opening quote; blank lines always end one.

@@ -24,14 +24,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kgcheck.vendored import MINILM_TOKENIZER
+
 DEFAULT_EMBEDDING = "minilm"
 ONNX_ENV = "KGCHECK_MINILM_ONNX"
 TOKENIZER_ENV = "KGCHECK_MINILM_TOKENIZER"
-# all-MiniLM-L6-v2's tokenizer (Apache-2.0), shipped with the project: see its README.
-VENDORED_TOKENIZER = (
-    Path(__file__).resolve().parent.parent / "data" / "models" / "all-minilm-l6-v2"
-    / "tokenizer.json.gz"
-)
 THREADS_ENV = "KGCHECK_EMBED_THREADS"
 
 
@@ -83,11 +80,11 @@ def minilm_files() -> tuple[Path, str]:
     tok_path = os.environ.get(TOKENIZER_ENV)
     if tok_path:
         return Path(onnx_path), Path(tok_path).read_text(encoding="utf-8")
-    if not VENDORED_TOKENIZER.is_file():
+    if not MINILM_TOKENIZER.is_file():
         raise EmbeddingError(
-            f"the tokenizer of all-MiniLM-L6-v2 is missing from {VENDORED_TOKENIZER} "
+            f"the tokenizer of all-MiniLM-L6-v2 is missing from {MINILM_TOKENIZER} "
             f"(set {TOKENIZER_ENV} to an all-MiniLM-L6-v2 tokenizer.json)")
-    with gzip.open(VENDORED_TOKENIZER, "rt", encoding="utf-8") as fh:
+    with gzip.open(MINILM_TOKENIZER, "rt", encoding="utf-8") as fh:
         return Path(onnx_path), fh.read()
 
 

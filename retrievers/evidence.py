@@ -17,12 +17,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from retrievers.corpus import Document
-from retrievers.embeddings import DEFAULT_EMBEDDING, Embedder, get_embedder
-from retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
-from retrievers.index import ChunkIndex, open_index
-from retrievers.search import MockSearch, SearchHit
-from retrievers.store import DocumentSource, open_source
+from kgcheck.retrievers.corpus import Document
+from kgcheck.retrievers.embeddings import DEFAULT_EMBEDDING, Embedder, get_embedder
+from kgcheck.retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
+from kgcheck.retrievers.index import ChunkIndex, open_index
+from kgcheck.retrievers.search import MockSearch, SearchHit
+from kgcheck.retrievers.settings import RetrievalSettings
+from kgcheck.retrievers.store import DocumentSource, open_source
 
 # The KGs' own sources, whose pages would let a model read the answer off the KG itself.
 OWN_SOURCE_DOMAINS = {"dbpedia": ("wikipedia.org",), "factbench": ("wikipedia.org",)}
@@ -120,15 +121,16 @@ class Retriever:
         return self.engine.search_many(queries, dataset, fact_id, k)
 
     def chunks(self, query: str, dataset: str, fact_id: str, doc_ids: Sequence[str] | None,
-               *, top_k: int = 6, cutoff: float = 0.3, window: int = 3, candidates: int = 24,
+               *, top_chunks: int = 6, cutoff: float = 0.3, window: int = 3, candidates: int = 24,
                mode: str = "hybrid", lexical_weight: float = 0.3) -> list[EvidenceChunk]:
         """Find the best chunks of the given documents for ``query``, as their windows."""
         if mode not in RETRIEVAL_MODES:
             raise RetrievalError(
                 f"retrieval mode {mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
-        if top_k < 1 or window < 0 or candidates < 1:
-            raise RetrievalError(f"top_k={top_k}, window={window}, candidates={candidates}: "
-                                 "top_k and candidates must be >= 1, window >= 0")
+        if top_chunks < 1 or window < 0 or candidates < 1:
+            raise RetrievalError(f"top_chunks={top_chunks}, window={window}, "
+                                 f"candidates={candidates}: top_chunks and candidates must be "
+                                 ">= 1, window >= 0")
         corpus = self.corpus(dataset, fact_id)
         positions = corpus.chunk_positions(doc_ids)
         if not len(positions):
@@ -149,7 +151,7 @@ class Retriever:
         bonus = lexical_weight * pool_lex / top_lex if mode == "hybrid" else 0.0 * pool_lex
         scores = sims + bonus
         keep = np.flatnonzero(sims >= cutoff)
-        keep = keep[np.lexsort((keep, -scores[keep]))][:top_k]
+        keep = keep[np.lexsort((keep, -scores[keep]))][:top_chunks]
         out = []
         for i in keep:
             chunk = chunks[int(i)]
@@ -169,7 +171,7 @@ class Retriever:
         vectors = self.vectors(dataset)
         before = vectors.embedded
         self.search_many([sentence, *questions], dataset, fact_id)
-        self.chunks(sentence, dataset, fact_id, None, top_k=1, cutoff=-1.0,
+        self.chunks(sentence, dataset, fact_id, None, top_chunks=1, cutoff=-1.0,
                     candidates=candidates, mode=mode)
         return vectors.embedded - before
 
@@ -183,6 +185,13 @@ def _retriever(corpus: str, api_key: str, dataset: str, embedding: str, index: s
     source = open_source(corpus, api_key=api_key, dataset=dataset)
     return Retriever(source, get_embedder(embedding), index=index, chroma_path=chroma_path,
                      chroma_url=chroma_url)
+
+
+def retriever_for(settings: RetrievalSettings, dataset: str) -> Retriever:
+    """Return the retriever that ``settings`` describe, for one dataset's facts."""
+    return get_retriever(settings.corpus, api_key=settings.api_key(), dataset=dataset,
+                         embedding=settings.embedding, index=settings.index,
+                         chroma_path=settings.chroma_path, chroma_url=settings.chroma_url)
 
 
 def get_retriever(corpus: str = "", *, api_key: str = "", dataset: str = "",

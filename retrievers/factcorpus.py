@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrievers.chunking import Chunk, SplitDocument, split_document
-from retrievers.corpus import Document
-from retrievers.embeddings import Embedder
-from retrievers.index import ChunkIndex
-from retrievers.lexical import LexicalIndex
-from retrievers.store import DocumentSource
+from kgcheck.retrievers.chunking import Chunk, SplitDocument, split_document
+from kgcheck.retrievers.corpus import Document
+from kgcheck.retrievers.embeddings import Embedder
+from kgcheck.retrievers.index import ChunkIndex
+from kgcheck.retrievers.lexical import LexicalIndex
+from kgcheck.retrievers.store import DocumentSource
 
 
 @dataclass

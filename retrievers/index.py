@@ -18,9 +18,9 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from retrievers.chunking import Chunk
-from retrievers.embeddings import slug
-from retrievers.store import kgcheck_home
+from kgcheck.retrievers.chunking import Chunk
+from kgcheck.retrievers.embeddings import slug
+from kgcheck.retrievers.store import kgcheck_home
 
 
 class VectorIndexError(ValueError):

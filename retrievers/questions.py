@@ -23,8 +23,8 @@ class FactStatements:
         self._cache: dict[str, dict[str, tuple[str, str, str]]] = {}
 
     def _load(self, dataset: str) -> dict[str, tuple[str, str, str]]:
-        from graphs.state import Fact
-        from graphs.upstream import DataError, canonical_dataset, dataset_path, open_data
+        from kgcheck.data.facts import Fact
+        from kgcheck.data.upstream import DataError, canonical_dataset, dataset_path, open_data
 
         try:
             src = open_data(self.data)

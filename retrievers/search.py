@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from retrievers.corpus import Document
-from retrievers.embeddings import Embedder
-from retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
+from kgcheck.retrievers.corpus import Document
+from kgcheck.retrievers.embeddings import Embedder
+from kgcheck.retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
 
 RRF_K = 60
 SNIPPET_CHARS = 240

@@ -13,8 +13,8 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Protocol
 
-from retrievers.corpus import Document
-from retrievers.search import SearchHit
+from kgcheck.retrievers.corpus import Document
+from kgcheck.retrievers.search import SearchHit
 
 CROSS_ENCODER_CHARS = 2000
 

@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from retrievers.corpus import (
+from kgcheck.vendored import SAMPLE_CORPUS
+from kgcheck.retrievers.corpus import (
     LAYOUT_ROOT,
     CorpusError,
     Document,
@@ -26,9 +27,6 @@ from retrievers.corpus import (
 
 HOME_ENV = "KGCHECK_HOME"
 CORPUS_ENV = "KGCHECK_CORPUS"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-# The small corpus written for tests and demos: a few vendored facts, hand-written documents.
-SAMPLE_CORPUS = PROJECT_ROOT / "data" / "sample-corpus"
 
 
 def kgcheck_home() -> Path:
@@ -242,7 +240,7 @@ def open_source(spec: str = "", *, api_key: str = "", dataset: str = "") -> Docu
     """
     spec = spec.strip() or os.environ.get(CORPUS_ENV, "").strip()
     if spec.startswith(("http://", "https://")):
-        from retrievers.client import RemoteSource
+        from kgcheck.retrievers.client import RemoteSource
 
         return RemoteSource(spec, api_key)
     if not spec:

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrievers.evidence import Retriever, get_retriever
+from kgcheck.retrievers.evidence import Retriever, get_retriever
 
 
 class EvidenceSearchInput(BaseModel):

@@ -10,7 +10,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from graphs.models import SCRIPTED, register_scripted
+from tests.scripted import SCRIPTED, register_scripted
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"

@@ -13,24 +13,27 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from graphs.consensus import (
-    DEFAULT_SIBLINGS,
+from kgcheck.graphs.consensus import (
     ConsensusContext,
-    ConsensusError,
     build,
     graph,
-    larger_sibling,
-    majority,
     member_specs,
     member_values,
+    settings_class,
+)
+from kgcheck.graphs.judges import (
+    DEFAULT_SIBLINGS,
+    ConsensusError,
+    larger_sibling,
     parse_alignment,
     pick_member,
     resolve_judge,
-    settings_class,
 )
-from graphs.dka import DKAContext
-from graphs.models import SCRIPTED, UnknownModelError, register_scripted
-from graphs.state import Fact
+from kgcheck.graphs.votes import tally as majority
+from kgcheck.graphs.strategies.dka import DKAContext
+from kgcheck.providers import UnknownModelError
+from tests.scripted import SCRIPTED, register_scripted
+from kgcheck.data.facts import Fact
 
 FACT = Fact(id="f1", dataset="Mini", subject="Paris", predicate="capitalOf", object="France",
             label=True)
@@ -94,7 +97,8 @@ async def check(members: list[str], judge: str = "none", fact: Fact = FACT,
                 **values: Any) -> dict[str, Any]:
     """Run the consensus graph on one fact; return its final state."""
     ctx = ConsensusContext(members=members, judge=judge, **values)
-    return await graph.ainvoke({"fact": fact.as_input()}, context=ctx)
+    return await graph.ainvoke({"fact": fact.as_input()}, context=ctx,
+                               output_keys=["verdict", "votes", "tally", "plan", "judge_verdict"])
 
 
 def labels_of(verdict: dict[str, Any]) -> list[str]:
@@ -311,7 +315,7 @@ async def test_member_settings_reach_the_member_graph(model, tmp_path) -> None:
 
 
 async def test_the_giv_method_runs_when_registered(model) -> None:
-    pytest.importorskip("graphs.giv")
+    pytest.importorskip("kgcheck.graphs.strategies.giv")
     members = members_voting(model, "T", "F", "F")
     out = await check(members, method="giv-z")
     assert out["verdict"]["label"] == "F"
@@ -328,7 +332,7 @@ def test_xray_shows_the_member_and_judge_subgraphs() -> None:
 
 
 def test_build_for_another_method_uses_its_subgraph() -> None:
-    pytest.importorskip("graphs.giv")
+    pytest.importorskip("kgcheck.graphs.strategies.giv")
     nodes = set(build("giv-z").compile(name="consensus").get_graph(xray=True).nodes)
     # GIV's re-prompting loop shows inside both the member and the judge.
     assert {"member:reprompt", "member:give_up", "judge:reprompt"} <= nodes

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from evals.datasets import load_facts
-from evals.metrics import classification_report, consensus_alignment, tie_rate
-from graphs.consensus import ConsensusContext, graph
-from graphs.parsing import parse_verdict
-from graphs.replay import lookup
-from graphs.upstream import resolve_data_dir
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.metrics import classification_report, consensus_alignment, tie_rate
+from kgcheck.graphs.consensus import ConsensusContext, graph
+from kgcheck.graphs.parsing import parse_verdict
+from kgcheck.providers.replay import lookup
+from kgcheck.data.upstream import resolve_data_dir
 from kgcheck.cli import app
 
 MEMBERS = ["replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b", "replay:mistral:7b"]

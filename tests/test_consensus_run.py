@@ -13,12 +13,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from evals.consensus_run import VOTES_DIR, run_consensus
-from evals.runner import RunError, RunInfo
-from graphs.consensus import ConsensusError
-from graphs.models import SCRIPTED, register_scripted
-from graphs.registry import get_strategy
-from graphs.state import Fact
+from kgcheck.evals.consensus_run import VOTES_DIR, run_consensus
+from kgcheck.evals.runner import RunError, RunInfo
+from kgcheck.graphs.consensus import ConsensusError
+from tests.scripted import SCRIPTED, register_scripted
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.data.facts import Fact
 
 # Votes per fact (subject) of members a, b, c, d. CA_M over the 4 decided facts:
 # a 1.0, b 1.0, c 0.75, d 0.5; S3 and S5 are 2-2 ties.
@@ -89,7 +89,7 @@ MEMBERS = [f"scripted:{n}" for n in "abcd"]
 
 async def run(out: Path, judge: str, *, resume: bool = False, **values: Any):
     """Run consensus of members a..d over the six facts."""
-    info = RunInfo(dataset="Mini", method="DKA", models=MEMBERS, judge=judge, source="test")
+    info = RunInfo(dataset="Mini", strategy="dka", method="DKA", models=MEMBERS, judge=judge, source="test")
     return await run_consensus(
         FACTS, strategy=get_strategy("dka"), members=MEMBERS, judge=judge,
         values={"data_dir": "", **values}, info=info, out_dir=out, concurrency=3,
@@ -184,7 +184,7 @@ async def test_resume_refuses_another_judge(panel, tmp_path) -> None:
 
 async def test_replay_judge_without_recordings_fails_before_any_fact(tmp_path) -> None:
     members = ["replay:gemma2:9b", "replay:qwen2.5:7b"]
-    info = RunInfo(dataset="FactBench", method="DKA", models=members, judge="replay:gemma2:27b")
+    info = RunInfo(dataset="FactBench", strategy="dka", method="DKA", models=members, judge="replay:gemma2:27b")
     with pytest.raises(ConsensusError, match="no recorded DKA tie-breaks for FactBench"):
         await run_consensus(FACTS[:1], strategy=get_strategy("dka"), members=members,
                             judge="replay:gemma2:27b", values={}, info=info, out_dir=tmp_path,
@@ -193,9 +193,9 @@ async def test_replay_judge_without_recordings_fails_before_any_fact(tmp_path) -
 
 
 def test_run_values_split_into_consensus_and_member_settings() -> None:
-    pytest.importorskip("graphs.giv")
-    from evals.consensus_run import consensus_context
-    from graphs.consensus import member_values
+    pytest.importorskip("kgcheck.graphs.strategies.giv")
+    from kgcheck.evals.consensus_run import consensus_context
+    from kgcheck.graphs.consensus import member_values
 
     values = {"model": "replay:gemma2:9b", "data_dir": "/data", "prompt": "mine.txt",
               "temperature": 0.1, "max_attempts": 5, "siblings": "a=b"}
@@ -214,7 +214,7 @@ def test_run_values_split_into_consensus_and_member_settings() -> None:
 async def test_bad_settings_fail_before_any_fact(panel, tmp_path) -> None:
     with pytest.raises(ConsensusError, match="lacks member"):
         await run(tmp_path, "cons-up", siblings=SIBLINGS, alignment="a=0.9,b=0.8")
-    info = RunInfo(dataset="Mini", method="DKA", models=MEMBERS[:1], judge="none")
+    info = RunInfo(dataset="Mini", strategy="dka", method="DKA", models=MEMBERS[:1], judge="none")
     with pytest.raises(ConsensusError, match="at least 2"):
         await run_consensus(FACTS, strategy=get_strategy("dka"), members=MEMBERS[:1],
                             judge="none", values={}, info=info, out_dir=tmp_path,

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from evals.datasets import describe_datasets, in_benchmark, load_facts
-from graphs.state import Fact, readable_term
-from graphs.upstream import DataError, open_data
+from kgcheck.data.datasets import describe_datasets, in_benchmark, load_facts
+from kgcheck.data.facts import Fact, readable_term
+from kgcheck.data.upstream import DataError, open_data
 from tests.conftest import SHARED_DATA
 
 EXPECTED = {"FactBench": (2800, 0.536), "YAGO": (1386, 0.992), "DBpedia": (9344, 0.851)}

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from evals.datasets import load_facts
-from evals.metrics import classification_report
-from graphs.dka import DKAContext, builder
-from graphs.state import Fact
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.metrics import classification_report
+from kgcheck.graphs.strategies.dka import DKAContext, builder
+from kgcheck.data.facts import Fact
 
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
             object="Amitabh_Bachchan")
@@ -38,14 +38,15 @@ async def test_prompt_carries_the_readable_fact_and_kg_note(tmp_path, scripted) 
     graph = builder.compile()
     fact = FACT.model_copy(update={"dataset": "DBpedia"})
     out = await graph.ainvoke({"fact": fact.as_input()},
-                              context=DKAContext(model=scripted("p", ["T"]), prompt=str(prompt)))
+                              context=DKAContext(model=scripted("p", ["T"]), prompt=str(prompt)),
+                              output_keys=["messages"])
     sent = out["messages"][0].content
     assert sent.startswith("KG=DBpedia S=Jaya Bachchan P=is married to O=Amitabh Bachchan NOTE=")
     assert "2015" in sent
 
 
 async def test_prompt_missing_a_placeholder_is_rejected(tmp_path, scripted) -> None:
-    from prompts import PromptError
+    from kgcheck.prompts import PromptError
 
     prompt = tmp_path / "bad.txt"
     prompt.write_text("Is {subject} related to {object}?")

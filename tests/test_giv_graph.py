@@ -10,11 +10,18 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.errors import GraphRecursionError
 
-from graphs import giv
-from graphs.giv import GIVContext, GIVSettingError, builder, method_of, order_examples
-from graphs.registry import get_strategy
-from graphs.state import Fact
-from prompts import PromptError
+from kgcheck.graphs.strategies import giv
+from kgcheck.graphs.strategies.giv import (
+    GIV_F,
+    GIVContext,
+    GIVFContext,
+    GIVSettingError,
+    builder,
+    order_examples,
+)
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.data.facts import Fact
+from kgcheck.prompts import PromptError
 
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
             object="Amitabh_Bachchan")
@@ -40,6 +47,7 @@ async def _run(context: GIVContext, fact: Fact = FACT, *,
     out = await builder.compile().ainvoke(
         {"fact": fact.as_input()}, context=context,
         config={"recursion_limit": recursion_limit, "callbacks": [calls]},
+        output_keys=["verdict", "messages", "calls"],
     )
     return out, calls
 
@@ -172,7 +180,7 @@ async def test_dbpedia_prompt_carries_the_knowledge_cutoff(scripted) -> None:
 async def test_few_shot_examples_follow_the_facts_kg(scripted, dataset: str,
                                                      predicate: str) -> None:
     fact = FACT.model_copy(update={"dataset": dataset})
-    out, calls = await _run(GIVContext(model=scripted("fs", ["T"]), few_shot=True), fact)
+    out, calls = await _run(GIVFContext(model=scripted("fs", ["T"])), fact)
     prompt = calls.sent[0][0].content
     assert f"Fact: Monica Bellucci | {predicate} | Città di Castello, Italy\nReply: T" in prompt
     assert prompt.count("Reply: T") == 3 and prompt.count("Reply: F") == 3
@@ -188,7 +196,7 @@ async def test_fact_kg_vocabulary_differs_between_files(scripted) -> None:
     prompts = {}
     for kg in ("YAGO", "DBpedia"):
         fact = FACT.model_copy(update={"dataset": kg})
-        _, calls = await _run(GIVContext(model=scripted(kg, ["T"]), few_shot=True), fact)
+        _, calls = await _run(GIVFContext(model=scripted(kg, ["T"])), fact)
         prompts[kg] = calls.sent[0][0].content
     assert "Hyundai Motor Company | location created | Rio de Janeiro" in prompts["YAGO"]
     assert "Hyundai Motor Company | foundation place | Rio de Janeiro" in prompts["DBpedia"]
@@ -204,7 +212,7 @@ async def test_a_new_kg_is_added_by_adding_a_file(scripted, tmp_path, monkeypatc
     ]}), encoding="utf-8")
     monkeypatch.setattr(giv, "EXAMPLES_DIR", tmp_path)
     fact = FACT.model_copy(update={"dataset": "Wikidata"})
-    out, calls = await _run(GIVContext(model=scripted("wd", ["F"]), few_shot=True), fact)
+    out, calls = await _run(GIVFContext(model=scripted("wd", ["F"])), fact)
     prompt = calls.sent[0][0].content
     assert "Fact: Q1 | P31 | Q2\nReply: T\n\nFact: Q3 | P31 | Q4\nReply: F" in prompt
     assert out["verdict"]["details"]["examples"] == "wikidata.json"
@@ -214,7 +222,7 @@ async def test_examples_file_from_the_context(scripted, tmp_path) -> None:
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps([{"subject": "Rome", "predicate": "capitalOf",
                                  "object": "Italy", "answer": "t"}]), encoding="utf-8")
-    _, calls = await _run(GIVContext(model=scripted("m", ["T"]), few_shot=True,
+    _, calls = await _run(GIVFContext(model=scripted("m", ["T"]),
                                      examples=str(mine)))
     assert "Fact: Rome | capital of | Italy\nReply: T" in calls.sent[0][0].content
     assert "Monica Bellucci" not in calls.sent[0][0].content
@@ -232,12 +240,12 @@ async def test_bad_examples_file_is_rejected(scripted, tmp_path, content: str,
     bad = tmp_path / "bad.json"
     bad.write_text(content, encoding="utf-8")
     with pytest.raises(PromptError, match=message):
-        await _run(GIVContext(model=scripted("b", ["T"]), few_shot=True, examples=str(bad)))
+        await _run(GIVFContext(model=scripted("b", ["T"]), examples=str(bad)))
 
 
 async def test_missing_examples_file_lists_the_known_ones(scripted) -> None:
     with pytest.raises(PromptError, match=r"examples file 'nope.json' not found.*yago.json"):
-        await _run(GIVContext(model=scripted("n", ["T"]), few_shot=True, examples="nope.json"))
+        await _run(GIVFContext(model=scripted("n", ["T"]), examples="nope.json"))
 
 
 def test_example_order_is_fixed_or_seeded() -> None:
@@ -253,7 +261,7 @@ def test_example_order_is_fixed_or_seeded() -> None:
 async def test_seeded_prompts_are_reproducible(scripted) -> None:
     sent = []
     for n in range(2):
-        _, calls = await _run(GIVContext(model=scripted(f"s{n}", ["T"]), few_shot=True, seed=3))
+        _, calls = await _run(GIVFContext(model=scripted(f"s{n}", ["T"]), seed=3))
         sent.append(calls.sent[0][0].content)
     assert sent[0] == sent[1]
 
@@ -262,7 +270,7 @@ async def test_prompt_missing_a_placeholder_is_rejected(scripted, tmp_path) -> N
     no_examples = tmp_path / "few.txt"
     no_examples.write_text("Is {subject} {predicate} {object}? T or F.")
     with pytest.raises(PromptError, match=r"missing placeholder\(s\) \{examples\}"):
-        await _run(GIVContext(model=scripted("p1", ["T"]), few_shot=True,
+        await _run(GIVFContext(model=scripted("p1", ["T"]),
                               prompt=str(no_examples)))
     # The same file is fine for the zero-shot variant, which needs no examples.
     out, _ = await _run(GIVContext(model=scripted("p2", ["T"]), prompt=str(no_examples)))
@@ -286,15 +294,16 @@ async def test_own_prompt_files_are_used(scripted, tmp_path) -> None:
 
 def test_registered_variants() -> None:
     zero, few = get_strategy("giv-z"), get_strategy("giv-f")
-    assert (zero.method, few.method) == ("GIV-Z", "GIV-F")
+    assert (zero.label, few.label) == ("GIV-Z", "GIV-F")
+    assert (zero.replays, few.replays) == ("GIV-Z", "GIV-F")
     zctx, fctx = zero.make_context(), few.make_context()
-    assert (zctx.few_shot, zctx.prompt, method_of(zctx)) == (False, "giv-z.txt", "GIV-Z")
-    assert (fctx.few_shot, fctx.prompt, method_of(fctx)) == (True, "giv-f.txt", "GIV-F")
+    assert (zctx.FEW_SHOT, zctx.prompt, zctx.METHOD) == (False, "giv-z.txt", "GIV-Z")
+    assert (fctx.FEW_SHOT, fctx.prompt, fctx.METHOD) == (True, "giv-f.txt", "GIV-F")
     assert zctx.max_attempts == 3
 
 
 def test_graph_shape() -> None:
-    assert giv.graph.name == "giv"
+    assert giv.graph.name == "giv-z"
     nodes = set(giv.graph.get_graph().nodes)
     assert {"build_prompt", "ask_model", "check", "reprompt", "decide", "give_up"} <= nodes
     edges = {(e.source, e.target) for e in giv.graph.get_graph().edges}
@@ -303,9 +312,9 @@ def test_graph_shape() -> None:
 
 
 async def test_context_given_as_a_dict_like_the_server_does(scripted) -> None:
-    out = await builder.compile().ainvoke(
+    out = await GIV_F.compile().ainvoke(
         {"fact": FACT.as_input()},
-        context={"model": scripted("d", [PROSE, PROSE]), "max_attempts": 2, "few_shot": True},
+        context={"model": scripted("d", [PROSE, PROSE]), "max_attempts": 2},
         config={"recursion_limit": 40},
     )
     assert out["verdict"]["attempts"] == 2
@@ -318,7 +327,7 @@ async def test_nodes_do_no_blocking_io(scripted, tmp_path) -> None:
     examples = tmp_path / "ex.json"  # a fresh file: nothing cached from earlier tests
     examples.write_text(json.dumps([{"subject": "a", "predicate": "b", "object": "c",
                                      "answer": "T"}]), encoding="utf-8")
-    context = GIVContext(model=scripted("bb", [PROSE, "T"]), few_shot=True, seed=1,
+    context = GIVFContext(model=scripted("bb", [PROSE, "T"]), seed=1,
                          examples=str(examples))
     graph = builder.compile()
     with blockbuster.blockbuster_ctx():

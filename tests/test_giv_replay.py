@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evals.datasets import load_facts
-from evals.metrics import classification_report
-from evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-from graphs.registry import get_strategy
-from graphs.state import Fact
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.metrics import classification_report
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.data.facts import Fact
 
 
 async def _run_strategy(name: str, dataset: str, model: str, out_dir: Path,
@@ -27,7 +27,7 @@ async def _run_strategy(name: str, dataset: str, model: str, out_dir: Path,
         return await graph.ainvoke({"fact": fact.as_input()}, context=context,
                                    config={"recursion_limit": RECURSION_LIMIT})
 
-    info = RunInfo(dataset=dataset, method=strategy.method, models=[model])
+    info = RunInfo(dataset=dataset, strategy=strategy.name, method=strategy.label, models=[model])
     result = await run_facts(facts, invoke, info, out_dir, concurrency=16, show_progress=False)
     assert result.aborted is None
     assert len(result.records) == len(facts)

@@ -105,9 +105,9 @@ def test_xray_shows_the_nodes_inside_subgraphs() -> None:
 
 def test_studio_graphs_come_from_langgraph_json(tmp_path: Path) -> None:
     config = tmp_path / "langgraph.json"
-    config.write_text(json.dumps({"graphs": {"a": "graphs.dka:graph",
+    config.write_text(json.dumps({"graphs": {"a": "kgcheck.graphs.strategies.dka:graph",
                                              "b": {"path": "./graphs/giv.py:graph"}}}))
-    assert graph_cmd.studio_graphs(config) == {"a": "graphs.dka:graph",
+    assert graph_cmd.studio_graphs(config) == {"a": "kgcheck.graphs.strategies.dka:graph",
                                                "b": "./graphs/giv.py:graph"}
     assert graph_cmd.studio_graphs(tmp_path / "missing.json") == {}
     names = graph_cmd.graph_sources()

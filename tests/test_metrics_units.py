@@ -6,28 +6,25 @@ import math
 
 import pytest
 
-from evals.metrics import (
+from kgcheck.graphs.votes import decide, tally
+from kgcheck.evals.metrics import (
     MetricInputError,
     balanced_accuracy,
     class_scores,
     classification_report,
     confusion,
     consensus_alignment,
-    consensus_label,
-    consensus_labels,
     f1,
     f1_true_false,
     invalid_count,
     invalid_rate,
     iqr_filter,
     iqr_mean,
-    majority_vote,
     precision,
     random_guess_f1,
     recall,
     tie_rate,
     token_totals,
-    vote_counts,
 )
 
 # gold: T T T F F ; pred: T F NA T F
@@ -127,22 +124,19 @@ def test_empty_and_mismatched_inputs() -> None:
     ],
 )
 def test_majority_vote(labels: list[str], expected: str) -> None:
-    assert majority_vote(labels) == expected
+    assert tally(labels)["decision"] == expected
 
 
-def test_vote_counts_ignore_na() -> None:
-    assert vote_counts(["T", "NA", "F", "T"]) == (2, 1)
+def test_vote_counts_keep_na_apart() -> None:
+    assert tally(["T", "NA", "F", "T"])["counts"] == {"T": 2, "F": 1, "NA": 1}
 
 
-def test_consensus_label_with_and_without_judge() -> None:
-    assert consensus_label(["T", "T", "T", "F"]) == "T"
-    assert consensus_label(["T", "T", "T", "F"], judge="F") == "T"  # judge only on ties
-    assert consensus_label(["T", "T", "F", "F"], judge="F") == "F"
-    assert consensus_label(["T", "T", "F", "F"], judge="NA") == "NA"
-    assert consensus_label(["T", "T", "F", "F"]) == "NA"
-    assert consensus_labels([{"a": "T", "b": "F"}, {"a": "T", "b": "T"}], ["F", None]) == ["F", "T"]
-    with pytest.raises(MetricInputError):
-        consensus_labels([{"a": "T"}], [])
+def test_decide_with_and_without_judge() -> None:
+    assert decide(["T", "T", "T", "F"]) == "T"
+    assert decide(["T", "T", "T", "F"], judge="F") == "T"  # judge only on ties
+    assert decide(["T", "T", "F", "F"], judge="F") == "F"
+    assert decide(["T", "T", "F", "F"], judge="NA") == "NA"
+    assert decide(["T", "T", "F", "F"]) == "NA"
 
 
 def test_alignment_and_tie_rate_by_hand() -> None:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.parsing import (
+from kgcheck.graphs.parsing import (
     BOTH,
     EMPTY,
     NO_VERDICT,
     UNDECIDED,
-    is_compliant,
     parse_verdict,
     read_verdict,
 )
@@ -98,20 +97,20 @@ REJECTED = [
 @pytest.mark.parametrize(("answer", "label"), ACCEPTED)
 def test_clear_answers_give_their_label(answer: str, label: str) -> None:
     assert parse_verdict(answer) == label
-    assert is_compliant(answer)
+    assert read_verdict(answer).problem is None
     assert read_verdict(answer).problem is None
 
 
 @pytest.mark.parametrize(("answer", "problem"), REJECTED)
 def test_unclear_answers_are_na_with_the_reason(answer: str | None, problem: str) -> None:
     assert parse_verdict(answer) == "NA"
-    assert not is_compliant(answer)
+    assert read_verdict(answer).problem is not None
     assert read_verdict(answer).problem == problem
 
 
 def test_every_recorded_judge_answer_parses() -> None:
     """The judges' raw answers (REFERENCE.md section 4) all give T, F or NA, none raises."""
-    from graphs.upstream import JUDGES_PATH, open_data
+    from kgcheck.data.upstream import JUDGES_PATH, open_data
 
     rows = open_data().read_json(JUDGES_PATH)
     labels = {row["Answer"]: parse_verdict(row["Answer"]) for row in rows}

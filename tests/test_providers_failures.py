@@ -15,16 +15,11 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from ollama import ResponseError
 
-from evals.runner import RECURSION_LIMIT, VERDICTS, RunInfo, run_facts
-from graphs.dka import DKAContext, graph
-from graphs.models import (
-    ModelOptions,
-    UnknownModelError,
-    backoff_delay,
-    redact_url,
-    resolve_model,
-)
-from graphs.state import Fact
+from kgcheck.evals.runner import RECURSION_LIMIT, VERDICTS, RunInfo, run_facts
+from kgcheck.graphs.strategies.dka import DKAContext, graph
+from kgcheck.providers import ModelSettings, UnknownModelError, redact_url, resolve_model
+from kgcheck.providers.transports import backoff_delay
+from kgcheck.data.facts import Fact
 from tests.stubs import Behaviour, OllamaStub, OpenAIStub, refused_url
 
 OLLAMA = "ollama:gemma2:9b"
@@ -40,8 +35,8 @@ class QuickRetryContext(DKAContext):
     retry_backoff: float = field(default=0.01, metadata={"description": "First retry pause."})
 
 
-def fast(**values: Any) -> ModelOptions:
-    return ModelOptions(retry_backoff=0.01, **values)
+def fast(**values: Any) -> ModelSettings:
+    return ModelSettings(retry_backoff=0.01, **values)
 
 
 @pytest.fixture
@@ -148,7 +143,7 @@ def test_credentials_are_dropped_from_urls() -> None:
 
 async def test_openai_fails_twice_then_answers(server: OpenAIStub) -> None:
     server.behaviour = Behaviour(answer="T", fail_times=2, fail_status=503, retry_after_ms=5)
-    model = resolve_model("openai-compatible:m", ModelOptions(base_url=server.url))
+    model = resolve_model("openai-compatible:m", ModelSettings(base_url=server.url))
     reply = await model.ainvoke([HumanMessage("?")])
     assert reply.content == "T"
     calls = server.calls()
@@ -159,7 +154,7 @@ async def test_openai_fails_twice_then_answers(server: OpenAIStub) -> None:
 
 async def test_openai_spent_retries_say_what_failed(server: OpenAIStub) -> None:
     server.behaviour = Behaviour(fail_times=99, fail_status=500, retry_after_ms=5)
-    model = resolve_model("openai-compatible:m", ModelOptions(base_url=server.url, max_retries=1))
+    model = resolve_model("openai-compatible:m", ModelSettings(base_url=server.url, max_retries=1))
     with pytest.raises(openai.InternalServerError) as info:
         await model.ainvoke([HumanMessage("?")])
     assert f"openai-compatible:m at {server.url} failed with HTTP 500 (2 attempts)" in str(
@@ -170,7 +165,7 @@ async def test_openai_spent_retries_say_what_failed(server: OpenAIStub) -> None:
 async def test_openai_that_never_answers_times_out(server: OpenAIStub) -> None:
     server.behaviour = Behaviour(hang=True)
     model = resolve_model("openai-compatible:m",
-                          ModelOptions(base_url=server.url, timeout=0.3, max_retries=1))
+                          ModelSettings(base_url=server.url, timeout=0.3, max_retries=1))
     with pytest.raises(openai.APITimeoutError) as info:
         await model.ainvoke([HumanMessage("?")])
     assert "gave no answer within 0.3 s (2 attempts)" in str(info.value)
@@ -179,7 +174,7 @@ async def test_openai_that_never_answers_times_out(server: OpenAIStub) -> None:
 
 async def test_openai_missing_model_is_a_settings_error(server: OpenAIStub) -> None:
     server.behaviour = Behaviour(fail_times=99, fail_status=404)
-    model = resolve_model("openai-compatible:m", ModelOptions(base_url=server.url))
+    model = resolve_model("openai-compatible:m", ModelSettings(base_url=server.url))
     with pytest.raises(UnknownModelError, match="does not exist.*ends in /v1"):
         await model.ainvoke([HumanMessage("?")])
     assert len(server.calls()) == 1
@@ -187,7 +182,7 @@ async def test_openai_missing_model_is_a_settings_error(server: OpenAIStub) -> N
 
 async def test_openai_refused_connection() -> None:
     url = refused_url("/v1")
-    model = resolve_model("openai-compatible:m", ModelOptions(base_url=url, max_retries=0))
+    model = resolve_model("openai-compatible:m", ModelSettings(base_url=url, max_retries=0))
     with pytest.raises(openai.APIConnectionError) as info:
         await model.ainvoke([HumanMessage("?")])
     assert f"cannot reach openai-compatible:m at {url} (1 attempt)" in str(info.value)
@@ -252,7 +247,7 @@ async def test_run_stops_when_ollama_goes_away_and_keeps_verdicts(
         if ollama.answered >= 3:
             ollama.stop()
 
-    info = RunInfo(dataset="YAGO", method="DKA", models=[OLLAMA])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[OLLAMA])
     result = await run_facts(FACTS, _invoke(ctx, crash_after_three), info, tmp_path,
                              concurrency=1, show_progress=False)
     assert result.aborted
@@ -273,7 +268,7 @@ async def test_run_stops_when_ollama_goes_away_and_keeps_verdicts(
 async def test_run_stops_at_once_on_a_missing_model(ollama: OllamaStub, tmp_path: Path) -> None:
     ollama.behaviour = Behaviour(fail_times=99, fail_status=404)
     ctx = QuickRetryContext(model=OLLAMA, base_url=ollama.url)
-    info = RunInfo(dataset="YAGO", method="DKA", models=[OLLAMA])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[OLLAMA])
     result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
                              show_progress=False)
     assert result.aborted and "UnknownModelError" in result.aborted
@@ -284,7 +279,7 @@ async def test_run_stops_at_once_on_a_missing_model(ollama: OllamaStub, tmp_path
 async def test_run_stops_when_openai_server_is_unreachable(tmp_path: Path) -> None:
     ctx = QuickRetryContext(model="openai-compatible:m", base_url=refused_url("/v1"),
                             timeout=0.5, max_retries=0)
-    info = RunInfo(dataset="YAGO", method="DKA", models=["openai-compatible:m"])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["openai-compatible:m"])
     result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
                              show_progress=False)
     assert result.aborted and "cannot reach openai-compatible:m" in result.aborted
@@ -300,7 +295,7 @@ async def test_the_api_key_stays_out_of_files_and_logs(
     caplog.set_level(logging.DEBUG)
     ctx = QuickRetryContext(model="openai:gpt-4o-mini", base_url=server.url, timeout=2.0,
                             max_retries=2)
-    info = RunInfo(dataset="YAGO", method="DKA", models=["openai:gpt-4o-mini"],
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["openai:gpt-4o-mini"],
                    settings={"model": ctx.model, "base_url": ctx.base_url})
     result = await run_facts(FACTS[:4], _invoke(ctx), info, tmp_path, concurrency=2,
                              show_progress=False)

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.messages import HumanMessage
 
-from graphs.calls import ask
-from graphs.dka import DKAContext, graph
-from graphs.models import ModelOptions, resolve_model
-from graphs.state import Fact
+from kgcheck.graphs.calls import ask
+from kgcheck.graphs.strategies.dka import DKAContext, graph
+from kgcheck.providers import ModelSettings, resolve_model
+from kgcheck.data.facts import Fact
 from tests.stubs import Behaviour, OllamaStub
 
 STUDY_OPTIONS = {"temperature": 0.75, "top_p": 0.9, "top_k": 40, "num_predict": 512,
@@ -27,7 +27,7 @@ def ollama() -> Iterator[OllamaStub]:
 
 
 async def test_answer_arrives_with_the_study_sampling(ollama: OllamaStub) -> None:
-    model = resolve_model("ollama:gemma2:9b", ModelOptions(base_url=ollama.url))
+    model = resolve_model("ollama:gemma2:9b", ModelSettings(base_url=ollama.url))
     reply = await model.ainvoke([HumanMessage("Is Paris in France? Answer T or F.")])
     assert reply.content == "T"
     (call,) = ollama.calls()
@@ -42,7 +42,7 @@ async def test_answer_arrives_with_the_study_sampling(ollama: OllamaStub) -> Non
 async def test_streamed_chunks_are_joined(ollama: OllamaStub) -> None:
     ollama.behaviour.answer = "True: Jurandot married Grodzieńska in 1946."
     ollama.behaviour.chunk_chars = 3
-    model = resolve_model("ollama:gemma2:9b", ModelOptions(base_url=ollama.url))
+    model = resolve_model("ollama:gemma2:9b", ModelSettings(base_url=ollama.url))
     reply = await model.ainvoke([HumanMessage("?")])
     assert reply.content == "True: Jurandot married Grodzieńska in 1946."
     assert reply.usage_metadata["input_tokens"] == 31
@@ -50,7 +50,7 @@ async def test_streamed_chunks_are_joined(ollama: OllamaStub) -> None:
 
 
 async def test_sampling_can_be_overridden(ollama: OllamaStub) -> None:
-    options = ModelOptions(base_url=ollama.url, temperature=0.0, top_p=1.0, top_k=1,
+    options = ModelSettings(base_url=ollama.url, temperature=0.0, top_p=1.0, top_k=1,
                            max_tokens=8, repeat_penalty=1.0)
     await resolve_model("ollama:gemma2:9b", options).ainvoke([HumanMessage("?")])
     assert ollama.calls()[0].body["options"] == {
@@ -58,7 +58,7 @@ async def test_sampling_can_be_overridden(ollama: OllamaStub) -> None:
 
 
 async def test_non_streamed_reply_keeps_token_counts(ollama: OllamaStub) -> None:
-    model = resolve_model("ollama:gemma2:9b", ModelOptions(base_url=ollama.url))
+    model = resolve_model("ollama:gemma2:9b", ModelSettings(base_url=ollama.url))
     reply = await model.ainvoke([HumanMessage("?")], stream=False)
     assert ollama.calls()[0].body["stream"] is False
     assert reply.content == "T"
@@ -75,7 +75,7 @@ def test_server_comes_from_ollama_host(ollama: OllamaStub,
 
 
 async def test_ask_reports_the_wire_token_counts(ollama: OllamaStub) -> None:
-    model = resolve_model("ollama:gemma2:9b", ModelOptions(base_url=ollama.url))
+    model = resolve_model("ollama:gemma2:9b", ModelSettings(base_url=ollama.url))
     reply = await ask(model, [HumanMessage("?")], FACT, "DKA")
     assert reply.text == "T"
     assert (reply.tokens_in, reply.tokens_out) == (31, 3)
@@ -102,10 +102,10 @@ async def test_dka_reads_a_false_answer(ollama: OllamaStub) -> None:
 
 
 async def test_model_is_reused_within_an_event_loop(ollama: OllamaStub) -> None:
-    options = ModelOptions(base_url=ollama.url)
+    options = ModelSettings(base_url=ollama.url)
     first = resolve_model("ollama:gemma2:9b", options)
     assert resolve_model("ollama:gemma2:9b", options) is first
-    assert resolve_model("ollama:gemma2:9b", ModelOptions(base_url=ollama.url,
+    assert resolve_model("ollama:gemma2:9b", ModelSettings(base_url=ollama.url,
                                                           temperature=0.1)) is not first
     for _ in range(2):
         assert (await first.ainvoke([HumanMessage("?")])).content == "T"
@@ -113,7 +113,7 @@ async def test_model_is_reused_within_an_event_loop(ollama: OllamaStub) -> None:
 
 
 def test_each_event_loop_gets_its_own_client(ollama: OllamaStub) -> None:
-    options = ModelOptions(base_url=ollama.url)
+    options = ModelSettings(base_url=ollama.url)
 
     async def call() -> object:
         model = resolve_model("ollama:gemma2:9b", options)

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage
 
-from graphs.calls import ask
-from graphs.dka import DKAContext, graph
-from graphs.models import ModelOptions, UnknownModelError, resolve_model
-from graphs.state import Fact
+from kgcheck.graphs.calls import ask
+from kgcheck.graphs.strategies.dka import DKAContext, graph
+from kgcheck.providers import ModelSettings, UnknownModelError, resolve_model
+from kgcheck.data.facts import Fact
 from tests.stubs import Behaviour, OpenAIStub
 
 KEY = "sk-kgcheck-test-0123456789abcdef"
@@ -31,7 +31,7 @@ def _no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_compatible_server_gets_the_study_sampling(server: OpenAIStub) -> None:
-    model = resolve_model("openai-compatible:gemma-2-9b-it", ModelOptions(base_url=server.url))
+    model = resolve_model("openai-compatible:gemma-2-9b-it", ModelSettings(base_url=server.url))
     reply = await model.ainvoke([HumanMessage("Is Paris in France?")])
     assert reply.content == "F"
     (call,) = server.calls()
@@ -51,7 +51,7 @@ async def test_compatible_server_gets_the_study_sampling(server: OpenAIStub) -> 
 async def test_openai_sends_the_key_and_only_openai_parameters(
         server: OpenAIStub, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    model = resolve_model("openai:gpt-4o-mini", ModelOptions(base_url=server.url))
+    model = resolve_model("openai:gpt-4o-mini", ModelSettings(base_url=server.url))
     reply = await model.ainvoke([HumanMessage("?")])
     assert reply.content == "F"
     (call,) = server.calls()
@@ -82,7 +82,7 @@ async def test_compatible_url_from_environment(server: OpenAIStub,
 async def test_sse_stream_with_usage(server: OpenAIStub) -> None:
     server.behaviour.answer = "False: they never met."
     server.behaviour.chunk_chars = 2
-    model = resolve_model("openai-compatible:m", ModelOptions(base_url=server.url))
+    model = resolve_model("openai-compatible:m", ModelSettings(base_url=server.url))
     full: AIMessageChunk | None = None
     async for chunk in model.astream([HumanMessage("?")]):
         full = chunk if full is None else full + chunk
@@ -95,7 +95,7 @@ async def test_sse_stream_with_usage(server: OpenAIStub) -> None:
 
 
 async def test_ask_reports_the_wire_token_counts(server: OpenAIStub) -> None:
-    model = resolve_model("openai-compatible:m", ModelOptions(base_url=server.url))
+    model = resolve_model("openai-compatible:m", ModelSettings(base_url=server.url))
     reply = await ask(model, [HumanMessage("?")], FACT, "DKA")
     assert (reply.text, reply.tokens_in, reply.tokens_out) == ("F", 40, 1)
 

@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from evals.datasets import load_facts
-from graphs.rag import RAGContext, graph, parse_questions, rule_sentence
-from graphs.registry import get_strategy
-from graphs.state import Fact
+from kgcheck.data.datasets import load_facts
+from kgcheck.graphs.strategies.rag import RAGContext, graph, parse_questions, rule_sentence
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.data.facts import Fact
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 SENTENCE = "Arlene Alda is married to Alan Alda."
@@ -23,7 +23,8 @@ def context(model: str, **values) -> RAGContext:
 
 
 async def run(fact: Fact, ctx: RAGContext) -> dict:
-    return await get_strategy("rag").compile().ainvoke({"fact": fact.as_input()}, context=ctx)
+    return await get_strategy("rag").compile().ainvoke(
+        {"fact": fact.as_input()}, context=ctx, output_keys=["verdict", "messages", "calls"])
 
 
 def test_graph_shows_every_phase_as_a_node():
@@ -32,7 +33,7 @@ def test_graph_shows_every_phase_as_a_node():
             "select_documents", "retrieve_chunks", "verify", "decide", "no_evidence"} <= nodes
     assert graph.name == "rag"
     strategy = get_strategy("rag")
-    assert strategy.method == "RAG" and strategy.context is RAGContext
+    assert strategy.label == "RAG" and strategy.context is RAGContext
 
 
 @pytest.mark.parametrize(("answer", "label"), [

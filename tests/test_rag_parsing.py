@@ -1,7 +1,11 @@
 import pytest
 
-from graphs.rag_parsing import parse_rag_answer
-from graphs.upstream import iter_records, open_data, recorded_files
+from kgcheck.graphs.parsing import read_yes_no_json
+from kgcheck.data.upstream import iter_records, open_data, recorded_files
+
+
+def parse_rag_answer(answer):
+    return read_yes_no_json(answer).label
 
 
 @pytest.mark.parametrize(("answer", "label"), [

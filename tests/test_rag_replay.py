@@ -2,10 +2,14 @@ from pathlib import Path
 
 import pytest
 
-from evals.datasets import load_facts
-from graphs.rag_parsing import parse_rag_answer
-from graphs.registry import get_strategy
-from graphs.upstream import iter_records, open_data, recorded_path
+from kgcheck.data.datasets import load_facts
+from kgcheck.graphs.parsing import read_yes_no_json
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.data.upstream import iter_records, open_data, recorded_path
+
+
+def parse_rag_answer(answer):
+    return read_yes_no_json(answer).label
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 MODELS = ["gemma2:9b", "llama3.1:8b", "mistral:7b", "qwen2.5:7b"]

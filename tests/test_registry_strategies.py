@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from typer.testing import CliRunner
 from typing_extensions import TypedDict
 
-from graphs import registry
-from graphs.context import Context
-from graphs.dka_sc import DKASCContext, SelfConsistencyError, majority_label
-from graphs.registry import UnknownStrategyError, get_strategy, register, strategies
-from graphs.state import Fact
+from kgcheck.graphs.context import Context
+from kgcheck.graphs.registry import (
+    STRATEGIES,
+    Strategy,
+    UnknownStrategyError,
+    get_strategy,
+    register,
+    strategies,
+)
+from kgcheck.graphs.strategies.dka_sc import DKASCContext, SelfConsistencyError
+from kgcheck.data.facts import Fact
 from kgcheck.cli import app
 
 FACT = Fact(id="5", dataset="YAGO", subject="Alexander_III_of_Russia", predicate="isMarriedTo",
@@ -25,7 +32,8 @@ def test_builtin_strategies_include_the_extension_example() -> None:
     assert {"dka", "dka-sc"} <= set(known)
     sc = known["dka-sc"]
     assert sc.context is DKASCContext
-    assert sc.method == "DKA"  # replay answers its samples with the recorded DKA answers
+    assert sc.label == "DKA-SC"  # its verdicts' method
+    assert sc.replays == "DKA"  # replay answers its samples with the recorded DKA answers
     assert "majority" in sc.description
 
 
@@ -40,7 +48,8 @@ async def test_dka_sc_takes_the_majority_of_k_samples(scripted) -> None:
     strategy = get_strategy("dka-sc")
     model = scripted("sc-majority", ["F", "T", "T", "Maybe.", "T"])
     out = await strategy.compile().ainvoke(
-        {"fact": FACT.as_input()}, context=strategy.make_context(model=model, samples=5))
+        {"fact": FACT.as_input()}, context=strategy.make_context(model=model, samples=5),
+        output_keys=["verdict", "messages"])
     verdict = out["verdict"]
     assert verdict["label"] == "T"
     assert verdict["method"] == "DKA-SC"
@@ -85,13 +94,6 @@ def test_dka_sc_rejects_settings_it_cannot_use() -> None:
     assert issubclass(SelfConsistencyError, ValueError)
 
 
-def test_majority_label() -> None:
-    assert majority_label(["T", "T", "F"]) == "T"
-    assert majority_label(["F", "NA", "NA"]) == "F"
-    assert majority_label(["T", "F", "NA"]) == "NA"
-    assert majority_label([]) == "NA"
-
-
 class EchoState(TypedDict, total=False):
     fact: dict
     verdict: dict
@@ -101,7 +103,9 @@ class EchoState(TypedDict, total=False):
 class EchoContext(Context):
     """Settings of a strategy that answers a fixed label."""
 
-    answer: str = field(default="F", metadata={"description": "The label to answer."})
+    METHOD: ClassVar[str] = "ECHO"
+
+    answer: str = field(default="T", metadata={"description": "The label to answer."})
 
 
 async def _echo(state: EchoState, runtime) -> dict:
@@ -111,24 +115,41 @@ async def _echo(state: EchoState, runtime) -> dict:
                         "attempts": 1, "seconds": 0.0, "error": None, "details": {}}}
 
 
-@pytest.fixture
-def echo_strategy():
-    builder = StateGraph(EchoState, context_schema=EchoContext)
+def _build_echo(context):
+    builder = StateGraph(EchoState, context_schema=context)
     builder.add_node("answer", _echo)
     builder.add_edge(START, "answer")
     builder.add_edge("answer", END)
-    register("echo", builder, EchoContext, method="ECHO", description="Answers a fixed label.",
-             answer="T")
+    return builder
+
+
+@pytest.fixture
+def echo_strategy():
+    register(Strategy("echo", EchoContext, _build_echo, description="Answers a fixed label."))
     yield get_strategy("echo")
-    registry._STRATEGIES.pop("echo", None)
+    STRATEGIES.unregister("echo")
 
 
 async def test_a_registered_strategy_runs_with_its_defaults(echo_strategy) -> None:
     out = await echo_strategy.compile().ainvoke({"fact": FACT.as_input()},
                                                 context=echo_strategy.make_context())
-    assert out["verdict"]["label"] == "T"  # the registration's default beats the class's
+    assert out["verdict"]["label"] == "T"
     ctx = echo_strategy.make_context(answer="F", unknown_key=1)
     assert ctx.answer == "F"
+
+
+def test_a_name_registered_twice_is_an_error(echo_strategy) -> None:
+    with pytest.raises(ValueError, match="strategy 'echo' is already registered"):
+        register(Strategy("echo", EchoContext, _build_echo))
+
+
+def test_a_strategy_needs_a_verdict_label() -> None:
+    @dataclass(kw_only=True)
+    class Unlabelled(Context):
+        pass
+
+    with pytest.raises(ValueError, match="sets no METHOD"):
+        register(Strategy("unlabelled", Unlabelled, _build_echo))
 
 
 def test_a_registered_strategy_is_listed_and_drawn_by_the_cli(echo_strategy) -> None:
@@ -143,35 +164,46 @@ def test_a_registered_strategy_is_listed_and_drawn_by_the_cli(echo_strategy) -> 
 
 async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
     # The README's example, verbatim: DKA's wiring with another `decide` node.
+    from dataclasses import dataclass
+    from typing import ClassVar
+
     from langgraph.graph import END, START, StateGraph
 
-    from graphs import dka
-    from graphs.common import answered_verdict
-    from graphs.context import context_of
-    from graphs.parsing import parse_verdict
-    from graphs.registry import register
-    from graphs.state import fact_from_input
+    from kgcheck.graphs import verdicts
+    from kgcheck.graphs.context import context_of
+    from kgcheck.graphs.parsing import read_verdict
+    from kgcheck.graphs.registry import Strategy, register
+    from kgcheck.graphs.routing import then, unless_decided
+    from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
+    from kgcheck.graphs.strategies import dka
+
+    @dataclass(kw_only=True)
+    class YesNoContext(dka.DKAContext):
+        METHOD: ClassVar[str] = "DKA-YN"  # the label its verdicts carry
+        # REPLAYS stays "DKA": replay: models answer it with the study's DKA answers.
 
     async def decide_yes_no(state, runtime):
         """Read "yes"/"no" answers as T/F; anything else goes to the strict parser."""
-        ctx = context_of(runtime, dka.DKAContext)
+        ctx = context_of(runtime, YesNoContext)
         text = state["calls"][-1]["text"]
         label = {"yes": "T", "no": "F"}.get(text.strip().strip(".!").lower())
-        fact = fact_from_input(state["fact"])
-        return {"verdict": answered_verdict(fact, "DKA", ctx.model,
-                                            label or parse_verdict(text), state["calls"])}
+        return {"verdict": verdicts.answered(read_fact(state), ctx.METHOD, ctx.model,
+                                             label or read_verdict(text).label, state["calls"])}
 
-    builder = StateGraph(dka.DKAState, context_schema=dka.DKAContext)
-    builder.add_node("build_prompt", dka.build_prompt)
-    builder.add_node("ask_model", dka.ask_model)
-    builder.add_node("decide", decide_yes_no)
-    builder.add_edge(START, "build_prompt")
-    builder.add_conditional_edges("build_prompt", dka.after_prompt)
-    builder.add_conditional_edges("ask_model", dka.after_ask)
-    builder.add_edge("decide", END)
+    def build(context=YesNoContext):
+        builder = StateGraph(dka.DKAState, context_schema=context, input_schema=GraphInput,
+                             output_schema=GraphOutput)
+        builder.add_node("build_prompt", dka.build_prompt)
+        builder.add_node("ask_model", dka.ask_model)
+        builder.add_node("decide", decide_yes_no)
+        builder.add_edge(START, "build_prompt")
+        builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))
+        builder.add_conditional_edges("ask_model", unless_decided, then("decide"))
+        builder.add_edge("decide", END)
+        return builder
 
-    register("dka-yes-no", builder, dka.DKAContext, method="DKA",
-             description="DKA that also reads yes/no answers.")
+    register(Strategy("dka-yes-no", YesNoContext, build,
+                      description="DKA that also reads yes/no answers."))
     try:
         strategy = get_strategy("dka-yes-no")
         graph = strategy.compile()
@@ -180,5 +212,9 @@ async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
             out = await graph.ainvoke({"fact": FACT.as_input()},
                                       context=strategy.make_context(model=model))
             assert out["verdict"]["label"] == label, answer
+            assert out["verdict"]["method"] == "DKA-YN"
+        # Replay serves it the study's DKA answer.
+        out = await graph.ainvoke({"fact": FACT.as_input()}, context=strategy.make_context())
+        assert out["verdict"]["label"] == "T"
     finally:
-        registry._STRATEGIES.pop("dka-yes-no", None)
+        STRATEGIES.unregister("dka-yes-no")

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from evals.datasets import load_facts
-from evals.metrics import f1_true_false, iqr_mean
-from evals.recorded import load_recorded
-from evals.report import ReportInputError, build_report, read_run
-from evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-from graphs.registry import get_strategy
-from graphs.state import Fact
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.metrics import f1_true_false, iqr_mean
+from kgcheck.evals.recorded import load_recorded
+from kgcheck.evals.report import ReportInputError, build_report, read_run
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.data.facts import Fact
 from kgcheck.cli import app
 
 MODELS = ("gemma2:9b", "qwen2.5:7b")
@@ -38,7 +38,7 @@ async def _run(facts: list[Fact], model: str, out: Path) -> None:
         return await graph.ainvoke({"fact": fact.as_input()}, context=ctx,
                                    config={"recursion_limit": RECURSION_LIMIT})
 
-    info = RunInfo(dataset="FactBench", method="DKA", models=[f"replay:{model}"])
+    info = RunInfo(dataset="FactBench", strategy="dka", method="DKA", models=[f"replay:{model}"])
     await run_facts(facts, invoke, info, out, concurrency=4, show_progress=False)
 
 
@@ -160,13 +160,13 @@ def test_bad_run_folders_are_clear_errors(tmp_path: Path) -> None:
 
 
 def test_report_of_a_consensus_run_agrees_with_the_study(tmp_path: Path) -> None:
-    from evals.consensus_run import run_consensus
+    from kgcheck.evals.consensus_run import run_consensus
 
     members = ["replay:gemma2:9b", "replay:llama3.1:8b", "replay:mistral:7b",
                "replay:qwen2.5:7b"]
     facts = _facts()
     folder = tmp_path / "cons4"
-    info = RunInfo(dataset="FactBench", method="DKA", models=members, judge="none")
+    info = RunInfo(dataset="FactBench", strategy="dka", method="DKA", models=members, judge="none")
     asyncio.run(run_consensus(facts, strategy=get_strategy("dka"), members=members,
                               judge="none", values={"data_dir": ""}, info=info,
                               out_dir=folder, concurrency=4, show_progress=False))

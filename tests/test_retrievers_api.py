@@ -10,12 +10,12 @@ import httpx
 import pytest
 import uvicorn
 
-from retrievers.api import create_app
-from retrievers.client import RemoteSource, SearchAPIError, SearchClient
-from retrievers.embeddings import get_embedder
-from retrievers.evidence import Retriever
-from retrievers.store import FolderSource
-from retrievers.tool import EvidenceSearchTool
+from kgcheck.retrievers.api import create_app
+from kgcheck.retrievers.client import RemoteSource, SearchAPIError, SearchClient
+from kgcheck.retrievers.embeddings import get_embedder
+from kgcheck.retrievers.evidence import Retriever
+from kgcheck.retrievers.store import FolderSource
+from kgcheck.retrievers.tool import EvidenceSearchTool
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 KEY = "test-key-123"

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from retrievers.corpus import CorpusError, iter_documents, parse_header
-from retrievers.store import CorpusStore, FolderSource, import_corpus, open_source
+from kgcheck.retrievers.corpus import CorpusError, iter_documents, parse_header
+from kgcheck.retrievers.store import CorpusStore, FolderSource, import_corpus, open_source
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 

@@ -10,7 +10,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 
-from retrievers.embeddings import LangChainEmbedder, _build, get_embedder
+from kgcheck.retrievers.embeddings import LangChainEmbedder, _build, get_embedder
 
 
 def fake_vector(text: str) -> list[float]:

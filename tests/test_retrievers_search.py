@@ -3,15 +3,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrievers.chunking import split_sentences
-from retrievers.corpus import Document
-from retrievers.embeddings import EmbeddingError, get_embedder
-from retrievers.evidence import RetrievalError, Retriever, drop_domains, own_source_domains
-from retrievers.index import MemoryIndex
-from retrievers.lexical import LexicalIndex, tokenize
-from retrievers.search import merge_hits
-from retrievers.selection import SelectionError, get_selector
-from retrievers.store import CorpusStore
+from kgcheck.retrievers.chunking import split_sentences
+from kgcheck.retrievers.corpus import Document
+from kgcheck.retrievers.embeddings import EmbeddingError, get_embedder
+from kgcheck.retrievers.evidence import RetrievalError, Retriever, drop_domains, own_source_domains
+from kgcheck.retrievers.index import MemoryIndex
+from kgcheck.retrievers.lexical import LexicalIndex, tokenize
+from kgcheck.retrievers.search import merge_hits
+from kgcheck.retrievers.selection import SelectionError, get_selector
+from kgcheck.retrievers.store import CorpusStore
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 
@@ -109,7 +109,7 @@ def test_merge_hits_and_domain_filter():
 
 
 def fixture_docs():
-    from retrievers.corpus import iter_documents
+    from kgcheck.retrievers.corpus import iter_documents
 
     return iter_documents(FIXTURE, "factbench")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from evals.datasets import load_facts
-from evals.runner import RunError, RunInfo, read_verdicts, run_facts
-from graphs.dka import DKAContext, builder
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.runner import RunError, RunInfo, read_verdicts, run_facts
+from kgcheck.graphs.strategies.dka import DKAContext, builder
 from tests.conftest import ROOT
 
 
@@ -34,7 +34,7 @@ def _lines(path: Path) -> list[dict]:
 
 async def test_run_writes_every_verdict_and_a_summary(tmp_path) -> None:
     facts = load_facts("yago")[:40]
-    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
     result = await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
                              concurrency=4, show_progress=False)
     lines = _lines(tmp_path / "verdicts.jsonl")
@@ -50,11 +50,11 @@ async def test_run_writes_every_verdict_and_a_summary(tmp_path) -> None:
 
 async def test_existing_run_needs_resume_or_fresh_and_must_match(tmp_path) -> None:
     facts = load_facts("yago")[:5]
-    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
     await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
     with pytest.raises(RunError, match="already holds 5 verdicts: pass --resume"):
         await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
-    other = RunInfo(dataset="YAGO", method="DKA", models=["replay:mistral:7b"])
+    other = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:mistral:7b"])
     with pytest.raises(RunError, match="holds a different run.*models"):
         await run_facts(facts, _invoker("replay:mistral:7b"), other, tmp_path, resume=True,
                         show_progress=False)
@@ -65,7 +65,7 @@ async def test_existing_run_needs_resume_or_fresh_and_must_match(tmp_path) -> No
 
 async def test_resume_retries_errors_and_skips_a_torn_line(tmp_path) -> None:
     facts = load_facts("yago")[:6]
-    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
     await run_facts(facts[:4], _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
     path = tmp_path / "verdicts.jsonl"
     records = _lines(path)
@@ -144,10 +144,10 @@ def test_ctrl_c_keeps_verdicts_and_says_how_to_resume(tmp_path) -> None:
 
 
 async def test_two_runs_cannot_share_a_folder(tmp_path) -> None:
-    from evals.runner import _exclusive
+    from kgcheck.evals.runner import _exclusive
 
     facts = load_facts("yago")[:2]
-    info = RunInfo(dataset="YAGO", method="DKA", models=["replay:gemma2:9b"])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
     with _exclusive(tmp_path):
         with pytest.raises(RunError, match="another kgcheck run is writing to"):
             await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evals.datasets import load_facts
+from kgcheck.data.datasets import load_facts
 from tests.stubs import Behaviour, OllamaStub
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

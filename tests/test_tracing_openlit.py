@@ -60,8 +60,8 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from graphs.models import register_scripted
-from graphs.registry import get_strategy
+from tests.scripted import register_scripted
+from kgcheck.graphs.registry import get_strategy
 
 usage = {"input_tokens": 31, "output_tokens": 1, "total_tokens": 32}
 register_scripted("counted", lambda: GenericFakeChatModel(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgcheck.triples import TriplesError, read_triples
+from kgcheck.data.triples import TriplesError, read_triples
 
 
 def test_csv_tsv_jsonl(tmp_path) -> None:

@@ -32,7 +32,7 @@ def import_(
                                           "first.")] = False,
 ) -> None:
     """Import a dataset's evidence documents from a folder or tarball (read as a stream)."""
-    from retrievers.store import default_store_path, import_corpus
+    from kgcheck.retrievers.store import default_store_path, import_corpus
 
     started = time.perf_counter()
     target, count = import_corpus(source, dataset, store or default_store_path(), replace=replace)
@@ -46,7 +46,7 @@ def import_(
 @user_errors
 def list_(store: StoreOption = None) -> None:
     """List the imported datasets with their fact and document counts."""
-    from retrievers.store import CorpusStore, default_store_path
+    from kgcheck.retrievers.store import CorpusStore, default_store_path
 
     path = store or default_store_path()
     if not path.is_file():

@@ -19,8 +19,8 @@ DataOption = Annotated[
 @user_errors
 def datasets(data: DataOption = None) -> None:
     """List the datasets with their fact counts and true share."""
-    from evals.datasets import describe_datasets
-    from graphs.upstream import open_data
+    from kgcheck.data.datasets import describe_datasets
+    from kgcheck.data.upstream import open_data
 
     table = Table(title=f"Datasets in {open_data(data).location}")
     for column in ("dataset", "facts", "labelled", "true share", "defective rows"):

@@ -1,17 +1,13 @@
 """``kgcheck graph``: list the graphs and draw them offline (PNG, SVG, Mermaid).
 
-Graphs are the registered strategies (``dka``, ``giv-z``, ``dka-sc``, ...) and the graphs
-``langgraph.json`` serves in Studio (``giv``, ``consensus``, ...). PNG and SVG are laid out
+Graphs are the ones Studio serves: the registered strategies (``dka``, ``giv-z``,
+``dka-sc``, plugins) and ``consensus``. PNG and SVG are laid out
 by Graphviz through pygraphviz, whose wheels bundle Graphviz; Mermaid is plain text. Nothing
 is sent over the network (LangChain's ``draw_mermaid_png`` would use a web service).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.util
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,7 +20,6 @@ from kgcheck.app import app, console, user_errors
 FORMATS = ("png", "svg", "mermaid")
 SUFFIXES = {".png": "png", ".svg": "svg", ".mmd": "mermaid", ".mermaid": "mermaid"}
 EXTENSIONS = {"png": ".png", "svg": ".svg", "mermaid": ".mmd"}
-STUDIO_CONFIG = Path(__file__).resolve().parents[2] / "langgraph.json"
 
 graph_app = typer.Typer(help="List the graphs and draw them (PNG, SVG, Mermaid), offline.",
                         no_args_is_help=True)
@@ -35,57 +30,12 @@ class GraphDrawError(ValueError):
     """A graph cannot be drawn as asked."""
 
 
-def studio_graphs(config: Path = STUDIO_CONFIG) -> dict[str, str]:
-    """Return the graphs ``langgraph.json`` serves, as name -> ``module:variable``."""
-    if not config.is_file():
-        return {}
-    try:
-        graphs = json.loads(config.read_text(encoding="utf-8")).get("graphs", {})
-    except json.JSONDecodeError as exc:
-        raise GraphDrawError(f"{config}: not valid JSON ({exc})") from None
-    return {name: spec["path"] if isinstance(spec, dict) else spec
-            for name, spec in graphs.items()}
-
-
-def _load(spec: str) -> Any:
-    module_name, _, variable = spec.partition(":")
-    if module_name == "kgcheck.studio":
-        # The same graphs, without starting Studio's tracing: drawing runs nothing.
-        module_name, variable = f"graphs.{variable}", "graph"
-    if "/" in module_name or module_name.endswith(".py"):
-        module_name = module_name.removeprefix("./").removesuffix(".py").replace("/", ".")
-    return getattr(importlib.import_module(module_name), variable)
-
-
 def graph_sources() -> dict[str, tuple[str, Callable[[], Any]]]:
-    """Every drawable graph: name -> (where it comes from, a function compiling it)."""
-    from graphs.registry import strategies
+    """Every drawable graph: name -> (its description, a function compiling it)."""
+    from kgcheck.graphs.served import served_graphs
 
-    sources: dict[str, tuple[str, Callable[[], Any]]] = {}
-    for name, spec in studio_graphs().items():
-        module_name = spec.partition(":")[0]
-        if importlib.util.find_spec(module_name) is None:
-            continue  # listed for Studio, not written yet
-        sources[name] = (f"studio ({spec})", functools.partial(_load, spec))
-    for name, strategy in strategies().items():
-        where = "strategy" if name not in sources else f"strategy, {sources[name][0]}"
-        sources[name] = (where, strategy.compile)
-    return dict(sorted(sources.items()))
-
-
-def distinct_graphs() -> list[str]:
-    """Name each graph once: Studio's graphs, then strategies with a builder of their own."""
-    from graphs.registry import strategies
-
-    names = list(studio_graphs())
-    sources = graph_sources()
-    names = [n for n in names if n in sources]
-    builders = {id(getattr(_load(studio_graphs()[n]), "builder", None)) for n in names}
-    for name, strategy in strategies().items():
-        if name not in names and id(strategy.builder) not in builders:
-            names.append(name)
-            builders.add(id(strategy.builder))
-    return names
+    return {name: (graph.description, graph.compile)
+            for name, graph in sorted(served_graphs().items())}
 
 
 def graph_key(name: str) -> str:
@@ -181,15 +131,11 @@ def format_for(out: Path | None, fmt: str | None) -> str:
 @user_errors
 def list_graphs() -> None:
     """List the graphs that can be run, served in Studio and drawn."""
-    from graphs.registry import strategies
-
-    known = strategies()
     table = Table(title="graphs")
-    for column in ("name", "source", "description"):
+    for column in ("name", "description"):
         table.add_column(column)
-    for name, (where, _) in graph_sources().items():
-        description = known[name].description if name in known else ""
-        table.add_row(name, where, description)
+    for name, (description, _) in graph_sources().items():
+        table.add_row(name, description)
     console.print(table)
 
 
@@ -226,7 +172,7 @@ def docs(
                                                     "graph.")] = None,
 ) -> None:
     """Draw every graph once as PNG, SVG and Mermaid (with --xray) for the README."""
-    chosen = [graph_key(name) for name in names] if names else distinct_graphs()
+    chosen = [graph_key(name) for name in names] if names else list(graph_sources())
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in chosen:
         graph = compiled_graph(name)

@@ -34,8 +34,8 @@ def index(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Embed the chunks that RAG runs will need into a Chroma collection per dataset."""
-    from retrievers.evidence import get_retriever
-    from retrievers.questions import FactStatements, template_questions
+    from kgcheck.retrievers.evidence import get_retriever
+    from kgcheck.retrievers.questions import FactStatements, template_questions
 
     retriever = get_retriever(corpus, dataset=dataset, embedding=embedding, index="chroma",
                               chroma_path=chroma_path, chroma_url=chroma_url)

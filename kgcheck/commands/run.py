@@ -1,10 +1,12 @@
-"""``kgcheck run``: a strategy over a dataset or a user's triples, resumable."""
+"""``kgcheck run``: a strategy over a dataset or a user's triples, resumable.
+
+Argument parsing and presentation only: the run itself is ``kgcheck.api``'s.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,8 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from graphs.context import DEFAULT_MODEL
 from kgcheck.app import app, console, err_console, user_errors
+from kgcheck.graphs.context import DEFAULT_MODEL
 
 Opt = typer.Option
 
@@ -47,13 +49,6 @@ def parse_settings(pairs: list[str], context_cls: type) -> dict[str, Any]:
             raise ValueError(f"--set {key}={raw!r}: expected a {type(default).__name__}") from None
         values[key] = value
     return values
-
-
-def default_out_dir(source: str, method: str, models: list[str]) -> Path:
-    """``runs/<source>-<method>-<model>``, with characters unsafe in file names replaced."""
-    label = models[0] if len(models) == 1 else f"consensus{len(models)}"
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{source}-{method}-{label}").strip("-")
-    return Path("runs") / slug.lower()
 
 
 def _score(value: float | None) -> str:
@@ -92,7 +87,8 @@ def run(
     dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
     triples: Annotated[Path | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
                                         "subject, predicate, object[, id, label].")] = None,
-    method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, ...")] = "dka",
+    method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
+                               "(`kgcheck graph list`).")] = "dka",
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
     data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
     limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
@@ -114,12 +110,9 @@ def run(
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
-    from evals.datasets import load_facts
-    from evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-    from graphs.models import ModelOptions, resolve_model, split_spec
-    from graphs.registry import get_strategy
-    from graphs.upstream import as_source, canonical_dataset
-    from kgcheck.triples import read_triples
+    from kgcheck import api
+    from kgcheck.evals.runner import VERDICTS, read_verdicts
+    from kgcheck.graphs.consensus import settings_class
 
     if (dataset is None) == (triples is None):
         raise ValueError("give exactly one of --dataset NAME or --triples FILE")
@@ -136,83 +129,33 @@ def run(
         from kgcheck.tracing import setup_tracing
 
         setup_tracing(force=True)
-    strategy = get_strategy(method)
-    members = [m.strip() for m in consensus.split(",") if m.strip()] if consensus else [model]
-    for spec in members + ([judge] if judge not in ("none", "cons-up", "cons-down") else []):
-        split_spec(spec)
-
-    if triples is not None:
-        facts = read_triples(triples)
-        source_name = facts[0].dataset
-        source = str(triples.resolve())
-    else:
-        src = as_source(data)
-        source_name = canonical_dataset(src, dataset or "")
-        facts = load_facts(source_name, src)
-        source = src.location
-    if limit is not None:
-        facts = facts[:limit]
-    _check_replay(members, data, source_name, strategy.method, bool(triples))
-
-    values: dict[str, Any] = {"model": members[0], "data_dir": data or ""}
-    if prompt:
-        values["prompt"] = prompt
-    if base_url:
-        values["base_url"] = base_url
-    if replay_latency:
-        values["replay_latency"] = replay_latency
-    context_cls = strategy.context
-    if consensus:
-        from graphs.consensus import settings_class
-
-        context_cls = settings_class(strategy.context)
-    values.update(parse_settings(settings or [], context_cls))
-    # Build every model once now, so a missing key or URL stops the run before it starts.
-    for spec in members + ([judge] if judge not in ("none", "cons-up", "cons-down") else []):
-        resolve_model(spec, ModelOptions.from_context(strategy.make_context(**values)))
-    _check_prompt_files(strategy.make_context(**values))
-    if strategy.preflight:
-        for warning in strategy.preflight(facts, strategy.make_context(**values)):
-            err_console.print(f"[bold yellow]warning:[/] {warning}")
-    out_dir = out or default_out_dir(source_name, strategy.name, members)
-    if resume and not (out_dir / "verdicts.jsonl").exists():
+    strategy = api.strategy(method)
+    context_cls = settings_class(strategy.context) if consensus else strategy.context
+    values: dict[str, Any] = parse_settings(settings or [], context_cls)
+    for key, value in (("prompt", prompt), ("base_url", base_url),
+                       ("replay_latency", replay_latency)):
+        if value:
+            values[key] = value
+    plan = api.plan_run(
+        dataset=dataset, triples=triples, strategy=strategy.name, model=model,
+        consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
+        limit=limit, out=out, settings=values)
+    for warning in plan.notes:
+        err_console.print(f"[bold yellow]warning:[/] {warning}")
+    out_dir = plan.out_dir
+    if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
-    info = RunInfo(dataset=source_name, method=strategy.method, models=members,
-                   judge=judge if consensus else None, source=source,
-                   settings=_recordable(values))
-
-    if consensus:
-        from evals.consensus_run import run_consensus
-
-        job = run_consensus(
-            facts, strategy=strategy, members=members, judge=judge, values=values, info=info,
-            out_dir=out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
-            show_progress=progress,
-        )
-    else:
-        ctx = strategy.make_context(**values)
-        graph = strategy.compile()
-
-        async def invoke(fact: Any) -> dict[str, Any]:
-            return await graph.ainvoke(
-                {"fact": fact.as_input()}, context=ctx,
-                config={"recursion_limit": RECURSION_LIMIT,
-                        "metadata": {"kgcheck_run_id": info.run_id}},
-            )
-
-        job = run_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
-                        fresh=fresh, show_progress=progress)
+    job = api.execute(plan, concurrency=concurrency, resume=resume, fresh=fresh,
+                      show_progress=progress)
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
-        from evals.runner import VERDICTS, read_verdicts
-
         kept = len(read_verdicts(out_dir / VERDICTS))
         err_console.print(f"interrupted: {kept} verdicts are kept in {out_dir / VERDICTS}; "
                           f"continue with --resume --out {out_dir}")
         raise typer.Exit(130) from None
     print_summary(result.summary)
-    console.print(f"verdicts: {out_dir / 'verdicts.jsonl'}  summary: {out_dir / 'summary.json'}")
+    console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
     if result.aborted:
         advice = (f"fix the setting and start again with --fresh --out {out_dir}"
                   if result.summary.get("aborted_because") == "configuration" else
@@ -234,42 +177,3 @@ def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
         raise typer.Exit(1)
     err_console.print(f"[bold yellow]warning:[/] {len(errors)} of {len(records)} facts failed "
                       f"({count} with: {commonest}); --resume --out {out_dir} retries them")
-
-
-def _check_prompt_files(ctx: Any) -> None:
-    """Fail before the run starts when a prompt file setting names no file."""
-    from prompts import prompt_path
-
-    for item in dataclasses.fields(ctx):
-        value = getattr(ctx, item.name)
-        if (item.name == "prompt" or item.name.endswith("_prompt")) and value:
-            prompt_path(value)
-
-
-def _recordable(values: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings to write into run.json: no data path, no credentials in URLs."""
-    from graphs.models import redact_url
-
-    kept = {k: v for k, v in values.items() if k != "data_dir"}
-    if kept.get("base_url"):
-        kept["base_url"] = redact_url(kept["base_url"])
-    return kept
-
-
-def _check_replay(models: list[str], data: str | None, dataset: str, method: str,
-                  own_triples: bool) -> None:
-    """Fail early, with the alternatives, when a replay model has nothing recorded."""
-    from graphs.replay import has_recordings, recorded_models
-
-    for spec in models:
-        provider, _, name = spec.partition(":")
-        if provider != "replay":
-            continue
-        if own_triples:
-            raise ValueError(f"{spec} only answers facts of a recorded dataset, not --triples; "
-                             "pick a live model (ollama:..., openai:...)")
-        if not has_recordings(data, name, dataset, method):
-            raise ValueError(
-                f"{spec} has no recorded {method} answers for {dataset}; recorded models: "
-                + ", ".join(recorded_models(data))
-            )

@@ -91,8 +91,8 @@ def search_api(
     """Serve stored search results over HTTP, with the hosted FactCheck API's paths."""
     import uvicorn
 
-    from retrievers.api import create_app
-    from retrievers.evidence import get_retriever
+    from kgcheck.retrievers.api import create_app
+    from kgcheck.retrievers.evidence import get_retriever
 
     if corpus.startswith(("http://", "https://")):
         raise ValueError("--corpus: serve a local corpus (folder, .tar.gz or .sqlite), not a URL")

@@ -20,8 +20,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-VENDORED_DIR = PROJECT_ROOT / "data" / "factcheck"
+from kgcheck.vendored import FACTCHECK_DIR
+
+VENDORED_DIR = FACTCHECK_DIR
 DATA_ENV = "KGCHECK_DATA"
 
 RESULTS_DIR = "results/paper_results"

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
 import numpy as np
 from langchain_core.messages import AnyMessage, HumanMessage
@@ -29,40 +28,44 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.calls import CallRecord
-from graphs.common import (
-    answered_verdict,
-    ask,
-    defect_verdict,
-    error_verdict,
-    model_for,
-    prompt_values,
-)
-from graphs.context import LLM_HINT, Context, context_of
-from graphs.parsing import parse_verdict
-from graphs.rag_parsing import parse_rag_answer
-from graphs.registry import register
-from graphs.state import Fact, FactInput, Verdict, VerdictDict, fact_from_input
-from prompts import load_prompt, render
-from retrievers.evidence import get_retriever, in_domains, own_source_domains
-from retrievers.questions import template_questions as templates
-from retrievers.search import SearchHit, merge_hits
-from retrievers.selection import get_selector
-from retrievers.store import open_source
+from kgcheck.data.facts import Fact, FactInput, VerdictDict
+from kgcheck.graphs import verdicts
+from kgcheck.graphs.calls import CallRecord, ModelReply, ask
+from kgcheck.graphs.context import LLM_HINT, Context, context_of
+from kgcheck.graphs.parsing import read_with
+from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
+from kgcheck.graphs.routing import then, unless_decided
+from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
+from kgcheck.graphs.strategies.dka import PROMPT_FIELDS as DKA_FIELDS
+from kgcheck.retrievers.evidence import in_domains, own_source_domains, retriever_for
+from kgcheck.retrievers.lexical import tokenize
+from kgcheck.retrievers.questions import template_questions as templates
+from kgcheck.retrievers.search import SearchHit, merge_hits
+from kgcheck.retrievers.selection import get_selector
+from kgcheck.retrievers.settings import RetrievalSettings
+from kgcheck.retrievers.store import open_source
 
-METHOD = "RAG"
-SEARCH_API_KEY_ENV = "KGCHECK_SEARCH_API_KEY"
+TRIPLE_FIELDS = {"subject", "predicate", "object"}
 VERIFY_FIELDS = {"context", "subject", "predicate", "object"}
 
 
 @dataclass(kw_only=True)
-class RAGContext(Context):
-    """Settings of a RAG run: models per step, retrieval parameters, where evidence lives."""
+class RAGContext(Context, RetrievalSettings):
+    """Settings of a RAG run: models and prompts per step, question ranking, retrieval."""
+
+    METHOD: ClassVar[str] = "RAG"
+    REPLAYS: ClassVar[str | None] = "RAG"
 
     prompt: str = field(
         default="rag_verify.txt",
         metadata={"description": "Verification prompt in prompts/ or a path; needs {context}, "
                   "{subject}, {predicate}, {object}; may use {sentence}, {fact}, {kg_note}."},
+    )
+    parser: str = field(
+        default="yes-no-json",
+        metadata={"description": "How the verification answer is read (yes-no-json: "
+                  "{\"output\": \"yes\"|\"no\"})."},
     )
     sentence_prompt: str = field(
         default="rag_sentence.txt",
@@ -92,64 +95,6 @@ class RAGContext(Context):
         metadata={"description": "Keep questions at least this similar to the sentence (0.5)."})
     question_top: int = field(
         default=3, metadata={"description": "Questions kept after ranking (study: 3)."})
-    corpus: str = field(
-        default="",
-        metadata={"description": "Evidence: a folder or .tar.gz in the rag_dataset layout, a "
-                  ".sqlite store, or a search API URL; empty = $KGCHECK_CORPUS, else the "
-                  "imported store (.kgcheck/corpus.sqlite), else the sample corpus."},
-    )
-    search_api_key: str = field(
-        default="",
-        metadata={"description": "Key of the search API (X-API-Key); empty = "
-                  "$KGCHECK_SEARCH_API_KEY."},
-    )
-    search_k: int = field(
-        default=100, metadata={"description": "Results per search query (study: 100)."})
-    exclude_domains: str = field(
-        default="auto",
-        metadata={"description": "Drop documents from these domains: auto = the KG's own "
-                  "source (wikipedia.org for DBpedia and FactBench), none, or a comma list."},
-    )
-    k_d: int = field(
-        default=10, metadata={"description": "Documents kept after selection (study: 10)."})
-    reranker: str = field(
-        default="fusion",
-        metadata={"description": "Document selector: fusion (BM25 + dense, offline) or "
-                  "cross-encoder:<model or path> (sentence-transformers)."},
-    )
-    top_k: int = field(
-        default=6, metadata={"description": "Chunks given to the model (study: 6)."})
-    cutoff: float = field(
-        default=0.3,
-        metadata={"description": "Least cosine similarity of a chunk to the sentence (0.3)."})
-    window: int = field(
-        default=3,
-        metadata={"description": "Sentences on each side that replace a chunk (study: 3)."})
-    retrieval: str = field(
-        default="hybrid",
-        metadata={"description": "hybrid: embed only the sentences BM25 preselects and add a "
-                  "lexical bonus; dense: embed every sentence, rank by similarity (study)."},
-    )
-    candidates: int = field(
-        default=24, metadata={"description": "Hybrid: sentences preselected by BM25."})
-    lexical_weight: float = field(
-        default=0.3,
-        metadata={"description": "Hybrid: weight of the normalised BM25 score in the ranking."})
-    embedding: str = field(
-        default="minilm",
-        metadata={"description": "Embedder: minilm (offline all-MiniLM-L6-v2), "
-                  "ollama:<model>, openai:<model>, hf:<model> (e.g. BAAI/bge-small-en-v1.5)."},
-    )
-    index: str = field(
-        default="chroma",
-        metadata={"description": "Where chunk vectors are kept: chroma or memory."},
-    )
-    chroma_path: str = field(
-        default="",
-        metadata={"description": "Chroma folder; empty = .kgcheck/chroma ($KGCHECK_HOME)."},
-    )
-    chroma_url: str = field(
-        default="", metadata={"description": "Chroma server URL; overrides chroma_path."})
     no_evidence: str = field(
         default="na",
         metadata={"description": "When no evidence is found: na (NA with the reason) or dka "
@@ -177,18 +122,25 @@ class RAGState(TypedDict):
     verdict: NotRequired[VerdictDict]
 
 
-def _retriever(ctx: RAGContext, fact: Fact) -> Any:
-    return get_retriever(
-        ctx.corpus, api_key=ctx.search_api_key or os.environ.get(SEARCH_API_KEY_ENV, ""),
-        dataset=fact.dataset, embedding=ctx.embedding, index=ctx.index,
-        chroma_path=ctx.chroma_path, chroma_url=ctx.chroma_url,
-    )
-
-
 def rule_sentence(fact: Fact) -> str:
     """Render the triple as ``subject predicate object.`` without a model."""
     subject, predicate, obj = fact.readable_terms()
     return f"{subject} {predicate} {obj}.".replace("..", ".")
+
+
+def is_sentence_about(sentence: str, fact: Fact) -> bool:
+    """Tell whether a rewritten sentence is a sentence about the triple, not junk.
+
+    A model asked for one sentence may answer ``T`` or an apology; such text would become
+    the query of every search. A sentence counts when it has at least three words and
+    names the subject or the object (a word of either).
+    """
+    words = sentence.split()
+    if len(words) < 3:
+        return False
+    subject, _, obj = fact.readable_terms()
+    named = set(tokenize(subject)) | set(tokenize(obj))
+    return not named or bool(named & set(tokenize(sentence)))
 
 
 def template_questions(fact: Fact, sentence: str) -> list[str]:
@@ -211,72 +163,60 @@ def parse_questions(text: str, limit: int) -> list[str]:
     return found[:limit]
 
 
-def _step_call(step: str, reply: Any) -> dict[str, Any]:
+def _step_call(step: str, reply: ModelReply) -> dict[str, Any]:
     return {"step": step, "text": reply.text, "seconds": reply.seconds,
             "tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
 
 
 def _fallback_note(step: str, exc: Exception) -> dict[str, Any]:
-    return {"step": step, "fallback": True, "error": f"{type(exc).__name__}: {exc}"}
+    return {"step": step, "fallback": True, "error": verdicts.error_text(exc)}
 
 
 async def to_sentence(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
-    """Turn the triple into one sentence with the model; rule-based when it has no answer."""
+    """Turn the triple into one sentence with the model; rule-based when it has none."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     if fact.defect:
-        return {"verdict": defect_verdict(fact, METHOD, ctx.model)}
-    template = await asyncio.to_thread(load_prompt, ctx.sentence_prompt,
-                                       {"subject", "predicate", "object"})
-    values = await asyncio.to_thread(prompt_values, fact)
+        return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
+    text = await render_prompt(ctx.sentence_prompt, TRIPLE_FIELDS, fact)
     try:
-        reply = await ask(model_for(ctx, ctx.sentence_model or None),
-                          [HumanMessage(render(template, **values))], fact, METHOD, "sentence")
+        reply = await ask(ctx, [HumanMessage(text)], fact, "sentence",
+                          model=ctx.sentence_model or None)
     except Exception as exc:  # noqa: BLE001 - the step has a rule-based fallback
         return {"sentence": rule_sentence(fact), "sentence_source": "rule",
                 "step_calls": [_fallback_note("sentence", exc)]}
     sentence = " ".join(reply.text.strip().strip('"').split())
-    if not sentence:
+    if not is_sentence_about(sentence, fact):
         return {"sentence": rule_sentence(fact), "sentence_source": "rule",
-                "step_calls": [_step_call("sentence", reply)]}
+                "step_calls": [{**_step_call("sentence", reply), "rejected": True}]}
     return {"sentence": sentence, "sentence_source": "model",
             "step_calls": [_step_call("sentence", reply)]}
-
-
-def after_sentence(state: RAGState) -> Literal["generate_questions", "__end__"]:
-    """End at once for a fact that cannot be sent."""
-    # The literal, not END (typed plain str), so the return matches the Literal annotation.
-    return "__end__" if "verdict" in state else "generate_questions"
 
 
 async def generate_questions(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
     """Ask the model for questions about the sentence; templates when it has none."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     sentence = state["sentence"]
-    template = await asyncio.to_thread(load_prompt, ctx.questions_prompt, {"sentence"})
-    values = {**await asyncio.to_thread(prompt_values, fact), "sentence": sentence,
-              "max_questions": ctx.max_questions}
+    text = await render_prompt(ctx.questions_prompt, {"sentence"}, fact, sentence=sentence,
+                               max_questions=ctx.max_questions)
+    fallback = template_questions(fact, sentence)[:ctx.max_questions]
     try:
-        reply = await ask(model_for(ctx, ctx.questions_model or None),
-                          [HumanMessage(render(template, **values))], fact, METHOD, "questions")
+        reply = await ask(ctx, [HumanMessage(text)], fact, "questions",
+                          model=ctx.questions_model or None)
     except Exception as exc:  # noqa: BLE001 - the step has a template fallback
-        return {"questions": template_questions(fact, sentence)[:ctx.max_questions],
-                "questions_source": "template", "step_calls": [_fallback_note("questions", exc)]}
+        return {"questions": fallback, "questions_source": "template",
+                "step_calls": [_fallback_note("questions", exc)]}
     questions = parse_questions(reply.text, ctx.max_questions)
-    if not questions:
-        questions = template_questions(fact, sentence)[:ctx.max_questions]
-        return {"questions": questions, "questions_source": "template",
-                "step_calls": [_step_call("questions", reply)]}
-    return {"questions": questions, "questions_source": "model",
+    return {"questions": questions or fallback,
+            "questions_source": "model" if questions else "template",
             "step_calls": [_step_call("questions", reply)]}
 
 
 def _rank(ctx: RAGContext, fact: Fact, sentence: str, questions: list[str]) -> list[dict]:
     if not questions:
         return []
-    retriever = _retriever(ctx, fact)
-    vectors = retriever.embedder.embed([sentence, *questions])
+    vectors = retriever_for(ctx, fact.dataset).embedder.embed([sentence, *questions])
     scores = vectors[1:] @ vectors[0]
     order = np.lexsort((np.arange(len(questions)), -scores))
     kept = [int(i) for i in order if scores[i] >= ctx.question_threshold][:ctx.question_top]
@@ -287,14 +227,14 @@ def _rank(ctx: RAGContext, fact: Fact, sentence: str, questions: list[str]) -> l
 async def rank_questions(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
     """Score each question by similarity to the sentence; keep the best above the threshold."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     ranked = await asyncio.to_thread(_rank, ctx, fact, state["sentence"],
                                      state.get("questions", []))
     return {"ranked_questions": ranked}
 
 
 def _search(ctx: RAGContext, fact: Fact, queries: list[str]) -> tuple[list[dict], str]:
-    retriever = _retriever(ctx, fact)
+    retriever = retriever_for(ctx, fact.dataset)
     results = retriever.search_many(queries, fact.dataset, fact.id, ctx.search_k)
     return [h.as_dict() for h in merge_hits(results)], retriever.source.location
 
@@ -302,7 +242,7 @@ def _search(ctx: RAGContext, fact: Fact, queries: list[str]) -> tuple[list[dict]
 async def search(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
     """Search the fact's stored results for the sentence and each kept question."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     queries = [state["sentence"]] + [q["text"] for q in state.get("ranked_questions", [])
                                      if q["kept"]]
     hits, location = await asyncio.to_thread(_search, ctx, fact, queries)
@@ -316,11 +256,11 @@ async def search(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any
 async def drop_own_source(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
     """Drop documents that come from the KG's own source (e.g. Wikipedia for DBpedia)."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     domains = own_source_domains(fact.dataset, ctx.exclude_domains)
     hits = state.get("hits", [])
-    kept = [h for h in hits if not _excluded(h["domain"], domains)]
-    dropped = [h for h in hits if _excluded(h["domain"], domains)]
+    kept = [h for h in hits if not in_domains(h["domain"], domains)]
+    dropped = [h for h in hits if in_domains(h["domain"], domains)]
     out: dict[str, Any] = {"hits": kept, "dropped": dropped}
     if hits and not kept:
         out["reason"] = (f"all {len(hits)} documents come from excluded domains "
@@ -328,15 +268,10 @@ async def drop_own_source(state: RAGState, runtime: Runtime[RAGContext]) -> dict
     return out
 
 
-def _excluded(domain: str, domains: tuple[str, ...]) -> bool:
-    return in_domains(domain, domains)
-
-
 def _select(ctx: RAGContext, fact: Fact, sentence: str, hits: list[dict]) -> list[dict]:
     if not hits:
         return []
-    retriever = _retriever(ctx, fact)
-    documents = retriever.documents(fact.dataset, fact.id)
+    documents = retriever_for(ctx, fact.dataset).documents(fact.dataset, fact.id)
     objects = [SearchHit(**h) for h in hits if h["doc_id"] in documents]
     chosen = get_selector(ctx.reranker).select(sentence, objects, documents, ctx.k_d)
     return [h.as_dict() for h in chosen]
@@ -345,7 +280,7 @@ def _select(ctx: RAGContext, fact: Fact, sentence: str, hits: list[dict]) -> lis
 async def select_documents(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
     """Keep the k_d documents most relevant to the sentence."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     chosen = await asyncio.to_thread(_select, ctx, fact, state["sentence"], state.get("hits", []))
     return {"documents": chosen}
 
@@ -353,10 +288,10 @@ async def select_documents(state: RAGState, runtime: Runtime[RAGContext]) -> dic
 def _chunks(ctx: RAGContext, fact: Fact, sentence: str, doc_ids: list[str]) -> list[dict]:
     if not doc_ids:
         return []
-    retriever = _retriever(ctx, fact)
-    found = retriever.chunks(sentence, fact.dataset, fact.id, doc_ids, top_k=ctx.top_k,
-                             cutoff=ctx.cutoff, window=ctx.window, candidates=ctx.candidates,
-                             mode=ctx.retrieval, lexical_weight=ctx.lexical_weight)
+    found = retriever_for(ctx, fact.dataset).chunks(
+        sentence, fact.dataset, fact.id, doc_ids, top_chunks=ctx.top_chunks, cutoff=ctx.cutoff,
+        window=ctx.window, candidates=ctx.candidates, mode=ctx.retrieval,
+        lexical_weight=ctx.lexical_weight)
     seen: set[str] = set()
     unique = []
     for chunk in found:
@@ -370,7 +305,7 @@ def _chunks(ctx: RAGContext, fact: Fact, sentence: str, doc_ids: list[str]) -> l
 async def retrieve_chunks(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
     """Retrieve the chunks most similar to the sentence, replaced by their windows."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     doc_ids = [d["doc_id"] for d in state.get("documents", [])]
     chunks = await asyncio.to_thread(_chunks, ctx, fact, state["sentence"], doc_ids)
     out: dict[str, Any] = {"chunks": chunks}
@@ -390,34 +325,6 @@ def context_text(chunks: list[dict[str, Any]]) -> str:
     return "\n\n".join(f"[document {c['doc_id']}]\n{c['text']}" for c in chunks)
 
 
-async def verify(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
-    """Ask the model whether the evidence supports the fact (JSON yes/no)."""
-    ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
-    template = await asyncio.to_thread(load_prompt, ctx.prompt, VERIFY_FIELDS)
-    values = {**await asyncio.to_thread(prompt_values, fact), "sentence": state["sentence"],
-              "context": context_text(state["chunks"])}
-    messages = [HumanMessage(render(template, **values))]
-    try:
-        reply = await ask(model_for(ctx), messages, fact, METHOD, "verdict")
-    except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
-        return {"verdict": _failed(fact, ctx, exc, _details(state, ctx))}
-    return {"messages": [*messages, reply.message], "calls": [reply.record()]}
-
-
-def after_verify(state: RAGState) -> Literal["decide", "__end__"]:
-    """End when the call failed; otherwise read the answer."""
-    return "__end__" if "verdict" in state else "decide"
-
-
-def _failed(fact: Fact, ctx: RAGContext, exc: Exception,
-            details: dict[str, Any]) -> VerdictDict:
-    """Build the NA verdict of a failed model call, keeping what retrieval found."""
-    verdict = error_verdict(fact, METHOD, ctx.model, exc)
-    verdict["details"] = {**details, **verdict.get("details", {})}
-    return verdict
-
-
 def _details(state: RAGState, ctx: RAGContext) -> dict[str, Any]:
     """Collect how the verdict was reached, the evidence above all."""
     return {
@@ -433,74 +340,90 @@ def _details(state: RAGState, ctx: RAGContext) -> dict[str, Any]:
                      for c in state.get("chunks", [])],
         "step_calls": state.get("step_calls", []),
         "retrieval": {"mode": ctx.retrieval, "embedding": ctx.embedding, "k_d": ctx.k_d,
-                      "top_k": ctx.top_k, "cutoff": ctx.cutoff, "window": ctx.window,
+                      "top_chunks": ctx.top_chunks, "cutoff": ctx.cutoff, "window": ctx.window,
                       "reranker": ctx.reranker},
     }
 
 
-async def decide(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
-    """Parse the answer: yes -> T, no -> F, unreadable -> NA."""
+async def verify(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+    """Ask the model whether the evidence supports the fact (JSON yes/no)."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
+    text = await render_prompt(ctx.prompt, VERIFY_FIELDS, fact, sentence=state["sentence"],
+                               context=context_text(state["chunks"]))
+    messages = [HumanMessage(text)]
+    try:
+        reply = await ask(ctx, messages, fact)
+    except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc,
+                                           **_details(state, ctx))}
+    return {"messages": [*messages, reply.message], "calls": [reply.record()]}
+
+
+async def decide(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+    """Read the answer: yes -> T, no -> F, unreadable -> NA with the reason."""
+    ctx = context_of(runtime, RAGContext)
+    fact = read_fact(state)
     calls = state["calls"]
-    label = parse_rag_answer(calls[-1]["text"])
+    reading = read_with(ctx.parser, calls[-1]["text"])
     details = _details(state, ctx)
-    if label == "NA":
-        details["reason"] = "the answer holds no readable yes/no output"
-    return {"verdict": answered_verdict(fact, METHOD, ctx.model, label, calls, **details)}
+    if reading.problem:
+        details["reason"] = f"unreadable answer: {reading.problem}"
+    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, reading.label, calls,
+                                         **details)}
 
 
 async def no_evidence(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
     """No evidence: NA with the reason, or (no_evidence=dka) the model's direct answer."""
     ctx = context_of(runtime, RAGContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     reason = "no evidence: " + state.get("reason", "nothing was retrieved")
-    details = {**_details(state, ctx), "reason": reason}
     if ctx.no_evidence.strip().lower() != "dka":
-        verdict = Verdict(fact_id=fact.id, label="NA", method=METHOD, model=ctx.model,
-                          details=details)
-        return {"verdict": verdict.model_dump()}
-    template = await asyncio.to_thread(load_prompt, ctx.dka_prompt,
-                                       {"subject", "predicate", "object"})
-    values = await asyncio.to_thread(prompt_values, fact)
+        return {"verdict": verdicts.unanswered(fact, ctx.METHOD, ctx.model, reason,
+                                               **_details(state, ctx))}
+    details = {**_details(state, ctx), "reason": reason, "fallback": "DKA"}
+    text = await render_prompt(ctx.dka_prompt, DKA_FIELDS, fact)
     try:
-        reply = await ask(model_for(ctx), [HumanMessage(render(template, **values))], fact, "DKA")
+        # Asked as DKA: replay serves the study's DKA answer for it.
+        reply = await ask(ctx, [HumanMessage(text)], fact, recorded="DKA")
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
-        return {"verdict": _failed(fact, ctx, exc, {**details, "fallback": "DKA"})}
-    label = parse_verdict(reply.text)
-    return {"verdict": answered_verdict(fact, METHOD, ctx.model, label, [reply.record()],
-                                        **details, fallback="DKA")}
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc, **details)}
+    label = read_with("strict", reply.text).label
+    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, label, [reply.record()],
+                                         **details)}
 
 
-builder = StateGraph(RAGState, context_schema=RAGContext)
-builder.add_node("to_sentence", to_sentence)
-builder.add_node("generate_questions", generate_questions)
-builder.add_node("rank_questions", rank_questions)
-builder.add_node("search", search)
-builder.add_node("drop_own_source", drop_own_source)
-builder.add_node("select_documents", select_documents)
-builder.add_node("retrieve_chunks", retrieve_chunks)
-builder.add_node("verify", verify)
-builder.add_node("decide", decide)
-builder.add_node("no_evidence", no_evidence)
-builder.add_edge(START, "to_sentence")
-builder.add_conditional_edges("to_sentence", after_sentence)
-builder.add_edge("generate_questions", "rank_questions")
-builder.add_edge("rank_questions", "search")
-builder.add_edge("search", "drop_own_source")
-builder.add_edge("drop_own_source", "select_documents")
-builder.add_edge("select_documents", "retrieve_chunks")
-builder.add_conditional_edges("retrieve_chunks", after_retrieval)
-builder.add_conditional_edges("verify", after_verify)
-builder.add_edge("decide", END)
-builder.add_edge("no_evidence", END)
+def build(context: type[Context] = RAGContext) -> AnyStateGraph:
+    """Build the RAG graph for ``context`` (RAGContext or a subclass of it)."""
+    graph_builder = StateGraph(RAGState, context_schema=context, input_schema=GraphInput,
+                               output_schema=GraphOutput)
+    graph_builder.add_node("to_sentence", to_sentence)
+    graph_builder.add_node("generate_questions", generate_questions)
+    graph_builder.add_node("rank_questions", rank_questions)
+    graph_builder.add_node("search", search)
+    graph_builder.add_node("drop_own_source", drop_own_source)
+    graph_builder.add_node("select_documents", select_documents)
+    graph_builder.add_node("retrieve_chunks", retrieve_chunks)
+    graph_builder.add_node("verify", verify)
+    graph_builder.add_node("decide", decide)
+    graph_builder.add_node("no_evidence", no_evidence)
+    graph_builder.add_edge(START, "to_sentence")
+    graph_builder.add_conditional_edges("to_sentence", unless_decided, then("generate_questions"))
+    graph_builder.add_edge("generate_questions", "rank_questions")
+    graph_builder.add_edge("rank_questions", "search")
+    graph_builder.add_edge("search", "drop_own_source")
+    graph_builder.add_edge("drop_own_source", "select_documents")
+    graph_builder.add_edge("select_documents", "retrieve_chunks")
+    graph_builder.add_conditional_edges("retrieve_chunks", after_retrieval)
+    graph_builder.add_conditional_edges("verify", unless_decided, then("decide"))
+    graph_builder.add_edge("decide", END)
+    graph_builder.add_edge("no_evidence", END)
+    return graph_builder
 
-graph = builder.compile(name="rag")
 
 def evidence_coverage(facts: Sequence[Fact], ctx: RAGContext) -> list[str]:
     """Warn, before a batch run, about facts the evidence corpus holds no documents for."""
-    source = open_source(ctx.corpus,
-                         api_key=ctx.search_api_key or os.environ.get(SEARCH_API_KEY_ENV, ""))
+    source = open_source(ctx.corpus, api_key=ctx.api_key())
     missing: dict[str, int] = {}
     for dataset in sorted({f.dataset for f in facts}):
         covered = set(source.fact_ids(dataset))
@@ -517,8 +440,9 @@ def evidence_coverage(facts: Sequence[Fact], ctx: RAGContext) -> list[str]:
     ]
 
 
-register(
-    "rag", builder, RAGContext, method=METHOD,
+STRATEGY = register(Strategy(
+    "rag", RAGContext, build,
     description="Retrieval-augmented check: sentence, questions, search, select, chunks, verify.",
-    preflight=evidence_coverage,
-)
+    preflight=evidence_coverage))
+builder = STRATEGY.builder
+graph = builder.compile(name="rag")

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphs.state import Fact
-from graphs.upstream import (
+from kgcheck.data.facts import Fact
+from kgcheck.data.upstream import (
     DataError,
     DataSource,
     as_source,

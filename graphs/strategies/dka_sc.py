@@ -4,22 +4,22 @@ build_prompt -> sample (k branches in parallel, one ``Send`` each) -> vote. Each
 the model DKA's question once; ``vote`` counts the T and F answers: more T gives T, more F
 gives F, an even split (or no clear answer at all) gives NA. NA answers take no side.
 
-This module is the worked example of adding a strategy without touching the core: it is
-built from the shared pieces (``graphs.common``, DKA's prompt file) and made available to
-``kgcheck run --method dka-sc``, consensus members and ``kgcheck graph`` by the one
-``register(...)`` call at the bottom. With ``replay:`` models every sample is the recorded
-DKA answer (a recording cannot be re-sampled), so the vote equals DKA's verdict; live
-models (Ollama, OpenAI) give k independent samples.
+This module is the worked example of a strategy with a graph of its own: it is built from
+the shared pieces (``kgcheck.graphs.calls``, ``prompting``, ``verdicts``, ``votes``, DKA's
+prompt file) and made available to ``kgcheck run --method dka-sc``, the Python API, Studio,
+consensus members and ``kgcheck graph`` by the one ``register(...)`` call at the bottom. Its
+verdicts are labelled DKA-SC, while replay serves it the study's DKA answers: with
+``replay:`` models every sample is the recorded DKA answer (a recording cannot be
+re-sampled), so the vote equals DKA's verdict; live models (Ollama, OpenAI) give k
+independent samples.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import operator
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
@@ -27,18 +27,17 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
-from graphs.calls import CallRecord
-from graphs.common import answered_verdict, ask, defect_verdict, model_for, prompt_values
-from graphs.context import context_of, make_context
-from graphs.dka import PROMPT_FIELDS, DKAContext
-from graphs.parsing import parse_verdict
-from graphs.registry import register
-from graphs.state import FactInput, Label, Verdict, VerdictDict, fact_from_input
-from prompts import load_prompt, render
+from kgcheck.data.facts import FactInput, Label, VerdictDict
+from kgcheck.graphs import verdicts
+from kgcheck.graphs.calls import CallRecord, ask
+from kgcheck.graphs.context import Context, context_of, make_context
+from kgcheck.graphs.parsing import read_with
+from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
+from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
+from kgcheck.graphs.strategies.dka import PROMPT_FIELDS, DKAContext
+from kgcheck.graphs.votes import TIE, tally
 
-METHOD = "DKA-SC"
-# Replay keys recordings by method: each sample is asked as the DKA question it is.
-ASKED_AS = "DKA"
 MAX_SAMPLES = 25
 
 
@@ -49,6 +48,10 @@ class SelfConsistencyError(ValueError):
 @dataclass(kw_only=True)
 class DKASCContext(DKAContext):
     """Settings of a DKA-SC run: DKA's, plus how many answers to sample."""
+
+    METHOD: ClassVar[str] = "DKA-SC"
+    # Each sample is DKA's question: replay answers it with the study's DKA recording.
+    REPLAYS: ClassVar[str | None] = "DKA"
 
     samples: int = field(
         default=5,
@@ -77,6 +80,7 @@ class Sample(TypedDict):
     label: Label
     call: CallRecord | None
     error: str | None
+    error_type: str | None
 
 
 class DKASCState(TypedDict):
@@ -104,13 +108,11 @@ class SampleState(TypedDict):
 async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext]) -> dict:
     """Fill DKA's prompt template with the fact, or end early on a dirty triple."""
     ctx = context_of(runtime, DKASCContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     if fact.defect:
-        return {"verdict": defect_verdict(fact, METHOD, ctx.model)}
-    # Reading the prompt file is blocking I/O; the dev server forbids it on the event loop.
-    template = await asyncio.to_thread(load_prompt, ctx.prompt, PROMPT_FIELDS)
-    values = await asyncio.to_thread(prompt_values, fact)
-    return {"messages": [HumanMessage(render(template, **values))]}
+        return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
+    text = await render_prompt(ctx.prompt, PROMPT_FIELDS, fact)
+    return {"messages": [HumanMessage(text)]}
 
 
 def fan_out(state: DKASCState, runtime: Runtime[DKASCContext]) -> list[Send] | Literal["__end__"]:
@@ -130,62 +132,59 @@ def fan_out(state: DKASCState, runtime: Runtime[DKASCContext]) -> list[Send] | L
 async def sample(state: SampleState) -> dict:
     """Ask the model once; a failed call is a sample without a label, not a failed run."""
     ctx = make_context(DKASCContext, state["settings"])
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     try:
-        reply = await ask(model_for(ctx), state["messages"], fact, ASKED_AS,
-                          kgcheck_sample=state["index"])
+        reply = await ask(ctx, state["messages"], fact, kgcheck_sample=state["index"])
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         failed = Sample(index=state["index"], label="NA", call=None,
-                        error=f"{type(exc).__name__}: {exc}")
+                        error=verdicts.error_text(exc), error_type=type(exc).__name__)
         return {"samples": [failed]}
-    answered = Sample(index=state["index"], label=parse_verdict(reply.text),
-                      call=reply.record(), error=None)
+    answered = Sample(index=state["index"], label=read_with(ctx.parser, reply.text).label,
+                      call=reply.record(), error=None, error_type=None)
     return {"samples": [answered]}
-
-
-def majority_label(labels: list[Label]) -> Label:
-    """Return T or F when it has more votes than the other; NA on a tie or no votes."""
-    votes = Counter(labels)
-    if votes["T"] == votes["F"]:
-        return "NA"
-    return "T" if votes["T"] > votes["F"] else "F"
 
 
 async def vote(state: DKASCState, runtime: Runtime[DKASCContext]) -> dict:
     """Take the majority of the samples, in sample order so the verdict is reproducible."""
     ctx = context_of(runtime, DKASCContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     samples = sorted(state.get("samples", []), key=lambda s: s["index"])
     labels = [s["label"] for s in samples]
     calls = [s["call"] for s in samples if s["call"] is not None]
-    votes = Counter(labels)
+    result = tally(labels)
+    errors = [s["error"] for s in samples if s["error"]]
     details: dict[str, Any] = {
         "samples": labels,
-        "votes": {"T": votes["T"], "F": votes["F"], "NA": votes["NA"]},
-        "tie": votes["T"] == votes["F"] and votes["T"] > 0,
-        "errors": [s["error"] for s in samples if s["error"]],
+        "votes": result["counts"],
+        "tie": result["decision"] == TIE and result["counts"]["T"] > 0,
+        "errors": errors,
     }
     if not calls:
-        failed = Verdict(fact_id=fact.id, label="NA", method=METHOD, model=ctx.model,
-                         error=details["errors"][0] if details["errors"] else "no samples",
-                         details=details)
-        return {"verdict": failed.model_dump()}
-    return {"verdict": answered_verdict(fact, METHOD, ctx.model, majority_label(labels), calls,
-                                        **details)}
+        first = next((s for s in samples if s["error"]), None)
+        return {"verdict": verdicts.failed(
+            fact.id, ctx.METHOD, ctx.model, first["error"] if first else "no samples",
+            error_type=first["error_type"] if first else "NoSamples", **details)}
+    label: Label = "NA" if result["decision"] == TIE else result["decision"]
+    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, label, calls, **details)}
 
 
-builder = StateGraph(DKASCState, context_schema=DKASCContext)
-builder.add_node("build_prompt", build_prompt)
-builder.add_node("sample", sample)
-builder.add_node("vote", vote)
-builder.add_edge(START, "build_prompt")
-builder.add_conditional_edges("build_prompt", fan_out, ["sample", END])
-builder.add_edge("sample", "vote")
-builder.add_edge("vote", END)
+def build(context: type[Context] = DKASCContext) -> AnyStateGraph:
+    """Build the DKA-SC graph for ``context`` (DKASCContext or a subclass of it)."""
+    graph_builder = StateGraph(DKASCState, context_schema=context, input_schema=GraphInput,
+                               output_schema=GraphOutput)
+    graph_builder.add_node("build_prompt", build_prompt)
+    graph_builder.add_node("sample", sample)
+    graph_builder.add_node("vote", vote)
+    graph_builder.add_edge(START, "build_prompt")
+    graph_builder.add_conditional_edges("build_prompt", fan_out, ["sample", END])
+    graph_builder.add_edge("sample", "vote")
+    graph_builder.add_edge("vote", END)
+    return graph_builder
 
+
+STRATEGY = register(Strategy(
+    "dka-sc", DKASCContext, build,
+    description="Self-consistency over DKA: k answers sampled at temperature > 0, majority "
+    "vote."))
+builder = STRATEGY.builder
 graph = builder.compile(name="dka-sc")
-
-register(
-    "dka-sc", builder, DKASCContext, method=ASKED_AS,
-    description="Self-consistency over DKA: k answers sampled at temperature > 0, majority vote.",
-)

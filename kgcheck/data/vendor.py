@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evals.datasets import in_benchmark
-from graphs.upstream import (
+from kgcheck.data.datasets import in_benchmark
+from kgcheck.data.upstream import (
     JUDGES_PATH,
     TOKENS_PATH,
     as_source,

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphs.state import Fact
+from kgcheck.data.facts import Fact
 
 REQUIRED = ("subject", "predicate", "object")
 TRUE_WORDS = {"1", "true", "t", "yes", "y"}

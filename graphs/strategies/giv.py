@@ -4,8 +4,8 @@ build_prompt -> ask_model -> check -> decide (a clear T/F), or reprompt -> ask_m
 attempts remain (the follow-up tells the model its answer broke the guidelines and how many
 attempts remain, as the next turn of the same conversation), or give_up (NA) once the
 attempts cap in the Context is used up. GIV-Z (zero-shot) and GIV-F (few-shot: worked
-examples in the KG's own vocabulary, read from ``prompts/examples/<kg>.json``) are one graph;
-``few_shot`` in the Context picks the variant.
+examples in the KG's own vocabulary, read from ``prompts/examples/<kg>.json``) are one graph
+built for two Context classes, registered as the strategies ``giv-z`` and ``giv-f``.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import asyncio
 import json
 import operator
 import random
-import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, NotRequired, cast
+from typing import Annotated, Any, ClassVar, Literal, NotRequired, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
@@ -26,24 +25,17 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graphs.calls import CallRecord
-from graphs.common import (
-    answered_verdict,
-    ask,
-    defect_verdict,
-    error_verdict,
-    model_for,
-    prompt_values,
-)
-from graphs.context import Context, context_of
-from graphs.parsing import read_verdict
-from graphs.registry import register
-from graphs.state import Fact, FactInput, VerdictDict, fact_from_input, readable_term
-from prompts import PROMPTS_DIR, PromptError, load_prompt, render
+from kgcheck.data.facts import Fact, FactInput, VerdictDict, readable_term
+from kgcheck.graphs import verdicts
+from kgcheck.graphs.calls import CallRecord, ask
+from kgcheck.graphs.context import Context, context_of
+from kgcheck.graphs.parsing import read_with
+from kgcheck.graphs.prompting import fill_prompt, render_prompt
+from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
+from kgcheck.graphs.routing import then, unless_decided
+from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
+from kgcheck.prompts import PROMPTS_DIR, PromptError, load_prompt, render
 
-ZERO_SHOT = "GIV-Z"
-FEW_SHOT = "GIV-F"
-PROMPTS = {ZERO_SHOT: "giv-z.txt", FEW_SHOT: "giv-f.txt"}
 FACT_FIELDS = {"subject", "predicate", "object"}
 EXAMPLE_FIELDS = FACT_FIELDS | {"answer"}
 RETRY_FIELDS = {"attempts_left"}
@@ -60,17 +52,52 @@ class GIVSettingError(ValueError):
 
 @dataclass(kw_only=True)
 class GIVContext(Context):
-    """Settings of a GIV run: prompt files, the few-shot switch, the attempts cap."""
+    """Settings of a GIV-Z run: the prompt files and the attempts cap."""
+
+    METHOD: ClassVar[str] = "GIV-Z"
+    REPLAYS: ClassVar[str | None] = "GIV-Z"
+    # Whether the prompt carries worked examples: what makes GIV-F a strategy of its own.
+    FEW_SHOT: ClassVar[bool] = False
 
     prompt: str = field(
-        default="",
-        metadata={"description": "Prompt file in prompts/ or a path; empty = giv-f.txt with "
-                  "few_shot, else giv-z.txt. Needs {subject}, {predicate}, {object} (and "
-                  "{examples} with few_shot); may use {kg_note}, {max_attempts}, {fact}."},
+        default="giv-z.txt",
+        metadata={"description": "Prompt file in prompts/ or a path; needs {subject}, "
+                  "{predicate}, {object}; may use {kg_note}, {max_attempts}, {fact}."},
     )
-    few_shot: bool = field(
-        default=False,
-        metadata={"description": "GIV-F: put worked examples in the prompt (off = GIV-Z)."},
+    retry_prompt: str = field(
+        default="giv-retry.txt",
+        metadata={"description": "Follow-up after a non-compliant answer: a prompt file with "
+                  "{attempts_left} ('2 attempts remain'); may use {remaining} and the fact."},
+    )
+    max_attempts: int = field(
+        default=3,
+        metadata={"description": f"Model calls per fact before the verdict is NA "
+                  f"(1 to {MAX_ATTEMPTS_CAP}; the study: 3)."},
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or not (
+            1 <= self.max_attempts <= MAX_ATTEMPTS_CAP
+        ):
+            raise GIVSettingError(
+                f"max_attempts {self.max_attempts!r}: expected a whole number from 1 to "
+                f"{MAX_ATTEMPTS_CAP}"
+            )
+
+
+@dataclass(kw_only=True)
+class GIVFContext(GIVContext):
+    """Settings of a GIV-F run: GIV-Z's, plus the worked examples and their order."""
+
+    METHOD: ClassVar[str] = "GIV-F"
+    REPLAYS: ClassVar[str | None] = "GIV-F"
+    FEW_SHOT: ClassVar[bool] = True
+
+    prompt: str = field(
+        default="giv-f.txt",
+        metadata={"description": "Prompt file in prompts/ or a path; needs {subject}, "
+                  "{predicate}, {object}, {examples}; may use {kg_note}, {max_attempts}, "
+                  "{fact}."},
     )
     examples: str = field(
         default="",
@@ -83,16 +110,6 @@ class GIVContext(Context):
         metadata={"description": "How one example is written: a prompt file with {subject}, "
                   "{predicate}, {object}, {answer}."},
     )
-    retry_prompt: str = field(
-        default="giv-retry.txt",
-        metadata={"description": "Follow-up after a non-compliant answer: a prompt file with "
-                  "{attempts_left} ('2 attempts remain'); may use {remaining} and the fact."},
-    )
-    max_attempts: int = field(
-        default=3,
-        metadata={"description": f"Model calls per fact before the verdict is NA "
-                  f"(1 to {MAX_ATTEMPTS_CAP}; the study: 3)."},
-    )
     seed: int | None = field(
         default=None,
         metadata={"description": "Example order: empty = as in the file; a number = shuffled "
@@ -100,6 +117,7 @@ class GIVContext(Context):
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         # `--set seed=7` arrives as text, since the field's default gives no type to parse to.
         if isinstance(self.seed, str):
             text = self.seed.strip().lower()
@@ -107,18 +125,6 @@ class GIVContext(Context):
                 self.seed = None if text in ("", "none", "null") else int(text)
             except ValueError:
                 raise GIVSettingError(f"seed {self.seed!r}: expected a whole number") from None
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or not (
-            1 <= self.max_attempts <= MAX_ATTEMPTS_CAP
-        ):
-            raise GIVSettingError(
-                f"max_attempts {self.max_attempts!r}: expected a whole number from 1 to "
-                f"{MAX_ATTEMPTS_CAP}"
-            )
-
-
-def method_of(ctx: GIVContext) -> str:
-    """Name the variant a context runs, as the study does: GIV-F (few-shot) or GIV-Z."""
-    return FEW_SHOT if ctx.few_shot else ZERO_SHOT
 
 
 class GIVState(TypedDict):
@@ -210,7 +216,7 @@ def order_examples(examples: list[Example], seed: int | None, fact_id: str) -> l
     return shuffled
 
 
-def render_examples(ctx: GIVContext, fact: Fact) -> tuple[str, str]:
+def render_examples(ctx: GIVFContext, fact: Fact) -> tuple[str, str]:
     """Write the fact's KG examples with the example template; return them and the file name."""
     path = examples_path(ctx.examples, fact.dataset)
     template = load_prompt(ctx.example_prompt, EXAMPLE_FIELDS)
@@ -223,21 +229,15 @@ def render_examples(ctx: GIVContext, fact: Fact) -> tuple[str, str]:
     return "\n\n".join(block.strip() for block in blocks), path.name
 
 
-def _tidy(text: str) -> str:
-    # An empty optional placeholder ({kg_note} outside DBpedia) would leave a gap of blank lines.
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
-
-
 def first_prompt(ctx: GIVContext, fact: Fact) -> tuple[str, str | None]:
     """Fill the variant's prompt for a fact (blocking: reads files); also the examples file."""
-    name = ctx.prompt or PROMPTS[method_of(ctx)]
-    required = FACT_FIELDS | ({"examples"} if ctx.few_shot else set())
-    template = load_prompt(name, required)
-    values: dict[str, Any] = {**prompt_values(fact), "max_attempts": ctx.max_attempts}
+    values: dict[str, Any] = {"max_attempts": ctx.max_attempts}
     examples_file = None
-    if ctx.few_shot:
-        values["examples"], examples_file = render_examples(ctx, fact)
-    return _tidy(render(template, **values)), examples_file
+    required = set(FACT_FIELDS)
+    if ctx.FEW_SHOT:
+        values["examples"], examples_file = render_examples(cast(GIVFContext, ctx), fact)
+        required.add("examples")
+    return fill_prompt(ctx.prompt, required, fact, **values), examples_file
 
 
 def attempts_phrase(remaining: int) -> str:
@@ -245,20 +245,12 @@ def attempts_phrase(remaining: int) -> str:
     return f"{remaining} attempt remains" if remaining == 1 else f"{remaining} attempts remain"
 
 
-def retry_prompt(ctx: GIVContext, fact: Fact, remaining: int) -> str:
-    """Fill the follow-up after a non-compliant answer (blocking: reads the file)."""
-    template = load_prompt(ctx.retry_prompt, RETRY_FIELDS)
-    values = {**prompt_values(fact), "attempts_left": attempts_phrase(remaining),
-              "remaining": remaining, "max_attempts": ctx.max_attempts}
-    return _tidy(render(template, **values))
-
-
 async def build_prompt(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     """Write the first turn: guidelines, retry rule, examples (GIV-F) and the fact."""
     ctx = context_of(runtime, GIVContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     if fact.defect:
-        return {"verdict": defect_verdict(fact, method_of(ctx), ctx.model)}
+        return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
     # Prompt and example files are blocking I/O; the dev server forbids it on the event loop.
     text, examples_file = await asyncio.to_thread(first_prompt, ctx, fact)
     update: dict[str, Any] = {"messages": [HumanMessage(text)], "attempts": 0}
@@ -267,39 +259,24 @@ async def build_prompt(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     return update
 
 
-def after_prompt(state: GIVState) -> Literal["ask_model", "__end__"]:
-    """Skip the model when the fact already has a verdict (a dirty triple)."""
-    # The literal, not END (typed plain str), so the return matches the Literal annotation.
-    return "__end__" if "verdict" in state else "ask_model"
-
-
 async def ask_model(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     """Send the conversation so far; count the attempt; a failure becomes an NA verdict."""
     ctx = context_of(runtime, GIVContext)
-    fact = fact_from_input(state["fact"])
-    calls = state.get("calls", [])
+    fact = read_fact(state)
     attempt = state.get("attempts", 0) + 1
     try:
-        reply = await ask(model_for(ctx), state["messages"], fact, method_of(ctx),
-                          kgcheck_attempt=attempt)
+        reply = await ask(ctx, state["messages"], fact, kgcheck_attempt=attempt)
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
-        earlier: dict[str, Any] = {}
-        if calls:
-            # Keep what the model said before it failed.
-            earlier = {"raw": calls[-1]["text"], "raws": [c["text"] for c in calls],
-                       "attempts": len(calls), "seconds": sum(c["seconds"] for c in calls)}
-        return {"verdict": error_verdict(fact, method_of(ctx), ctx.model, exc, **earlier)}
+        # Keep what the model said before it failed.
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc,
+                                           calls=state.get("calls", []))}
     return {"messages": [reply.message], "calls": [reply.record()], "attempts": attempt}
 
 
-def after_ask(state: GIVState) -> Literal["check", "__end__"]:
-    """End when the call failed; otherwise check the answer."""
-    return "__end__" if "verdict" in state else "check"
-
-
-async def check(state: GIVState) -> dict:
+async def check(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     """Tell whether the last answer follows the guidelines (a clear T or F)."""
-    reading = read_verdict(state["calls"][-1]["text"])
+    ctx = context_of(runtime, GIVContext)
+    reading = read_with(ctx.parser, state["calls"][-1]["text"])
     update: dict[str, Any] = {"compliant": reading.problem is None}
     if reading.problem:
         update["problems"] = [f"attempt {state['attempts']}: {reading.problem}"]
@@ -318,15 +295,17 @@ def after_check(state: GIVState,
 async def reprompt(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     """Tell the model its answer broke the guidelines and how many attempts remain."""
     ctx = context_of(runtime, GIVContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     remaining = ctx.max_attempts - state["attempts"]
-    text = await asyncio.to_thread(retry_prompt, ctx, fact, remaining)
+    text = await render_prompt(ctx.retry_prompt, RETRY_FIELDS, fact,
+                               attempts_left=attempts_phrase(remaining), remaining=remaining,
+                               max_attempts=ctx.max_attempts)
     return {"messages": [HumanMessage(text)]}
 
 
 def _details(state: GIVState, ctx: GIVContext, compliant: bool) -> dict[str, Any]:
     details: dict[str, Any] = {"compliant": compliant, "max_attempts": ctx.max_attempts,
-                               "few_shot": ctx.few_shot}
+                               "few_shot": ctx.FEW_SHOT}
     if state.get("problems"):
         details["problems"] = state["problems"]
     if state.get("examples_file"):
@@ -337,47 +316,48 @@ def _details(state: GIVState, ctx: GIVContext, compliant: bool) -> dict[str, Any
 async def decide(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     """Record the compliant answer's verdict with every attempt's raw answer."""
     ctx = context_of(runtime, GIVContext)
-    fact = fact_from_input(state["fact"])
+    fact = read_fact(state)
     calls = state["calls"]
-    label = read_verdict(calls[-1]["text"]).label
-    return {"verdict": answered_verdict(fact, method_of(ctx), ctx.model, label, calls,
-                                        **_details(state, ctx, compliant=True))}
+    label = read_with(ctx.parser, calls[-1]["text"]).label
+    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, label, calls,
+                                         **_details(state, ctx, compliant=True))}
 
 
 async def give_up(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     """Record NA: no attempt gave a compliant answer."""
     ctx = context_of(runtime, GIVContext)
-    fact = fact_from_input(state["fact"])
-    return {"verdict": answered_verdict(fact, method_of(ctx), ctx.model, "NA", state["calls"],
-                                        **_details(state, ctx, compliant=False))}
+    fact = read_fact(state)
+    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, "NA", state["calls"],
+                                         **_details(state, ctx, compliant=False))}
 
 
-builder = StateGraph(GIVState, context_schema=GIVContext)
-builder.add_node("build_prompt", build_prompt)
-builder.add_node("ask_model", ask_model)
-builder.add_node("check", check)
-builder.add_node("reprompt", reprompt)
-builder.add_node("decide", decide)
-builder.add_node("give_up", give_up)
-builder.add_edge(START, "build_prompt")
-builder.add_conditional_edges("build_prompt", after_prompt)
-builder.add_conditional_edges("ask_model", after_ask)
-builder.add_conditional_edges("check", after_check)
-builder.add_edge("reprompt", "ask_model")
-builder.add_edge("decide", END)
-builder.add_edge("give_up", END)
+def build(context: type[Context] = GIVContext) -> AnyStateGraph:
+    """Build the GIV graph for ``context`` (GIVContext, GIVFContext or a subclass)."""
+    graph_builder = StateGraph(GIVState, context_schema=context, input_schema=GraphInput,
+                               output_schema=GraphOutput)
+    graph_builder.add_node("build_prompt", build_prompt)
+    graph_builder.add_node("ask_model", ask_model)
+    graph_builder.add_node("check", check)
+    graph_builder.add_node("reprompt", reprompt)
+    graph_builder.add_node("decide", decide)
+    graph_builder.add_node("give_up", give_up)
+    graph_builder.add_edge(START, "build_prompt")
+    graph_builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))
+    graph_builder.add_conditional_edges("ask_model", unless_decided, then("check"))
+    graph_builder.add_conditional_edges("check", after_check)
+    graph_builder.add_edge("reprompt", "ask_model")
+    graph_builder.add_edge("decide", END)
+    graph_builder.add_edge("give_up", END)
+    return graph_builder
 
-graph = builder.compile(name="giv")
 
-register(
-    "giv-z", builder, GIVContext, method=ZERO_SHOT,
+GIV_Z = register(Strategy(
+    "giv-z", GIVContext, build,
     description="Guided iterative verification, zero-shot: guidelines and a retry rule; "
-    "re-asked until the answer is T or F (3 attempts, then NA).",
-    few_shot=False, prompt=PROMPTS[ZERO_SHOT],
-)
-register(
-    "giv-f", builder, GIVContext, method=FEW_SHOT,
+    "re-asked until the answer is T or F (3 attempts, then NA)."))
+GIV_F = register(Strategy(
+    "giv-f", GIVFContext, build,
     description="Guided iterative verification, few-shot: GIV-Z plus six worked examples "
-    "in the KG's vocabulary (prompts/examples/<kg>.json).",
-    few_shot=True, prompt=PROMPTS[FEW_SHOT],
-)
+    "in the KG's vocabulary (prompts/examples/<kg>.json)."))
+builder = GIV_Z.builder
+graph = builder.compile(name="giv-z")

@@ -1,0 +1,27 @@
+"""The router every graph uses after a node that may already have decided the fact.
+
+A node ends a fact early by writing its ``verdict`` (a dirty triple, a failed call); the
+next edge then goes to END instead of on. Use it as
+``builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))``; the
+path map names both ways, so the graph's picture labels the edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langgraph.graph import END
+
+CONTINUE = "continue"
+DECIDED = "decided"
+
+
+def unless_decided(state: Mapping[str, Any]) -> Literal["continue", "decided"]:
+    """Go on while the fact has no verdict; stop once a node has written one."""
+    return DECIDED if "verdict" in state else CONTINUE
+
+
+def then(node: str) -> dict[str, str]:
+    """The path map of ``unless_decided``: on to ``node``, or END once decided."""
+    return {CONTINUE: node, DECIDED: END}

@@ -1,0 +1,60 @@
+"""The graphs kgcheck serves (Studio, ``kgcheck graph``): every registered strategy, plus
+``consensus``, which runs any of them as its members' method.
+
+One list, from the registry: ``langgraph.json`` is written from it (``kgcheck studio
+--write-config``), ``kgcheck.studio`` serves it, and a test fails when they disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kgcheck.graphs import consensus
+from kgcheck.graphs.registry import AnyCompiledGraph, strategies
+
+CONSENSUS = "consensus"
+CONSENSUS_DESCRIPTION = ("Multi-model consensus: members vote in parallel through a strategy "
+                         "subgraph; a judge breaks ties.")
+STUDIO_MODULE = "kgcheck.studio"
+
+
+@dataclass(frozen=True)
+class ServedGraph:
+    """A graph as Studio lists it: its name, one line about it, and how to compile it."""
+
+    name: str
+    description: str
+    compile: Callable[[], AnyCompiledGraph]
+
+    @property
+    def attribute(self) -> str:
+        """The name ``kgcheck.studio`` exports it under (``giv-f`` -> ``giv_f``)."""
+        return attribute_of(self.name)
+
+
+def attribute_of(name: str) -> str:
+    """Turn a graph name into a Python identifier: ``dka-sc`` -> ``dka_sc``."""
+    return name.replace("-", "_").replace(".", "_")
+
+
+def served_graphs() -> dict[str, ServedGraph]:
+    """Every graph served, by name: the registered strategies, then consensus."""
+    served = {name: ServedGraph(name, strategy.description, strategy.compile)
+              for name, strategy in strategies().items()}
+    served[CONSENSUS] = ServedGraph(CONSENSUS, CONSENSUS_DESCRIPTION,
+                                    lambda: consensus.builder.compile(name=CONSENSUS))
+    return served
+
+
+def langgraph_config(env: str = ".env") -> dict[str, Any]:
+    """The ``langgraph.json`` that serves every graph through ``kgcheck.studio``."""
+    return {
+        "python_version": "3.11",
+        "dependencies": ["."],
+        "graphs": {name: {"path": f"{STUDIO_MODULE}:{graph.attribute}",
+                          "description": graph.description}
+                   for name, graph in served_graphs().items()},
+        "env": env,
+    }

@@ -1,0 +1,101 @@
+"""The one way to build each kind of verdict a graph (or the runner) returns.
+
+- ``answered``: the model answered (one or more calls); its label may be NA when the answer
+  could not be read (counted as ``invalid``), with the reason in ``details``.
+- ``unanswered``: NA without asking the model, with the reason (RAG with no evidence).
+- ``failed``: NA because a call or the graph failed; ``error`` says why, and what the model
+  said before the failure is kept.
+- ``defect``: NA for a triple that cannot be sent to a model (a dirty row of the data).
+- ``combined``: a verdict made of other verdicts (consensus: the members' and the judge's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from kgcheck.data.facts import Fact, Label, Verdict, VerdictDict
+
+DEFECT = "InvalidFact"
+
+
+def _total(values: Sequence[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _dump(verdict: Verdict) -> VerdictDict:
+    return cast(VerdictDict, verdict.model_dump())
+
+
+def call_fields(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a verdict keeps of its calls: raw answers, attempts, time and tokens, summed."""
+    return {
+        "raw": calls[-1]["text"] if calls else None,
+        "raws": [c["text"] for c in calls],
+        "attempts": len(calls),
+        "seconds": sum(float(c.get("seconds") or 0.0) for c in calls),
+        "tokens_in": _total([c.get("tokens_in") for c in calls]),
+        "tokens_out": _total([c.get("tokens_out") for c in calls]),
+    }
+
+
+def answered(fact: Fact, method: str, model: str, label: Label,
+             calls: Sequence[Mapping[str, Any]], **details: Any) -> VerdictDict:
+    """Return the verdict after one or more model calls, summing their time and tokens."""
+    return _dump(Verdict(fact_id=fact.id, label=label, method=method, model=model,
+                         details=details, **call_fields(calls)))
+
+
+def unanswered(fact: Fact, method: str, model: str, reason: str, **details: Any) -> VerdictDict:
+    """Return NA without a model answer, saying why (e.g. no evidence was found)."""
+    return _dump(Verdict(fact_id=fact.id, label="NA", method=method, model=model,
+                         details={**details, "reason": reason}))
+
+
+def error_text(exc: BaseException) -> str:
+    """Render an exception as a verdict's ``error``: its type and message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def failed(fact_id: str, method: str, model: str, error: BaseException | str, *,
+           error_type: str | None = None, calls: Sequence[Mapping[str, Any]] = (),
+           **details: Any) -> VerdictDict:
+    """Return the NA verdict of a failed call or graph, keeping the error and earlier calls."""
+    if isinstance(error, BaseException):
+        error_type = error_type or type(error).__name__
+        error = error_text(error)
+    return _dump(Verdict(fact_id=fact_id, label="NA", method=method, model=model, error=error,
+                         details={**details, "error_type": error_type or "Error"},
+                         **call_fields(calls)))
+
+
+def defect(fact: Fact, method: str, model: str) -> VerdictDict:
+    """Return the NA verdict of a fact that cannot be sent to a model (a dirty triple)."""
+    return failed(fact.id, method, model, f"invalid fact {fact.id!r}: {fact.defect}",
+                  error_type=DEFECT)
+
+
+def combined(fact_id: str, method: str, model: str, label: Label,
+             parts: Sequence[Mapping[str, Any]], *, seconds: float, raw: str | None,
+             error: str | None = None, error_type: str | None = None,
+             **details: Any) -> VerdictDict:
+    """Return a verdict made of other verdicts: their raw answers, attempts and tokens summed.
+
+    ``seconds`` is given, since parts that ran at the same time do not add up.
+    """
+    if error:
+        details = {**details, "error_type": error_type or "Error"}
+    return _dump(Verdict(
+        fact_id=fact_id, label=label, method=method, model=model, raw=raw,
+        raws=[r for part in parts for r in (part.get("raws") or [])],
+        attempts=sum(int(part.get("attempts") or 0) for part in parts),
+        seconds=seconds,
+        tokens_in=_total([part.get("tokens_in") for part in parts]),
+        tokens_out=_total([part.get("tokens_out") for part in parts]),
+        error=error, details=details))
+
+
+def is_defect(verdict: Mapping[str, Any]) -> bool:
+    """Tell whether a verdict is that of a dirty triple (skipped input, not a failure)."""
+    return (verdict.get("details") or {}).get("error_type") == DEFECT

@@ -1,0 +1,28 @@
+"""Model providers: ``provider:model`` strings to LangChain chat models, with retries.
+
+Built in: ``ollama`` (``ollama_chat``), ``openai`` and ``openai-compatible``
+(``openai_chat``), ``replay`` (the study's recorded answers). ``settings`` declares the
+sampling and transport settings once; ``transports`` holds the retry and error rules;
+``resolve`` the registry and the resolver; ``metadata`` the keys a call carries.
+"""
+
+from kgcheck.providers.provider import Provider
+from kgcheck.providers.resolve import (
+    PROVIDERS,
+    UnknownProviderError,
+    resolve_model,
+    split_spec,
+)
+from kgcheck.providers.settings import ModelSettings
+from kgcheck.providers.transports import UnknownModelError, redact_url
+
+__all__ = [
+    "PROVIDERS",
+    "ModelSettings",
+    "Provider",
+    "UnknownModelError",
+    "UnknownProviderError",
+    "redact_url",
+    "resolve_model",
+    "split_spec",
+]

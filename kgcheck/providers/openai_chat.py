@@ -1,0 +1,118 @@
+"""The ``openai`` and ``openai-compatible`` providers: ChatOpenAI whose spent errors say where
+it tried. ``openai:<model>`` needs ``OPENAI_API_KEY``; ``openai-compatible:<name>`` (vLLM,
+llama.cpp's server, LM Studio) needs a URL from ``base_url`` or ``OPENAI_BASE_URL``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from kgcheck.providers.provider import Provider
+from kgcheck.providers.settings import ModelSettings
+from kgcheck.providers.transports import (
+    ExplainedModel,
+    UnknownModelError,
+    explain_failure,
+    is_transient,
+    redact_url,
+)
+
+
+@cache
+def explained_chat_openai() -> type[BaseChatModel]:
+    """Build (once) the ChatOpenAI class whose spent transport errors say where it tried.
+
+    The openai client itself retries connection errors, timeouts, 408, 409, 429 and 5xx
+    ``max_retries`` times with exponential backoff, honouring ``retry-after`` headers.
+    """
+    import openai
+    from langchain_openai import ChatOpenAI
+
+    class ExplainedChatOpenAI(ExplainedModel, ChatOpenAI):
+        """ChatOpenAI whose spent transport errors name the model, server and attempts."""
+
+        spec: str = ""
+        """The ``provider:model`` string, quoted in error messages."""
+
+        def _explain(self, exc: BaseException) -> None:
+            spec = self.spec or f"openai:{self.model_name}"
+            url = redact_url(str(self.openai_api_base or "https://api.openai.com/v1"))
+            if isinstance(exc, openai.NotFoundError):
+                # A wrong model name or a base URL without /v1: no other fact escapes it.
+                raise UnknownModelError(
+                    f"{spec} at {url}: {exc.message} (check the model name, and that the "
+                    "server URL ends in /v1)"
+                ) from exc
+            spent = isinstance(exc, openai.APIConnectionError) or (
+                isinstance(exc, openai.APIStatusError) and is_transient(exc))
+            if not spent:
+                return
+            timeout = self.request_timeout
+            explain_failure(
+                exc, spec=spec, url=url, attempts=max(0, self.max_retries or 0) + 1,
+                timeout=timeout if isinstance(timeout, int | float) else None,
+            )
+
+    return ExplainedChatOpenAI
+
+
+def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: str | None,
+                  api_key: str | None, compatible: bool) -> BaseChatModel:
+    kwargs: dict[str, Any] = {}
+    if api_key is not None:
+        kwargs["api_key"] = api_key
+    if compatible:
+        # vLLM and llama.cpp take max_tokens (OpenAI itself wants max_completion_tokens) and
+        # the study's top_k and repetition penalty (vLLM: repetition_penalty; llama.cpp:
+        # repeat_penalty); each server ignores the names it does not know.
+        kwargs["extra_body"] = {
+            "max_tokens": settings.max_tokens,
+            "top_k": settings.top_k,
+            "repetition_penalty": settings.repeat_penalty,
+            "repeat_penalty": settings.repeat_penalty,
+        }
+    else:
+        kwargs["max_completion_tokens"] = settings.max_tokens
+    # The class is made at first use, so its extra pydantic fields are not known statically.
+    chat_openai: Callable[..., BaseChatModel] = explained_chat_openai()
+    return chat_openai(
+        spec=spec,
+        model=name,
+        base_url=base_url,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        timeout=settings.timeout,
+        max_retries=max(0, settings.max_retries),
+        stream_usage=True,
+        **kwargs,
+    )
+
+
+def build_openai(name: str, settings: ModelSettings) -> BaseChatModel:
+    """Build ``openai:<name>``; the key comes from ``OPENAI_API_KEY`` only."""
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise UnknownModelError(f"openai:{name} needs OPENAI_API_KEY in the environment")
+    return _openai_model(f"openai:{name}", name, settings, base_url=settings.base_url or None,
+                         api_key=None, compatible=False)
+
+
+def build_compatible(name: str, settings: ModelSettings) -> BaseChatModel:
+    """Build ``openai-compatible:<name>`` against ``base_url`` or ``OPENAI_BASE_URL``."""
+    base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        raise UnknownModelError(
+            f"openai-compatible:{name} needs a server URL: set base_url (--base-url) "
+            "or OPENAI_BASE_URL, e.g. http://127.0.0.1:8000/v1"
+        )
+    # Local servers usually ignore the key, but the client insists on one.
+    api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
+    return _openai_model(f"openai-compatible:{name}", name, settings, base_url=base_url,
+                         api_key=api_key, compatible=True)
+
+
+OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"))
+COMPATIBLE = Provider(build_compatible, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"))

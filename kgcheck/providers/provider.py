@@ -1,0 +1,27 @@
+"""What a model provider is: a function from a model name and settings to a chat model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from langchain_core.language_models import BaseChatModel
+
+from kgcheck.providers.settings import ModelSettings
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A model provider, registered under the ``provider`` part of ``provider:model``.
+
+    Attributes:
+        build: Make the chat model for a model name and settings; raise
+            ``UnknownModelError`` with the reason when it cannot (a missing key or URL).
+        env: Environment variables ``build`` reads; a change of any of them builds anew.
+        reuse: Keep one built model per event loop and settings (models that hold an HTTP
+            client should); off for models that must be fresh on every resolution.
+    """
+
+    build: Callable[[str, ModelSettings], BaseChatModel]
+    env: tuple[str, ...] = ()
+    reuse: bool = True

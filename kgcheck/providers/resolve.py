@@ -1,0 +1,95 @@
+"""Turn ``provider:model`` into a chat model: the one place that knows the providers.
+
+``ollama:gemma2:9b`` (Ollama tags keep their colon), ``openai:gpt-4o-mini``,
+``openai-compatible:<name>`` and ``replay:<model>`` are built in; other providers come from
+the ``kgcheck.providers`` entry-point group or ``PROVIDERS.register``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from kgcheck.providers.provider import Provider
+from kgcheck.providers.settings import ModelSettings
+from kgcheck.providers.transports import UnknownModelError
+from kgcheck.registry import Registry, UnknownNameError
+
+
+class UnknownProviderError(UnknownModelError, UnknownNameError):
+    """No model provider is registered under that name."""
+
+
+def _builtin_providers() -> None:
+    # Lazy references: a provider's client library is imported by the runs that use it.
+    PROVIDERS.register("ollama", "kgcheck.providers.ollama_chat:PROVIDER")
+    PROVIDERS.register("openai", "kgcheck.providers.openai_chat:OPENAI")
+    PROVIDERS.register("openai-compatible", "kgcheck.providers.openai_chat:COMPATIBLE")
+    PROVIDERS.register("replay", "kgcheck.providers.replay:PROVIDER")
+
+
+PROVIDERS: Registry[Provider] = Registry(
+    "model provider", group="kgcheck.providers", discover=_builtin_providers,
+    unknown=UnknownProviderError)
+
+# Live models kept per event loop (see _per_loop); a bound on settings combinations.
+MAX_CACHED_MODELS = 64
+_LIVE_MODELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...],
+                                                                        BaseChatModel]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """Split ``provider:model`` at the first colon; check the provider is known."""
+    provider_name, sep, name = spec.strip().partition(":")
+    if not sep or not name:
+        raise UnknownModelError(
+            f"model {spec!r} is not of the form provider:model; providers: "
+            + ", ".join(PROVIDERS.names())
+        )
+    if provider_name not in PROVIDERS:
+        raise UnknownProviderError(
+            f"unknown model provider {provider_name!r} in {spec!r}; known: "
+            + ", ".join(PROVIDERS.names())
+        )
+    return provider_name, name
+
+
+def resolve_model(spec: str, settings: ModelSettings | None = None) -> BaseChatModel:
+    """Build (or reuse) the chat model for ``spec`` with these sampling and transport settings.
+
+    ``settings`` may be any ModelSettings, a strategy Context included: only its model
+    settings count.
+    """
+    provider_name, name = split_spec(spec)
+    provider = PROVIDERS.get(provider_name)
+    chosen = ModelSettings.of(settings or ModelSettings())
+    if not provider.reuse:
+        return provider.build(name, chosen)
+    key = (provider_name, name, chosen.key(), *(os.environ.get(v) for v in provider.env))
+    return _per_loop(key, lambda: provider.build(name, chosen))
+
+
+def _per_loop(key: tuple[Any, ...], build: Any) -> BaseChatModel:
+    """Reuse one model (and its HTTP connections) per event loop and settings.
+
+    Graphs resolve their model on every call; building an HTTP client each time costs
+    about half a millisecond and a new connection, and a new model is serialized again for
+    the callbacks (about 0.2 ms). Clients are bound to the event loop they first ran in,
+    hence one cache per loop, dropped with the loop.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return build()
+    models = _LIVE_MODELS.setdefault(loop, {})
+    if key not in models:
+        if len(models) >= MAX_CACHED_MODELS:
+            models.clear()
+        models[key] = build()
+    return models[key]

@@ -1,0 +1,66 @@
+"""Sampling and transport settings of a model call, declared once.
+
+Every strategy's Context inherits ``ModelSettings``, so Studio shows these fields and
+``--set`` changes them; the providers read them through ``ModelSettings.of``. No strategy
+setting may reuse one of these names for something else (tests/test_structure.py checks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass, field, fields
+from typing import Any
+
+
+@dataclass(kw_only=True)
+class ModelSettings:
+    """How a chat model is called; the sampling defaults are the study's (REFERENCE.md 2)."""
+
+    temperature: float = field(
+        default=0.75, metadata={"description": "Sampling temperature (study: 0.75)."})
+    top_p: float = field(
+        default=0.9, metadata={"description": "Nucleus sampling (study: 0.9)."})
+    top_k: int = field(
+        default=40, metadata={"description": "Top-k sampling; Ollama and OpenAI-compatible "
+                              "servers (study: 40)."})
+    max_tokens: int = field(
+        default=512, metadata={"description": "Most tokens an answer may have (study: 512)."})
+    repeat_penalty: float = field(
+        default=1.1, metadata={"description": "Repetition penalty; Ollama and OpenAI-compatible "
+                               "servers (study: 1.1)."})
+    timeout: float = field(
+        default=60.0, metadata={"description": "Seconds to wait for one model call."})
+    max_retries: int = field(
+        default=3,
+        metadata={"description": "Transport retries with exponential backoff per model call."})
+    retry_backoff: float = field(
+        default=0.5,
+        metadata={"description": "Seconds before the first transport retry; doubled for each "
+                  "further one (at most 8 s)."})
+    base_url: str = field(
+        default="",
+        metadata={"description": "Server URL for ollama/openai-compatible models; empty = "
+                  "OLLAMA_HOST / OPENAI_BASE_URL or the provider default."})
+    data_dir: str = field(
+        default="",
+        metadata={"description": "FactCheck data in the upstream layout (replay reads its "
+                  "recorded answers there); empty = $KGCHECK_DATA or the vendored copy."})
+    replay_latency: float = field(
+        default=0.0,
+        metadata={"description": "Replay only: sleep this multiple of each recorded response "
+                  "time (0 = answer at once, 1 = real latency)."})
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        """The names of the model settings."""
+        return frozenset(f.name for f in fields(ModelSettings))
+
+    @classmethod
+    def of(cls, settings: ModelSettings) -> ModelSettings:
+        """Return just the model settings of a Context (or of any ModelSettings)."""
+        if type(settings) is ModelSettings:
+            return settings
+        return ModelSettings(**{name: getattr(settings, name) for name in cls.names()})
+
+    def key(self) -> tuple[Any, ...]:
+        """A hashable value that is equal for equal settings (for caching built models)."""
+        return astuple(self)
