@@ -99,21 +99,15 @@ if _setup is not None:
     logger.info("tracing Studio runs: spans go to %s",
                 _setup.endpoint or "the tracer provider already set")
 
-_SERVED: dict[str, Any] = {}
+# Built only now, after tracing started, so that OpenLIT wraps every node. The server reads
+# the graphs from the module's namespace, so each is compiled here, plugins included.
+from kgcheck.graphs.served import served_graphs  # noqa: E402
+
+SERVED = {graph.attribute: graph.compile() for graph in served_graphs().values()}
+globals().update(SERVED)
 
 
 def __getattr__(attribute: str) -> Any:
-    """Build the graph served as ``attribute`` (``giv_f`` is the strategy ``giv-f``)."""
-    if attribute.startswith("__"):
-        raise AttributeError(attribute)
-    if attribute not in _SERVED:
-        # Built only now, after tracing started, so that OpenLIT wraps every node.
-        from kgcheck.graphs.served import served_graphs
-
-        by_attribute = {graph.attribute: graph for graph in served_graphs().values()}
-        if attribute not in by_attribute:
-            raise AttributeError(
-                f"kgcheck.studio serves no graph {attribute!r}; it serves "
-                + ", ".join(sorted(by_attribute)))
-        _SERVED[attribute] = by_attribute[attribute].compile()
-    return _SERVED[attribute]
+    """Explain a graph name the module does not serve (``kgcheck.studio:nope``)."""
+    raise AttributeError(f"kgcheck.studio serves no graph {attribute!r}; it serves "
+                         + ", ".join(sorted(SERVED)))

@@ -50,9 +50,8 @@ SERVICE_NAME = "kgcheck"
 # ``kgcheck.run_id``, ``kgcheck.fact_id``, ...
 META_PREFIX = "kgcheck_"
 ATTR_PREFIX = "kgcheck."
-# Graph modules whose nodes OpenLIT cannot wrap any more once they are imported.
-_STRATEGY_MODULES = ("kgcheck.graphs.strategies.dka", "kgcheck.graphs.strategies.giv", "kgcheck.graphs.strategies.rag", "kgcheck.graphs.strategies.consensus",
-                     "kgcheck.graphs.strategies.dka_sc")
+# Modules that build graphs on import: once imported, OpenLIT cannot wrap their nodes.
+GRAPH_MODULES = ("kgcheck.graphs.strategies.", "kgcheck.graphs.consensus")
 # The graphs reach every model through LangChain and every index through Chroma. OpenLIT's
 # provider (openai, ollama) and HTTP instrumentors would only repeat those spans, and
 # loading all of its seventy instrumentors costs seconds at start-up.
@@ -139,7 +138,7 @@ def setup_tracing(force: bool = False, *, capture_content: bool | None = None,
         console = _truthy(os.environ.get(CONSOLE_ENV))
     if not PRICING_FILE.is_file():
         raise TracingError(f"pricing file {PRICING_FILE} is missing; reinstall kgcheck")
-    late = [m for m in _STRATEGY_MODULES if m in sys.modules]
+    late = sorted(m for m in sys.modules if m.startswith(GRAPH_MODULES))
     if late:
         logger.warning("tracing started after %s built their graphs: their nodes get no "
                        "spans of their own", ", ".join(late))

@@ -128,10 +128,10 @@ def test_invalid_attempts_cap_is_rejected(bad: Any) -> None:
 
 
 def test_seed_given_as_text_is_read_as_a_number() -> None:
-    assert GIVContext(seed="7").seed == 7
-    assert GIVContext(seed="").seed is None
+    assert GIVFContext(seed="7").seed == 7
+    assert GIVFContext(seed="").seed is None
     with pytest.raises(GIVSettingError, match="seed 'x'"):
-        GIVContext(seed="x")
+        GIVFContext(seed="x")
 
 
 async def test_recursion_limit_is_enforced(scripted) -> None:

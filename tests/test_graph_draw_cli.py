@@ -46,7 +46,9 @@ def test_draw_writes_each_format(tmp_path: Path, fmt: str, suffix: str) -> None:
         text = data.decode()
         assert text.lstrip("-\n").startswith("config:") or "graph TD;" in text
         assert "build_prompt --> " not in text  # conditional edges are dotted
-        assert "build_prompt -.-> ask_model;" in text
+        # Conditional edges are dotted and labelled with the router's outcome.
+        assert "build_prompt -. &nbsp;continue&nbsp; .-> ask_model;" in text
+        assert "build_prompt -. &nbsp;decided&nbsp; .-> __end__;" in text
         assert "decide --> __end__;" in text
 
 
@@ -103,15 +105,9 @@ def test_xray_shows_the_nodes_inside_subgraphs() -> None:
     assert ">think</text>" in svg and ">member</text>" in svg  # the cluster is labelled
 
 
-def test_studio_graphs_come_from_langgraph_json(tmp_path: Path) -> None:
-    config = tmp_path / "langgraph.json"
-    config.write_text(json.dumps({"graphs": {"a": "kgcheck.graphs.strategies.dka:graph",
-                                             "b": {"path": "./graphs/giv.py:graph"}}}))
-    assert graph_cmd.studio_graphs(config) == {"a": "kgcheck.graphs.strategies.dka:graph",
-                                               "b": "./graphs/giv.py:graph"}
-    assert graph_cmd.studio_graphs(tmp_path / "missing.json") == {}
+def test_the_graphs_are_the_served_ones() -> None:
     names = graph_cmd.graph_sources()
-    assert {"dka", "giv", "dka-sc", "giv-z"} <= set(names)
+    assert {"dka", "dka-sc", "giv-z", "giv-f", "rag", "consensus"} <= set(names)
 
 
 def test_docs_draws_every_format(tmp_path: Path) -> None:

@@ -75,8 +75,8 @@ def test_server_comes_from_ollama_host(ollama: OllamaStub,
 
 
 async def test_ask_reports_the_wire_token_counts(ollama: OllamaStub) -> None:
-    model = resolve_model("ollama:gemma2:9b", ModelSettings(base_url=ollama.url))
-    reply = await ask(model, [HumanMessage("?")], FACT, "DKA")
+    ctx = DKAContext(model="ollama:gemma2:9b", base_url=ollama.url)
+    reply = await ask(ctx, [HumanMessage("?")], FACT)
     assert reply.text == "T"
     assert (reply.tokens_in, reply.tokens_out) == (31, 3)
     assert reply.seconds > 0

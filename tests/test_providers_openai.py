@@ -95,8 +95,8 @@ async def test_sse_stream_with_usage(server: OpenAIStub) -> None:
 
 
 async def test_ask_reports_the_wire_token_counts(server: OpenAIStub) -> None:
-    model = resolve_model("openai-compatible:m", ModelSettings(base_url=server.url))
-    reply = await ask(model, [HumanMessage("?")], FACT, "DKA")
+    ctx = DKAContext(model="openai-compatible:m", base_url=server.url)
+    reply = await ask(ctx, [HumanMessage("?")], FACT)
     assert (reply.text, reply.tokens_in, reply.tokens_out) == ("F", 40, 1)
 
 

@@ -102,9 +102,9 @@ async def test_own_source_documents_are_dropped(scripted):
     assert kept_all["details"]["dropped"] == []
 
 
-async def test_k_d_and_top_k_limit_documents_and_chunks(scripted, yago):
+async def test_k_d_and_top_chunks_limit_documents_and_chunks(scripted, yago):
     model = scripted("rag-k", [SENTENCE, QUESTIONS, "yes"])
-    verdict = (await run(yago["10143"], context(model, k_d=1, top_k=1, window=0)))["verdict"]
+    verdict = (await run(yago["10143"], context(model, k_d=1, top_chunks=1, window=0)))["verdict"]
     assert len(verdict["details"]["documents"]) == 1
     assert len(verdict["details"]["evidence"]) == 1
     assert verdict["details"]["evidence"][0]["text"].startswith("She married the actor")

@@ -3,13 +3,14 @@
 The server runs as ``make studio`` starts it (quiet flags, no browser), with the project's
 langgraph.json, from a temporary folder; the SDK lists the graphs, reads consensus's
 graph with xray, runs each graph on one fact with replay, and runs with overridden Context
-(another prompt file per run; another model and attempts cap per assistant).
+(another prompt file per run; another model and attempts cap per assistant). The
+langgraph.json in the repository is the one the registry gives.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
+import importlib
 import json
 import os
 import signal
@@ -32,14 +33,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "langgraph.json"
-GRAPHS = ("dka", "giv", "rag", "consensus")
+GRAPHS = ("dka", "dka-sc", "giv-z", "giv-f", "rag", "consensus")
 QUIET = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true",
          "LANGSMITH_TRACING": "false"}
 STARTUP_SECONDS = 90
-
-
-def _module(spec: str) -> str:
-    return spec.partition(":")[0]
 
 
 def _config() -> dict:
@@ -55,13 +52,8 @@ def _graph_spec(name: str) -> str:
 class Studio:
     url: str
     served: list[str]
-    missing: dict[str, str]
     log: Path
     startup_seconds: float = 0.0
-
-    def require(self, name: str) -> None:
-        if name in self.missing:
-            pytest.skip(f"graph {name!r}: module {self.missing[name]} does not exist yet")
 
     def blocking_errors(self) -> list[str]:
         return [line for line in self.log.read_text(errors="replace").splitlines()
@@ -76,16 +68,12 @@ def serve_studio(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Studi
     flags and ``env``; the server stops (with the workers it started) on exit.
     """
     config = _config()
-    missing = {name: _module(_graph_spec(name)) for name in config["graphs"]
-               if importlib.util.find_spec(_module(_graph_spec(name))) is None}
-    # The project's langgraph.json, without graphs whose module is not written yet. The
-    # server runs in a temporary folder, where it keeps its state (.langgraph_api) and reads
-    # no .env, so a developer's Studio state and settings stay untouched; the project is
-    # its dependency by absolute path instead of ".".
+    # The project's langgraph.json. The server runs in a temporary folder, where it keeps
+    # its state (.langgraph_api) and reads no .env, so a developer's Studio state and
+    # settings stay untouched; the project is its dependency by absolute path, not ".".
     served_config = {**config, "disable_persistence": True,
                      "dependencies": [str(ROOT) if d == "." else d
-                                      for d in config["dependencies"]],
-                     "graphs": {k: v for k, v in config["graphs"].items() if k not in missing}}
+                                      for d in config["dependencies"]]}
     config_path = tmp / "langgraph.json"
     config_path.write_text(json.dumps(served_config))
     with socket.socket() as sock:
@@ -123,7 +111,7 @@ def serve_studio(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Studi
             if time.monotonic() > deadline:
                 pytest.fail("langgraph dev did not answer /ok:\n" + log.read_text()[-4000:])
             time.sleep(0.3)
-        yield Studio(url=url, served=sorted(served_config["graphs"]), missing=missing, log=log,
+        yield Studio(url=url, served=sorted(served_config["graphs"]), log=log,
                      startup_seconds=time.monotonic() - started)
     finally:
         # The server runs in its own session: stop it and the workers it started.
@@ -154,36 +142,36 @@ def _fact(fact_id: str = "5") -> dict:
             "dataset": "YAGO", "id": fact_id}
 
 
-def test_config_registers_the_four_graphs_by_module_path(monkeypatch) -> None:
-    config = _config()
-    assert set(config["graphs"]) == set(GRAPHS)
+def test_config_is_the_one_the_registry_gives(monkeypatch) -> None:
+    from kgcheck.graphs.served import langgraph_config
+
+    # Rewrite it with `kgcheck studio --write-config langgraph.json` after adding a strategy.
+    assert _config() == langgraph_config()
+    assert set(_config()["graphs"]) == set(GRAPHS)
     for name in GRAPHS:
-        spec = _graph_spec(name)
         # Served through kgcheck.studio, which starts tracing before the graphs are built.
-        assert spec == f"kgcheck.studio:{name}", spec
-    assert config["dependencies"] == ["."]
-    assert config["env"] == ".env"
-    # Imported here without an endpoint (untraced): the graphs as graphs/ builds them.
+        assert _graph_spec(name) == f"kgcheck.studio:{name.replace('-', '_')}"
+    assert _config()["dependencies"] == ["."]
+    assert _config()["env"] == ".env"
+    # Imported here without an endpoint (untraced): the registry's graphs, compiled.
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     studio = importlib.import_module("kgcheck.studio")
     for name in GRAPHS:
-        assert getattr(studio, name) is importlib.import_module(f"graphs.{name}").graph
-        assert getattr(studio, name).name == name
+        graph = getattr(studio, name.replace("-", "_"))
+        assert graph.name == name
+    with pytest.raises(AttributeError, match="serves no graph 'nope'"):
+        studio.nope  # noqa: B018
 
 
 async def test_assistants_list_every_graph(studio: Studio) -> None:
     client = _client(studio)
     assistants = await client.assistants.search(limit=100)
     system = {a["graph_id"] for a in assistants if a["metadata"].get("created_by") == "system"}
-    assert system == set(studio.served)
-    for name in GRAPHS:
-        studio.require(name)
-        assert name in system
+    assert system == set(studio.served) == set(GRAPHS)
 
 
 async def test_consensus_graph_with_xray_shows_the_member_subgraph(studio: Studio) -> None:
-    studio.require("consensus")
     client = _client(studio)
     flat = await client.assistants.get_graph("consensus")
     deep = await client.assistants.get_graph("consensus", xray=True)
@@ -199,7 +187,6 @@ async def test_consensus_graph_with_xray_shows_the_member_subgraph(studio: Studi
 @pytest.mark.parametrize("name", GRAPHS)
 async def test_each_graph_checks_one_fact_with_replay(studio: Studio, name: str,
                                                       tmp_path: Path) -> None:
-    studio.require(name)
     client = _client(studio)
     # RAG's default evidence is the sample corpus, which holds YAGO fact 10019; its Chroma
     # index goes to a temporary folder rather than the work tree.
@@ -212,7 +199,7 @@ async def test_each_graph_checks_one_fact_with_replay(studio: Studio, name: str,
     assert verdict["fact_id"] == fact_id
     assert verdict["error"] is None
     assert verdict["label"] in ("T", "F")
-    if name in ("dka", "giv"):
+    if name in ("dka", "giv-z", "giv-f", "dka-sc"):
         # The recorded gemma2:9b answers to this fact are T.
         assert verdict["label"] == "T" and verdict["model"] == "replay:gemma2:9b"
     if name == "rag":
@@ -223,14 +210,17 @@ async def test_each_graph_checks_one_fact_with_replay(studio: Studio, name: str,
 
 
 async def test_a_run_with_another_prompt_file_uses_it(studio: Studio, tmp_path: Path) -> None:
-    studio.require("dka")
     prompt = tmp_path / "terse.txt"
     prompt.write_text("TERSE CHECK ({dataset}): {subject} -- {predicate} -- {object}? T or F.")
     client = _client(studio)
-    out = await client.runs.wait(None, "dka", input={"fact": _fact()},
+    thread = await client.threads.create()
+    out = await client.runs.wait(thread["thread_id"], "dka", input={"fact": _fact()},
                                  context={"prompt": str(prompt)})
     assert "__error__" not in out, out.get("__error__")
-    assert out["messages"][0]["content"] == (
+    # The output is the verdict; the conversation is in the thread's state.
+    assert set(out) == {"verdict"}
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["values"]["messages"][0]["content"] == (
         "TERSE CHECK (YAGO): Alexander III of Russia -- is married to -- "
         "Maria Feodorovna (Dagmar of Denmark)? T or F."
     )
@@ -238,12 +228,11 @@ async def test_a_run_with_another_prompt_file_uses_it(studio: Studio, tmp_path: 
 
 
 async def test_an_assistant_with_another_model_and_attempts_cap(studio: Studio) -> None:
-    studio.require("giv")
     client = _client(studio)
     # A live model (an Ollama stub on loopback) that never answers within the guidelines.
     with OllamaStub(Behaviour(answer="It is hard to say without a source.")) as stub:
         assistant = await client.assistants.create(
-            "giv", name="giv-two-attempts",
+            "giv-z", name="giv-two-attempts",
             context={"model": "ollama:stub-model", "base_url": stub.url, "max_attempts": 2,
                      "max_retries": 0},
         )
@@ -257,3 +246,11 @@ async def test_an_assistant_with_another_model_and_attempts_cap(studio: Studio) 
     # The second call carried the follow-up turn of the same conversation.
     assert len(calls[1].body["messages"]) == 3
     assert not studio.blocking_errors(), studio.blocking_errors()
+
+
+async def test_a_flat_fact_gets_an_error_that_shows_the_expected_shape(studio: Studio) -> None:
+    client = _client(studio)
+    with pytest.raises(Exception, match="InvalidGraphInput") as raised:
+        await client.runs.wait(None, "dka", input=_fact())  # not under "fact"
+    assert 'takes {"fact": {"subject": "...", "predicate": "...", "object": "..."' in str(
+        raised.value)

@@ -119,7 +119,8 @@ def _run(script: str, tmp_path: Path, *args: str, env: dict[str, str] | None = N
     out = tmp_path / f"{name}.json"
     connections = tmp_path / f"{name}-connections.json"
     child_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENLIT_"))}
-    child_env.update({"ANONYMIZED_TELEMETRY": "False", **(env or {})})
+    # The project root on the path, for the scripted test provider (tests/scripted.py).
+    child_env.update({"ANONYMIZED_TELEMETRY": "False", "PYTHONPATH": str(ROOT), **(env or {})})
     proc = subprocess.run([sys.executable, str(code), str(out), str(connections), *args],
                           cwd=ROOT, env=child_env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -110,6 +110,12 @@ def run(
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
+    from kgcheck.tracing import setup_tracing
+
+    # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
+    # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    setup_tracing(force=trace)
+
     from kgcheck import api
     from kgcheck.evals.runner import VERDICTS, read_verdicts
     from kgcheck.graphs.consensus import settings_class
@@ -125,10 +131,6 @@ def run(
     if judge != "none" and not consensus:
         raise ValueError(f"--judge {judge} needs --consensus MODEL,MODEL,... (the members "
                          "whose ties it breaks)")
-    if trace:
-        from kgcheck.tracing import setup_tracing
-
-        setup_tracing(force=True)
     strategy = api.strategy(method)
     context_cls = settings_class(strategy.context) if consensus else strategy.context
     values: dict[str, Any] = parse_settings(settings or [], context_cls)
