@@ -25,13 +25,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# mypy and import-linter read files: they run over a tree of links that lays the repository
+# out as the installed kgcheck namespace (tests/package_tree.py).
+TREE := $(CURDIR)/build/package-tree
 lint: $(STAMP)
-	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks
-	$(BIN)/mypy graphs evals kgcheck retrievers prompts
+	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts data
+	$(BIN)/python -m tests.package_tree $(TREE) >/dev/null
+	cd $(TREE) && $(CURDIR)/$(BIN)/lint-imports $(CURDIR)/pyproject.toml
+	cd $(TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p kgcheck
 
+# Every registered graph, plugins included (kgcheck studio writes the langgraph config).
 studio: $(STAMP)
-	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true LANGSMITH_TRACING=false \
-		$(BIN)/langgraph dev --host 127.0.0.1 --port $(PORT) --no-browser
+	$(BIN)/kgcheck studio --port $(PORT)
 
 graphs: $(STAMP)
 	$(BIN)/kgcheck graph docs --out-dir docs/graphs

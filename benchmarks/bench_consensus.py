@@ -29,15 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.evals.consensus_run import run_consensus
-from kgcheck.data.datasets import load_facts
 from kgcheck.evals.metrics import consensus_alignment
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo
 from kgcheck.graphs.consensus import ConsensusContext, build, resolve_judge
 from kgcheck.graphs.parsing import parse_verdict
 from kgcheck.graphs.registry import get_strategy
-from kgcheck.providers.replay import lookup
+
+from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.upstream import resolve_data_dir
+from kgcheck.providers.replay import lookup
 
 MEMBERS = ["replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b", "replay:mistral:7b"]
 GOAL_RATIO = 1.15

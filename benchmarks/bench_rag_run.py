@@ -37,12 +37,13 @@ async def main() -> dict:
     args = parser.parse_args()
     corpus_path = check_corpus(args.corpus)
 
-    from kgcheck.data.datasets import load_facts
     from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
     from kgcheck.graphs.rag_parsing import parse_rag_answer
     from kgcheck.graphs.registry import get_strategy
-    from kgcheck.data.upstream import iter_records, open_data, recorded_path
     from kgcheck.retrievers.evidence import get_retriever
+
+    from kgcheck.data.datasets import load_facts
+    from kgcheck.data.upstream import iter_records, open_data, recorded_path
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-run-"))
     started = time.perf_counter()

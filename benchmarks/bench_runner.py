@@ -29,18 +29,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
-
-from kgcheck.data.datasets import load_facts
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
 from kgcheck.graphs.calls import call_config
 from kgcheck.graphs.common import prompt_values
 from kgcheck.graphs.strategies.dka import METHOD, PROMPT_FIELDS, DKAContext, builder
-from kgcheck.providers import ModelSettings, resolve_model
-from kgcheck.providers.replay import has_recordings, lookup
+from kgcheck.prompts import load_prompt, render
+from langchain_core.messages import HumanMessage
+
+from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.upstream import resolve_data_dir
-from kgcheck.prompts import load_prompt, render
+from kgcheck.providers import ModelSettings, resolve_model
+from kgcheck.providers.replay import has_recordings, lookup
 
 
 def sample_facts(dataset: str, data: str | None, model: str, n: int, seed: int) -> list[Fact]:

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kgcheck.data.datasets import load_facts
 from kgcheck.evals.metrics import iqr_mean
 from kgcheck.evals.tables import Consensus, MethodResults, ModelAnswers, method_rank
 from kgcheck.graphs.parsing import parse_verdict
+
+from kgcheck.data.datasets import load_facts
 from kgcheck.data.upstream import (
     JUDGE_MODES,
     JUDGES_PATH,

@@ -33,6 +33,7 @@ from kgcheck.evals.tables import (
     public_record,
     render_markdown,
 )
+
 from kgcheck.data.upstream import DataError, DataSource, open_data
 
 TABLES_MD = "tables.md"

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck.evals.metrics import classification_report
+from kgcheck.graphs import verdicts
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -29,9 +31,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from kgcheck.evals.metrics import classification_report
 from kgcheck.data.facts import Fact
-from kgcheck.graphs import verdicts
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"

@@ -17,18 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, NotRequired
 
-from langgraph.errors import GraphBubbleUp
-from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
-from langgraph.types import Send
-from typing_extensions import TypedDict
-
-from kgcheck.data.facts import FactInput, Label, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.context import LLM_HINT, Context, context_of
 from kgcheck.graphs.judges import (
@@ -43,6 +36,13 @@ from kgcheck.graphs.registry import AnyCompiledGraph, AnyStateGraph, Strategy, g
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphOutput, read_fact
 from kgcheck.graphs.votes import TIE, Tally, tally
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import FactInput, Label, VerdictDict
 from kgcheck.providers import split_spec
 
 DEFAULT_METHOD = "dka"
@@ -412,7 +412,7 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
         except GraphBubbleUp:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed judge leaves the tie undecided
-            verdict = verdicts.failed(read_fact(state).id, plan["method_label"], spec, exc)
+            verdict = dict(verdicts.failed(read_fact(state).id, plan["method_label"], spec, exc))
         votes = sorted(state.get("votes") or [], key=lambda v: v["index"])
         return {"judge_verdict": verdict,
                 "verdict": final_verdict(state["fact"], plan, votes, state["tally"], verdict)}

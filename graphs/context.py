@@ -13,8 +13,11 @@ models serve it (None: none).
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar, cast
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
@@ -73,3 +76,30 @@ def make_context(cls: type[C], values: dict[str, Any]) -> C:
     """Build ``cls`` from a mapping, ignoring keys it does not define and ``None`` values."""
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names and v is not None})
+
+
+N = TypeVar("N", bound=Callable[..., Any])
+
+
+def bind(node: N, context: type[Context]) -> N:
+    """Give a node (or router) the Context class its graph is built for.
+
+    Nodes read their settings with ``context_of(runtime, context)``: the Context the run
+    was given, else this class's defaults, so a graph built for a subclass (``giv-f``, a
+    plugin's variant) keeps its own defaults when a caller passes no context.
+    """
+    # A wrapper function rather than functools.partial: OpenLIT rewrites a node's ``func``,
+    # which a partial does not allow. ``wraps`` keeps the signature and annotations that
+    # LangGraph reads (the runtime parameter, a router's destinations).
+    if inspect.iscoroutinefunction(node):
+        @functools.wraps(node)
+        async def bound_async(*args: Any, **kwargs: Any) -> Any:
+            return await node(*args, context=context, **kwargs)
+
+        return cast(N, bound_async)
+
+    @functools.wraps(node)
+    def bound(*args: Any, **kwargs: Any) -> Any:
+        return node(*args, context=context, **kwargs)
+
+    return cast(N, bound)

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeAlias
 
+from kgcheck.graphs.context import Context, make_context
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 
 from kgcheck.data.facts import Fact
-from kgcheck.graphs.context import Context, make_context
 from kgcheck.registry import Registry, UnknownNameError
 
 # Each strategy has its own state and Context classes: the registry holds any of them.
@@ -46,11 +46,13 @@ class Strategy:
         build: Build the (uncompiled) graph for a Context class.
         description: One line for listings and Studio.
         preflight: Optional checks before a batch run: ``(facts, context) -> warnings``.
+
     """
 
     name: str
     context: type[Context]
-    build: Callable[[type[Context]], AnyStateGraph] = field(repr=False)
+    # Takes the strategy's Context class (each build function names its own base class).
+    build: Callable[[Any], AnyStateGraph] = field(repr=False)
     description: str = ""
     preflight: Preflight | None = field(default=None, repr=False)
 

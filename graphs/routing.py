@@ -8,13 +8,13 @@ path map names both ways, so the graph's picture labels the edges.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Hashable, Mapping
+from typing import Any, Final, Literal
 
 from langgraph.graph import END
 
-CONTINUE = "continue"
-DECIDED = "decided"
+CONTINUE: Final = "continue"
+DECIDED: Final = "decided"
 
 
 def unless_decided(state: Mapping[str, Any]) -> Literal["continue", "decided"]:
@@ -22,6 +22,6 @@ def unless_decided(state: Mapping[str, Any]) -> Literal["continue", "decided"]:
     return DECIDED if "verdict" in state else CONTINUE
 
 
-def then(node: str) -> dict[str, str]:
-    """The path map of ``unless_decided``: on to ``node``, or END once decided."""
+def then(node: str) -> dict[Hashable, str]:
+    """Return the path map of ``unless_decided``: on to ``node``, or END once decided."""
     return {CONTINUE: node, DECIDED: END}

@@ -1,8 +1,9 @@
-"""The graphs kgcheck serves (Studio, ``kgcheck graph``): every registered strategy, plus
-``consensus``, which runs any of them as its members' method.
+"""The graphs kgcheck serves (Studio, ``kgcheck graph``): the strategies and consensus.
 
-One list, from the registry: ``langgraph.json`` is written from it (``kgcheck studio
---write-config``), ``kgcheck.studio`` serves it, and a test fails when they disagree.
+Every registered strategy is served, and ``consensus``, which runs any of them as its
+members' method. One list, from the registry: ``langgraph.json`` is written from it
+(``kgcheck studio --write-config``), ``kgcheck.studio`` serves it, and a test fails when
+they disagree.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def served_graphs() -> dict[str, ServedGraph]:
 
 
 def langgraph_config(env: str = ".env") -> dict[str, Any]:
-    """The ``langgraph.json`` that serves every graph through ``kgcheck.studio``."""
+    """Return the ``langgraph.json`` that serves every graph through ``kgcheck.studio``."""
     return {
         "python_version": "3.11",
         "dependencies": ["."],

@@ -29,7 +29,7 @@ def _dump(verdict: Verdict) -> VerdictDict:
 
 
 def call_fields(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a verdict keeps of its calls: raw answers, attempts, time and tokens, summed."""
+    """Sum up what a verdict keeps of its calls: raw answers, attempts, time, tokens."""
     return {
         "raw": calls[-1]["text"] if calls else None,
         "raws": [c["text"] for c in calls],

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.recordings import has_recordings, recorded_models
@@ -64,7 +66,7 @@ def strategy(name: str) -> Strategy:
 
 
 def settings(name: str) -> list[dict[str, Any]]:
-    """The settings of a strategy's Context: ``name``, ``type``, ``default``, ``description``."""
+    """List a strategy's settings: ``name``, ``type``, ``default``, ``description``."""
     out = []
     for item in dataclasses.fields(get_strategy(name).context):
         default = item.default if item.default is not dataclasses.MISSING else (
@@ -161,7 +163,7 @@ def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
 
 
 def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings to write into run.json: no data path, no credentials in URLs."""
+    """Return the settings to write into run.json: no data path, no URL credentials."""
     kept = {k: v for k, v in values.items() if k != "data_dir"}
     if kept.get("base_url"):
         kept["base_url"] = redact_url(kept["base_url"])
@@ -301,7 +303,7 @@ async def execute(plan: RunPlan, *, concurrency: int = 4, resume: bool = False,
             resume=resume, fresh=fresh, show_progress=show_progress)
     ctx = plan.strategy.make_context(**plan.values)
     graph = plan.strategy.compile()
-    config: dict[str, Any] = {"recursion_limit": RECURSION_LIMIT,
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
                               "metadata": {"kgcheck_run_id": plan.info.run_id}}
 
     async def invoke(fact: Fact) -> dict[str, Any]:

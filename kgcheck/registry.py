@@ -1,5 +1,7 @@
-"""One registry mechanism for every kind of plugin: strategies, model providers, verdict
-parsers, evidence sources, embedders, document selectors and index backends.
+"""One registry mechanism for every kind of plugin.
+
+Strategies, model providers, verdict parsers, evidence sources, embedders, document
+selectors and index backends all register here.
 
 A ``Registry`` maps names to entries. An entry is the object itself or a lazy
 ``"module:attr"`` reference, imported on first lookup (so a provider's client library is
@@ -57,6 +59,7 @@ class Registry(Generic[T]):
         discover: Called once before the first lookup to register the built-ins (for
             example by importing every module of a package).
         unknown: The error raised for an unknown name (a subclass of UnknownNameError).
+
     """
 
     def __init__(self, kind: str, *, group: str | None = None,
@@ -108,11 +111,16 @@ class Registry(Generic[T]):
                 return
             # Mark first: the discover hook registers through register(), which may look up.
             self._ready = True
-            if self._discover is not None:
-                self._discover()
-            if self.group:
-                for point in entry_points(group=self.group):
-                    self._add_entry_point(point.name, point.value)
+            try:
+                if self._discover is not None:
+                    self._discover()
+                if self.group:
+                    for point in entry_points(group=self.group):
+                        self._add_entry_point(point.name, point.value)
+            except BaseException:
+                # Half a discovery is not a registry: the next lookup tries again.
+                self._ready = False
+                raise
 
     def _add_entry_point(self, name: str, value: str) -> None:
         if ":" in value:

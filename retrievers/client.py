@@ -13,7 +13,6 @@ from collections import OrderedDict
 from typing import Any
 
 import httpx
-
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.store import parse_corpus_link
 

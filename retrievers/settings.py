@@ -77,5 +77,5 @@ class RetrievalSettings:
         default="", metadata={"description": "Chroma server URL; overrides chroma_path."})
 
     def api_key(self) -> str:
-        """The search API key: the setting, else ``$KGCHECK_SEARCH_API_KEY``."""
+        """Return the search API key: the setting, else ``$KGCHECK_SEARCH_API_KEY``."""
         return self.search_api_key or os.environ.get(SEARCH_API_KEY_ENV, "")

@@ -15,7 +15,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from kgcheck.vendored import SAMPLE_CORPUS
 from kgcheck.retrievers.corpus import (
     LAYOUT_ROOT,
     CorpusError,
@@ -24,6 +23,7 @@ from kgcheck.retrievers.corpus import (
     is_tarball,
     iter_documents,
 )
+from kgcheck.vendored import SAMPLE_CORPUS
 
 HOME_ENV = "KGCHECK_HOME"
 CORPUS_ENV = "KGCHECK_CORPUS"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from kgcheck.data.datasets import load_facts
 from kgcheck.evals.metrics import classification_report
 from kgcheck.graphs.strategies.dka import DKAContext, builder
+
+from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",

@@ -6,10 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langgraph.errors import GraphRecursionError
-
+from kgcheck.graphs.registry import get_strategy
 from kgcheck.graphs.strategies import giv
 from kgcheck.graphs.strategies.giv import (
     GIV_F,
@@ -19,9 +16,12 @@ from kgcheck.graphs.strategies.giv import (
     builder,
     order_examples,
 )
-from kgcheck.graphs.registry import get_strategy
-from kgcheck.data.facts import Fact
 from kgcheck.prompts import PromptError
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.errors import GraphRecursionError
+
+from kgcheck.data.facts import Fact
 
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
             object="Amitabh_Bachchan")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from kgcheck.graphs.votes import decide, tally
 from kgcheck.evals.metrics import (
     MetricInputError,
     balanced_accuracy,
@@ -26,6 +24,7 @@ from kgcheck.evals.metrics import (
     tie_rate,
     token_totals,
 )
+from kgcheck.graphs.votes import decide, tally
 
 # gold: T T T F F ; pred: T F NA T F
 GOLD = [True, True, True, False, False]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from kgcheck.graphs.parsing import (
     BOTH,
     EMPTY,

@@ -6,12 +6,12 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from langchain_core.messages import HumanMessage
-
 from kgcheck.graphs.calls import ask
 from kgcheck.graphs.strategies.dka import DKAContext, graph
-from kgcheck.providers import ModelSettings, resolve_model
+from langchain_core.messages import HumanMessage
+
 from kgcheck.data.facts import Fact
+from kgcheck.providers import ModelSettings, resolve_model
 from tests.stubs import Behaviour, OllamaStub
 
 STUDY_OPTIONS = {"temperature": 0.75, "top_p": 0.9, "top_k": 40, "num_predict": 512,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from langchain_core.messages import AIMessageChunk, HumanMessage
-
 from kgcheck.graphs.calls import ask
 from kgcheck.graphs.strategies.dka import DKAContext, graph
-from kgcheck.providers import ModelSettings, UnknownModelError, resolve_model
+from langchain_core.messages import AIMessageChunk, HumanMessage
+
 from kgcheck.data.facts import Fact
+from kgcheck.providers import ModelSettings, UnknownModelError, resolve_model
 from tests.stubs import Behaviour, OpenAIStub
 
 KEY = "sk-kgcheck-test-0123456789abcdef"

@@ -1,10 +1,10 @@
 from pathlib import Path
 
 import pytest
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.graphs.strategies.rag import RAGContext, graph, parse_questions, rule_sentence
 
 from kgcheck.data.datasets import load_facts
-from kgcheck.graphs.strategies.rag import RAGContext, graph, parse_questions, rule_sentence
-from kgcheck.graphs.registry import get_strategy
 from kgcheck.data.facts import Fact
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"

@@ -1,6 +1,6 @@
 import pytest
-
 from kgcheck.graphs.parsing import read_yes_no_json
+
 from kgcheck.data.upstream import iter_records, open_data, recorded_files
 
 

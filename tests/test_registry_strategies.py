@@ -6,10 +6,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import pytest
-from langgraph.graph import END, START, StateGraph
-from typer.testing import CliRunner
-from typing_extensions import TypedDict
-
 from kgcheck.graphs.context import Context
 from kgcheck.graphs.registry import (
     STRATEGIES,
@@ -20,8 +16,12 @@ from kgcheck.graphs.registry import (
     strategies,
 )
 from kgcheck.graphs.strategies.dka_sc import DKASCContext, SelfConsistencyError
-from kgcheck.data.facts import Fact
+from langgraph.graph import END, START, StateGraph
+from typer.testing import CliRunner
+from typing_extensions import TypedDict
+
 from kgcheck.cli import app
+from kgcheck.data.facts import Fact
 
 FACT = Fact(id="5", dataset="YAGO", subject="Alexander_III_of_Russia", predicate="isMarriedTo",
             object="Maria_Feodorovna__Dagmar_of_Denmark_")
@@ -167,24 +167,23 @@ async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
     from dataclasses import dataclass
     from typing import ClassVar
 
-    from langgraph.graph import END, START, StateGraph
-
     from kgcheck.graphs import verdicts
-    from kgcheck.graphs.context import context_of
+    from kgcheck.graphs.context import bind, context_of
     from kgcheck.graphs.parsing import read_verdict
     from kgcheck.graphs.registry import Strategy, register
     from kgcheck.graphs.routing import then, unless_decided
     from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
     from kgcheck.graphs.strategies import dka
+    from langgraph.graph import END, START, StateGraph
 
     @dataclass(kw_only=True)
     class YesNoContext(dka.DKAContext):
         METHOD: ClassVar[str] = "DKA-YN"  # the label its verdicts carry
         # REPLAYS stays "DKA": replay: models answer it with the study's DKA answers.
 
-    async def decide_yes_no(state, runtime):
+    async def decide_yes_no(state, runtime, *, context=YesNoContext):
         """Read "yes"/"no" answers as T/F; anything else goes to the strict parser."""
-        ctx = context_of(runtime, YesNoContext)
+        ctx = context_of(runtime, context)
         text = state["calls"][-1]["text"]
         label = {"yes": "T", "no": "F"}.get(text.strip().strip(".!").lower())
         return {"verdict": verdicts.answered(read_fact(state), ctx.METHOD, ctx.model,
@@ -193,9 +192,9 @@ async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
     def build(context=YesNoContext):
         builder = StateGraph(dka.DKAState, context_schema=context, input_schema=GraphInput,
                              output_schema=GraphOutput)
-        builder.add_node("build_prompt", dka.build_prompt)
-        builder.add_node("ask_model", dka.ask_model)
-        builder.add_node("decide", decide_yes_no)
+        builder.add_node("build_prompt", bind(dka.build_prompt, context))
+        builder.add_node("ask_model", bind(dka.ask_model, context))
+        builder.add_node("decide", bind(decide_yes_no, context))
         builder.add_edge(START, "build_prompt")
         builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))
         builder.add_conditional_edges("ask_model", unless_decided, then("decide"))

@@ -13,6 +13,14 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, NotRequired
 
+from kgcheck.graphs import verdicts
+from kgcheck.graphs.calls import CallRecord, ask
+from kgcheck.graphs.context import Context, bind, context_of
+from kgcheck.graphs.parsing import read_with
+from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
+from kgcheck.graphs.routing import then, unless_decided
+from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -20,14 +28,6 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import FactInput, VerdictDict
-from kgcheck.graphs import verdicts
-from kgcheck.graphs.calls import CallRecord, ask
-from kgcheck.graphs.context import Context, context_of
-from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import render_prompt
-from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
-from kgcheck.graphs.routing import then, unless_decided
-from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 
 PROMPT_FIELDS = {"subject", "predicate", "object"}
 
@@ -55,9 +55,10 @@ class DKAState(TypedDict):
     verdict: NotRequired[VerdictDict]
 
 
-async def build_prompt(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
+async def build_prompt(state: DKAState, runtime: Runtime[DKAContext], *,
+                       context: type[DKAContext] = DKAContext) -> dict:
     """Fill the prompt template with the fact, or end early on a dirty triple."""
-    ctx = context_of(runtime, DKAContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
@@ -65,9 +66,10 @@ async def build_prompt(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
     return {"messages": [HumanMessage(text)]}
 
 
-async def ask_model(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
+async def ask_model(state: DKAState, runtime: Runtime[DKAContext], *,
+                    context: type[DKAContext] = DKAContext) -> dict:
     """Send the conversation to the model; a failure becomes an NA verdict."""
-    ctx = context_of(runtime, DKAContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     try:
         reply = await ask(ctx, state["messages"], fact)
@@ -76,9 +78,10 @@ async def ask_model(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
     return {"messages": [reply.message], "calls": [reply.record()]}
 
 
-async def decide(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
+async def decide(state: DKAState, runtime: Runtime[DKAContext], *,
+                 context: type[DKAContext] = DKAContext) -> dict:
     """Read the answer with the context's parser: T, F, or NA with the reason."""
-    ctx = context_of(runtime, DKAContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     calls = state["calls"]
     reading = read_with(ctx.parser, calls[-1]["text"])
@@ -87,13 +90,13 @@ async def decide(state: DKAState, runtime: Runtime[DKAContext]) -> dict:
                                          **details)}
 
 
-def build(context: type[Context] = DKAContext) -> AnyStateGraph:
+def build(context: type[DKAContext] = DKAContext) -> AnyStateGraph:
     """Build the DKA graph for ``context`` (DKAContext or a subclass of it)."""
     graph_builder = StateGraph(DKAState, context_schema=context, input_schema=GraphInput,
                                output_schema=GraphOutput)
-    graph_builder.add_node("build_prompt", build_prompt)
-    graph_builder.add_node("ask_model", ask_model)
-    graph_builder.add_node("decide", decide)
+    graph_builder.add_node("build_prompt", bind(build_prompt, context))
+    graph_builder.add_node("ask_model", bind(ask_model, context))
+    graph_builder.add_node("decide", bind(decide, context))
     graph_builder.add_edge(START, "build_prompt")
     graph_builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))
     graph_builder.add_conditional_edges("ask_model", unless_decided, then("decide"))

@@ -21,6 +21,15 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
+from kgcheck.graphs import verdicts
+from kgcheck.graphs.calls import CallRecord, ask
+from kgcheck.graphs.context import bind, context_of, make_context
+from kgcheck.graphs.parsing import read_with
+from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
+from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
+from kgcheck.graphs.strategies.dka import PROMPT_FIELDS, DKAContext
+from kgcheck.graphs.votes import TIE, tally
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
@@ -28,15 +37,6 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import FactInput, Label, VerdictDict
-from kgcheck.graphs import verdicts
-from kgcheck.graphs.calls import CallRecord, ask
-from kgcheck.graphs.context import Context, context_of, make_context
-from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import render_prompt
-from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
-from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
-from kgcheck.graphs.strategies.dka import PROMPT_FIELDS, DKAContext
-from kgcheck.graphs.votes import TIE, tally
 
 MAX_SAMPLES = 25
 
@@ -105,9 +105,10 @@ class SampleState(TypedDict):
     settings: dict[str, Any]
 
 
-async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext]) -> dict:
+async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext], *,
+                       context: type[DKASCContext] = DKASCContext) -> dict:
     """Fill DKA's prompt template with the fact, or end early on a dirty triple."""
-    ctx = context_of(runtime, DKASCContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
@@ -115,12 +116,13 @@ async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext]) -> dic
     return {"messages": [HumanMessage(text)]}
 
 
-def fan_out(state: DKASCState, runtime: Runtime[DKASCContext]) -> list[Send] | Literal["__end__"]:
+def fan_out(state: DKASCState, runtime: Runtime[DKASCContext], *,
+            context: type[DKASCContext] = DKASCContext) -> list[Send] | Literal["__end__"]:
     """Send the prompt to k sampling branches, or end when the fact already has a verdict."""
     # The literal, not END (typed plain str), so the return matches the Literal annotation.
     if "verdict" in state:
         return "__end__"
-    ctx = context_of(runtime, DKASCContext)
+    ctx = context_of(runtime, context)
     settings = dataclasses.asdict(ctx)
     return [
         Send("sample", SampleState(fact=state["fact"], messages=state["messages"], index=i,
@@ -129,9 +131,9 @@ def fan_out(state: DKASCState, runtime: Runtime[DKASCContext]) -> list[Send] | L
     ]
 
 
-async def sample(state: SampleState) -> dict:
+async def sample(state: SampleState, *, context: type[DKASCContext] = DKASCContext) -> dict:
     """Ask the model once; a failed call is a sample without a label, not a failed run."""
-    ctx = make_context(DKASCContext, state["settings"])
+    ctx = make_context(context, state["settings"])
     fact = read_fact(state)
     try:
         reply = await ask(ctx, state["messages"], fact, kgcheck_sample=state["index"])
@@ -144,9 +146,10 @@ async def sample(state: SampleState) -> dict:
     return {"samples": [answered]}
 
 
-async def vote(state: DKASCState, runtime: Runtime[DKASCContext]) -> dict:
+async def vote(state: DKASCState, runtime: Runtime[DKASCContext], *,
+               context: type[DKASCContext] = DKASCContext) -> dict:
     """Take the majority of the samples, in sample order so the verdict is reproducible."""
-    ctx = context_of(runtime, DKASCContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     samples = sorted(state.get("samples", []), key=lambda s: s["index"])
     labels = [s["label"] for s in samples]
@@ -162,21 +165,21 @@ async def vote(state: DKASCState, runtime: Runtime[DKASCContext]) -> dict:
     if not calls:
         first = next((s for s in samples if s["error"]), None)
         return {"verdict": verdicts.failed(
-            fact.id, ctx.METHOD, ctx.model, first["error"] if first else "no samples",
+            fact.id, ctx.METHOD, ctx.model, (first["error"] if first else None) or "no samples",
             error_type=first["error_type"] if first else "NoSamples", **details)}
     label: Label = "NA" if result["decision"] == TIE else result["decision"]
     return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, label, calls, **details)}
 
 
-def build(context: type[Context] = DKASCContext) -> AnyStateGraph:
+def build(context: type[DKASCContext] = DKASCContext) -> AnyStateGraph:
     """Build the DKA-SC graph for ``context`` (DKASCContext or a subclass of it)."""
     graph_builder = StateGraph(DKASCState, context_schema=context, input_schema=GraphInput,
                                output_schema=GraphOutput)
-    graph_builder.add_node("build_prompt", build_prompt)
-    graph_builder.add_node("sample", sample)
-    graph_builder.add_node("vote", vote)
+    graph_builder.add_node("build_prompt", bind(build_prompt, context))
+    graph_builder.add_node("sample", bind(sample, context))
+    graph_builder.add_node("vote", bind(vote, context))
     graph_builder.add_edge(START, "build_prompt")
-    graph_builder.add_conditional_edges("build_prompt", fan_out, ["sample", END])
+    graph_builder.add_conditional_edges("build_prompt", bind(fan_out, context), ["sample", END])
     graph_builder.add_edge("sample", "vote")
     graph_builder.add_edge("vote", END)
     return graph_builder

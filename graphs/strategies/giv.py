@@ -19,6 +19,15 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, NotRequired, cast
 
+from kgcheck.graphs import verdicts
+from kgcheck.graphs.calls import CallRecord, ask
+from kgcheck.graphs.context import Context, bind, context_of
+from kgcheck.graphs.parsing import read_with
+from kgcheck.graphs.prompting import fill_prompt, render_prompt
+from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
+from kgcheck.graphs.routing import then, unless_decided
+from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
+from kgcheck.prompts import PROMPTS_DIR, PromptError, load_prompt, render
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -26,15 +35,6 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact, FactInput, VerdictDict, readable_term
-from kgcheck.graphs import verdicts
-from kgcheck.graphs.calls import CallRecord, ask
-from kgcheck.graphs.context import Context, context_of
-from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import fill_prompt, render_prompt
-from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
-from kgcheck.graphs.routing import then, unless_decided
-from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
-from kgcheck.prompts import PROMPTS_DIR, PromptError, load_prompt, render
 
 FACT_FIELDS = {"subject", "predicate", "object"}
 EXAMPLE_FIELDS = FACT_FIELDS | {"answer"}
@@ -245,9 +245,10 @@ def attempts_phrase(remaining: int) -> str:
     return f"{remaining} attempt remains" if remaining == 1 else f"{remaining} attempts remain"
 
 
-async def build_prompt(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
+async def build_prompt(state: GIVState, runtime: Runtime[GIVContext], *,
+                       context: type[GIVContext] = GIVContext) -> dict:
     """Write the first turn: guidelines, retry rule, examples (GIV-F) and the fact."""
-    ctx = context_of(runtime, GIVContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
@@ -259,9 +260,10 @@ async def build_prompt(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     return update
 
 
-async def ask_model(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
+async def ask_model(state: GIVState, runtime: Runtime[GIVContext], *,
+                    context: type[GIVContext] = GIVContext) -> dict:
     """Send the conversation so far; count the attempt; a failure becomes an NA verdict."""
-    ctx = context_of(runtime, GIVContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     attempt = state.get("attempts", 0) + 1
     try:
@@ -273,9 +275,10 @@ async def ask_model(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
     return {"messages": [reply.message], "calls": [reply.record()], "attempts": attempt}
 
 
-async def check(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
+async def check(state: GIVState, runtime: Runtime[GIVContext], *,
+                context: type[GIVContext] = GIVContext) -> dict:
     """Tell whether the last answer follows the guidelines (a clear T or F)."""
-    ctx = context_of(runtime, GIVContext)
+    ctx = context_of(runtime, context)
     reading = read_with(ctx.parser, state["calls"][-1]["text"])
     update: dict[str, Any] = {"compliant": reading.problem is None}
     if reading.problem:
@@ -284,17 +287,19 @@ async def check(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
 
 
 def after_check(state: GIVState,
-                runtime: Runtime[GIVContext]) -> Literal["decide", "reprompt", "give_up"]:
+                runtime: Runtime[GIVContext], *,
+                context: type[GIVContext] = GIVContext) -> Literal["decide", "reprompt", "give_up"]:
     """Decide on a compliant answer; re-prompt while attempts remain; else give up."""
     if state["compliant"]:
         return "decide"
-    ctx = context_of(runtime, GIVContext)
+    ctx = context_of(runtime, context)
     return "reprompt" if state["attempts"] < ctx.max_attempts else "give_up"
 
 
-async def reprompt(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
+async def reprompt(state: GIVState, runtime: Runtime[GIVContext], *,
+                   context: type[GIVContext] = GIVContext) -> dict:
     """Tell the model its answer broke the guidelines and how many attempts remain."""
-    ctx = context_of(runtime, GIVContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     remaining = ctx.max_attempts - state["attempts"]
     text = await render_prompt(ctx.retry_prompt, RETRY_FIELDS, fact,
@@ -313,9 +318,10 @@ def _details(state: GIVState, ctx: GIVContext, compliant: bool) -> dict[str, Any
     return details
 
 
-async def decide(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
+async def decide(state: GIVState, runtime: Runtime[GIVContext], *,
+                 context: type[GIVContext] = GIVContext) -> dict:
     """Record the compliant answer's verdict with every attempt's raw answer."""
-    ctx = context_of(runtime, GIVContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     calls = state["calls"]
     label = read_with(ctx.parser, calls[-1]["text"]).label
@@ -323,28 +329,29 @@ async def decide(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
                                          **_details(state, ctx, compliant=True))}
 
 
-async def give_up(state: GIVState, runtime: Runtime[GIVContext]) -> dict:
+async def give_up(state: GIVState, runtime: Runtime[GIVContext], *,
+                  context: type[GIVContext] = GIVContext) -> dict:
     """Record NA: no attempt gave a compliant answer."""
-    ctx = context_of(runtime, GIVContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, "NA", state["calls"],
                                          **_details(state, ctx, compliant=False))}
 
 
-def build(context: type[Context] = GIVContext) -> AnyStateGraph:
+def build(context: type[GIVContext] = GIVContext) -> AnyStateGraph:
     """Build the GIV graph for ``context`` (GIVContext, GIVFContext or a subclass)."""
     graph_builder = StateGraph(GIVState, context_schema=context, input_schema=GraphInput,
                                output_schema=GraphOutput)
-    graph_builder.add_node("build_prompt", build_prompt)
-    graph_builder.add_node("ask_model", ask_model)
-    graph_builder.add_node("check", check)
-    graph_builder.add_node("reprompt", reprompt)
-    graph_builder.add_node("decide", decide)
-    graph_builder.add_node("give_up", give_up)
+    graph_builder.add_node("build_prompt", bind(build_prompt, context))
+    graph_builder.add_node("ask_model", bind(ask_model, context))
+    graph_builder.add_node("check", bind(check, context))
+    graph_builder.add_node("reprompt", bind(reprompt, context))
+    graph_builder.add_node("decide", bind(decide, context))
+    graph_builder.add_node("give_up", bind(give_up, context))
     graph_builder.add_edge(START, "build_prompt")
     graph_builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))
     graph_builder.add_conditional_edges("ask_model", unless_decided, then("check"))
-    graph_builder.add_conditional_edges("check", after_check)
+    graph_builder.add_conditional_edges("check", bind(after_check, context))
     graph_builder.add_edge("reprompt", "ask_model")
     graph_builder.add_edge("decide", END)
     graph_builder.add_edge("give_up", END)

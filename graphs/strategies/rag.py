@@ -22,16 +22,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
 import numpy as np
-from langchain_core.messages import AnyMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.runtime import Runtime
-from typing_extensions import TypedDict
-
-from kgcheck.data.facts import Fact, FactInput, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ModelReply, ask
-from kgcheck.graphs.context import LLM_HINT, Context, context_of
+from kgcheck.graphs.context import LLM_HINT, Context, bind, context_of
 from kgcheck.graphs.parsing import read_with
 from kgcheck.graphs.prompting import render_prompt
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
@@ -45,6 +38,13 @@ from kgcheck.retrievers.search import SearchHit, merge_hits
 from kgcheck.retrievers.selection import get_selector
 from kgcheck.retrievers.settings import RetrievalSettings
 from kgcheck.retrievers.store import open_source
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import Fact, FactInput, VerdictDict
 
 TRIPLE_FIELDS = {"subject", "predicate", "object"}
 VERIFY_FIELDS = {"context", "subject", "predicate", "object"}
@@ -172,9 +172,10 @@ def _fallback_note(step: str, exc: Exception) -> dict[str, Any]:
     return {"step": step, "fallback": True, "error": verdicts.error_text(exc)}
 
 
-async def to_sentence(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def to_sentence(state: RAGState, runtime: Runtime[RAGContext], *,
+                      context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Turn the triple into one sentence with the model; rule-based when it has none."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
@@ -193,9 +194,10 @@ async def to_sentence(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str
             "step_calls": [_step_call("sentence", reply)]}
 
 
-async def generate_questions(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def generate_questions(state: RAGState, runtime: Runtime[RAGContext], *,
+                             context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Ask the model for questions about the sentence; templates when it has none."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     sentence = state["sentence"]
     text = await render_prompt(ctx.questions_prompt, {"sentence"}, fact, sentence=sentence,
@@ -224,9 +226,10 @@ def _rank(ctx: RAGContext, fact: Fact, sentence: str, questions: list[str]) -> l
             for i in order]
 
 
-async def rank_questions(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def rank_questions(state: RAGState, runtime: Runtime[RAGContext], *,
+                         context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Score each question by similarity to the sentence; keep the best above the threshold."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     ranked = await asyncio.to_thread(_rank, ctx, fact, state["sentence"],
                                      state.get("questions", []))
@@ -239,9 +242,10 @@ def _search(ctx: RAGContext, fact: Fact, queries: list[str]) -> tuple[list[dict]
     return [h.as_dict() for h in merge_hits(results)], retriever.source.location
 
 
-async def search(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def search(state: RAGState, runtime: Runtime[RAGContext], *,
+                 context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Search the fact's stored results for the sentence and each kept question."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     queries = [state["sentence"]] + [q["text"] for q in state.get("ranked_questions", [])
                                      if q["kept"]]
@@ -253,9 +257,10 @@ async def search(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any
     return out
 
 
-async def drop_own_source(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def drop_own_source(state: RAGState, runtime: Runtime[RAGContext], *,
+                          context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Drop documents that come from the KG's own source (e.g. Wikipedia for DBpedia)."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     domains = own_source_domains(fact.dataset, ctx.exclude_domains)
     hits = state.get("hits", [])
@@ -277,9 +282,10 @@ def _select(ctx: RAGContext, fact: Fact, sentence: str, hits: list[dict]) -> lis
     return [h.as_dict() for h in chosen]
 
 
-async def select_documents(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def select_documents(state: RAGState, runtime: Runtime[RAGContext], *,
+                           context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Keep the k_d documents most relevant to the sentence."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     chosen = await asyncio.to_thread(_select, ctx, fact, state["sentence"], state.get("hits", []))
     return {"documents": chosen}
@@ -302,9 +308,10 @@ def _chunks(ctx: RAGContext, fact: Fact, sentence: str, doc_ids: list[str]) -> l
     return unique
 
 
-async def retrieve_chunks(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def retrieve_chunks(state: RAGState, runtime: Runtime[RAGContext], *,
+                          context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Retrieve the chunks most similar to the sentence, replaced by their windows."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     doc_ids = [d["doc_id"] for d in state.get("documents", [])]
     chunks = await asyncio.to_thread(_chunks, ctx, fact, state["sentence"], doc_ids)
@@ -345,9 +352,10 @@ def _details(state: RAGState, ctx: RAGContext) -> dict[str, Any]:
     }
 
 
-async def verify(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def verify(state: RAGState, runtime: Runtime[RAGContext], *,
+                 context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Ask the model whether the evidence supports the fact (JSON yes/no)."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     text = await render_prompt(ctx.prompt, VERIFY_FIELDS, fact, sentence=state["sentence"],
                                context=context_text(state["chunks"]))
@@ -360,9 +368,10 @@ async def verify(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any
     return {"messages": [*messages, reply.message], "calls": [reply.record()]}
 
 
-async def decide(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def decide(state: RAGState, runtime: Runtime[RAGContext], *,
+                 context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """Read the answer: yes -> T, no -> F, unreadable -> NA with the reason."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     calls = state["calls"]
     reading = read_with(ctx.parser, calls[-1]["text"])
@@ -373,9 +382,10 @@ async def decide(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any
                                          **details)}
 
 
-async def no_evidence(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str, Any]:
+async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
+                      context: type[RAGContext] = RAGContext) -> dict[str, Any]:
     """No evidence: NA with the reason, or (no_evidence=dka) the model's direct answer."""
-    ctx = context_of(runtime, RAGContext)
+    ctx = context_of(runtime, context)
     fact = read_fact(state)
     reason = "no evidence: " + state.get("reason", "nothing was retrieved")
     if ctx.no_evidence.strip().lower() != "dka":
@@ -393,20 +403,20 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext]) -> dict[str
                                          **details)}
 
 
-def build(context: type[Context] = RAGContext) -> AnyStateGraph:
+def build(context: type[RAGContext] = RAGContext) -> AnyStateGraph:
     """Build the RAG graph for ``context`` (RAGContext or a subclass of it)."""
     graph_builder = StateGraph(RAGState, context_schema=context, input_schema=GraphInput,
                                output_schema=GraphOutput)
-    graph_builder.add_node("to_sentence", to_sentence)
-    graph_builder.add_node("generate_questions", generate_questions)
-    graph_builder.add_node("rank_questions", rank_questions)
-    graph_builder.add_node("search", search)
-    graph_builder.add_node("drop_own_source", drop_own_source)
-    graph_builder.add_node("select_documents", select_documents)
-    graph_builder.add_node("retrieve_chunks", retrieve_chunks)
-    graph_builder.add_node("verify", verify)
-    graph_builder.add_node("decide", decide)
-    graph_builder.add_node("no_evidence", no_evidence)
+    graph_builder.add_node("to_sentence", bind(to_sentence, context))
+    graph_builder.add_node("generate_questions", bind(generate_questions, context))
+    graph_builder.add_node("rank_questions", bind(rank_questions, context))
+    graph_builder.add_node("search", bind(search, context))
+    graph_builder.add_node("drop_own_source", bind(drop_own_source, context))
+    graph_builder.add_node("select_documents", bind(select_documents, context))
+    graph_builder.add_node("retrieve_chunks", bind(retrieve_chunks, context))
+    graph_builder.add_node("verify", bind(verify, context))
+    graph_builder.add_node("decide", bind(decide, context))
+    graph_builder.add_node("no_evidence", bind(no_evidence, context))
     graph_builder.add_edge(START, "to_sentence")
     graph_builder.add_conditional_edges("to_sentence", unless_decided, then("generate_questions"))
     graph_builder.add_edge("generate_questions", "rank_questions")

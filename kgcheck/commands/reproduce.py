@@ -32,9 +32,9 @@ def reproduce(
     plots: Annotated[bool, typer.Option(help="Draw the figures (PNG and SVG).")] = True,
 ) -> None:
     """Recompute the study's tables and figures from its recorded answers."""
+    from kgcheck.data.upstream import open_data
     from kgcheck.evals.recorded import load_recorded, token_section, token_usage
     from kgcheck.evals.report import write_outputs
-    from kgcheck.data.upstream import open_data
 
     names = split_names(datasets)
     src = open_data(data)

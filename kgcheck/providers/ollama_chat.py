@@ -1,5 +1,8 @@
-"""The ``ollama`` provider: ChatOllama with retries, for ``ollama:<model>`` (tags keep their
-colon: ``ollama:gemma2:9b``); the server comes from ``base_url``, else ``OLLAMA_HOST``."""
+"""The ``ollama`` provider: ChatOllama with retries, for ``ollama:<model>``.
+
+Ollama tags keep their colon (``ollama:gemma2:9b``); the server comes from ``base_url``,
+else ``OLLAMA_HOST``, else 127.0.0.1:11434.
+"""
 
 from __future__ import annotations
 

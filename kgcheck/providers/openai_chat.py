@@ -1,6 +1,9 @@
-"""The ``openai`` and ``openai-compatible`` providers: ChatOpenAI whose spent errors say where
-it tried. ``openai:<model>`` needs ``OPENAI_API_KEY``; ``openai-compatible:<name>`` (vLLM,
-llama.cpp's server, LM Studio) needs a URL from ``base_url`` or ``OPENAI_BASE_URL``."""
+"""The ``openai`` and ``openai-compatible`` providers: ChatOpenAI with clear errors.
+
+``openai:<model>`` needs ``OPENAI_API_KEY``; ``openai-compatible:<name>`` (vLLM, llama.cpp's
+server, LM Studio) needs a URL from ``base_url`` or ``OPENAI_BASE_URL``. The openai client
+retries; a spent error is rewritten to say where it tried.
+"""
 
 from __future__ import annotations
 

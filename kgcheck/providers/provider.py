@@ -20,6 +20,7 @@ class Provider:
         env: Environment variables ``build`` reads; a change of any of them builds anew.
         reuse: Keep one built model per event loop and settings (models that hold an HTTP
             client should); off for models that must be fresh on every resolution.
+
     """
 
     build: Callable[[str, ModelSettings], BaseChatModel]

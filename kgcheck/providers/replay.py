@@ -1,7 +1,7 @@
 """The ``replay`` provider: a chat model that answers with the study's recorded answers.
 
-Which fact is being asked travels in the call's metadata (see ``kgcheck.providers.metadata``), not in the
-prompt text, so prompts can be swapped freely. A replayed answer is the recorded raw text
+Which fact is being asked travels in the call's metadata (``kgcheck.providers.metadata``),
+not in the prompt text, so prompts can be swapped freely. A replayed answer is the recorded raw text
 where the study kept one (``full_answer`` for RAG, the judges' raw answers), else the
 recorded ``T``/``F``; the recorded response time is reported and can be slept.
 """

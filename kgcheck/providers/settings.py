@@ -51,7 +51,7 @@ class ModelSettings:
 
     @classmethod
     def names(cls) -> frozenset[str]:
-        """The names of the model settings."""
+        """Return the names of the model settings."""
         return frozenset(f.name for f in fields(ModelSettings))
 
     @classmethod
@@ -62,5 +62,5 @@ class ModelSettings:
         return ModelSettings(**{name: getattr(settings, name) for name in cls.names()})
 
     def key(self) -> tuple[Any, ...]:
-        """A hashable value that is equal for equal settings (for caching built models)."""
+        """Return a hashable value, equal for equal settings (to cache built models)."""
         return astuple(self)

@@ -91,6 +91,7 @@ def explain_failure(exc: BaseException, *, spec: str, url: str, attempts: int,
 
 @cache
 def ssl_context() -> ssl.SSLContext:
+    """Return the one TLS context every HTTP client shares."""
     # Loading the CA bundle costs ~50 ms per httpx client; one context serves them all.
     return httpx.create_ssl_context()
 
