@@ -39,6 +39,8 @@ def studio(
     host: Annotated[str, typer.Option(help="Address to serve on (loopback by default).")]
     = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 2024,
+    reload: Annotated[bool, typer.Option(help="Restart the server when a file changes.")]
+    = True,
     write_config_to: Annotated[Path | None, typer.Option(
         "--write-config", help="Only write the langgraph.json for every registered graph "
         "to this file, then exit.")] = None,
@@ -56,7 +58,7 @@ def studio(
                          "(langgraph-cli[inmem])")
     config = write_config(Path(os.environ.get("KGCHECK_HOME") or ".kgcheck") / "langgraph.json")
     command = [langgraph, "dev", "--config", str(config), "--host", host, "--port", str(port),
-               "--no-browser"]
+               "--no-browser", *([] if reload else ["--no-reload"])]
     console.print(f"serving {config} on http://{host}:{port}")
     try:
         done = subprocess.run(command, env={**os.environ, **QUIET_ENV}, check=False)
