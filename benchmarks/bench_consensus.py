@@ -28,17 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgcheck.evals.consensus_run import run_consensus
-from kgcheck.evals.metrics import consensus_alignment
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo
-from kgcheck.graphs.consensus import ConsensusContext, build, resolve_judge
-from kgcheck.graphs.parsing import parse_verdict
-from kgcheck.graphs.registry import get_strategy
-
-from kgcheck.data.datasets import load_facts
+import kgcheck
 from kgcheck.data.facts import Fact
+from kgcheck.data.recordings import lookup
 from kgcheck.data.upstream import resolve_data_dir
-from kgcheck.providers.replay import lookup
+from kgcheck.evals.metrics import consensus_alignment
+from kgcheck.graphs.consensus import ConsensusContext, build
+from kgcheck.graphs.judges import resolve_judge
+from kgcheck.graphs.parsing import parse_verdict
 
 MEMBERS = ["replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b", "replay:mistral:7b"]
 GOAL_RATIO = 1.15
@@ -68,7 +65,8 @@ async def latency(graph: Any, ctx: ConsensusContext, facts: list[Fact]) -> dict[
     for fact in facts:
         started = time.perf_counter()
         out = await graph.ainvoke({"fact": fact.as_input()}, context=ctx,
-                                  config={"recursion_limit": RECURSION_LIMIT})
+                                  config={"recursion_limit": 50},
+                                  output_keys=["verdict", "judge_verdict"])
         wall = time.perf_counter() - started
         details = out["verdict"]["details"]
         member_seconds = [v["seconds"] for v in details["votes"]]
@@ -105,16 +103,13 @@ async def latency(graph: Any, ctx: ConsensusContext, facts: list[Fact]) -> dict[
 
 async def throughput(facts: list[Fact], method: str, judge: str, latency_scale: float,
                      concurrency: int, data: str | None) -> dict[str, Any]:
-    """Run the consensus runner over ``facts``; report facts per second."""
-    strategy = get_strategy(method)
-    info = RunInfo(dataset=facts[0].dataset, method=strategy.method, models=MEMBERS,
-                   judge=judge, source="bench")
-    values = {"data_dir": data or "", "replay_latency": latency_scale}
+    """Run a consensus batch through the Python API over ``facts``; report facts per second."""
+    settings = {"replay_latency": latency_scale}
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        result = await run_consensus(facts, strategy=strategy, members=MEMBERS, judge=judge,
-                                     values=values, info=info, out_dir=Path(tmp),
-                                     concurrency=concurrency, show_progress=False)
+        result = await kgcheck.arun(facts=facts, strategy=method, consensus=MEMBERS,
+                                    judge=judge, data=data, settings=settings, out=Path(tmp),
+                                    concurrency=concurrency)
         seconds = time.perf_counter() - started
     out = {"concurrency": concurrency, "replay_latency": latency_scale, "facts": len(facts),
            "seconds": round(seconds, 3), "facts_per_second": round(len(facts) / seconds, 2),
@@ -139,9 +134,9 @@ async def main() -> None:
     args = parser.parse_args()
 
     data_dir = str(resolve_data_dir(args.data))
-    strategy = get_strategy(args.method)
-    every = [f for f in load_facts(args.dataset, args.data) if not f.defect]
-    alignment = measured_alignment(every, strategy.method, data_dir)
+    strategy = kgcheck.strategy(args.method)
+    every = [f for f in kgcheck.load_dataset(args.dataset, args.data) if not f.defect]
+    alignment = measured_alignment(every, strategy.replays or "", data_dir)
     judge = resolve_judge("cons-up", MEMBERS, alignment=alignment)
     rng = random.Random(args.seed)
     sample = rng.sample(every, args.facts + args.throughput_facts)
@@ -160,7 +155,7 @@ async def main() -> None:
     print(json.dumps({
         "benchmark": "consensus",
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
-        "dataset": every[0].dataset, "method": strategy.method, "members": MEMBERS,
+        "dataset": every[0].dataset, "method": strategy.label, "members": MEMBERS,
         "judge": judge, "replay_latency": 1.0,
         "latency": lat,
         "throughput": runs,

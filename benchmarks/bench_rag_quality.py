@@ -47,10 +47,9 @@ def main() -> dict:
     args = parser.parse_args()
     corpus_path = check_corpus(args.corpus)
 
+    from kgcheck.data.datasets import load_facts
     from kgcheck.retrievers.embeddings import CachedEmbedder, get_embedder
     from kgcheck.retrievers.evidence import Retriever
-
-    from kgcheck.data.datasets import load_facts
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-quality-"))
     store, _ = import_or_fail(corpus_path, work / "corpus.sqlite")

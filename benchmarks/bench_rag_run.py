@@ -37,33 +37,22 @@ async def main() -> dict:
     args = parser.parse_args()
     corpus_path = check_corpus(args.corpus)
 
-    from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-    from kgcheck.graphs.rag_parsing import parse_rag_answer
-    from kgcheck.graphs.registry import get_strategy
-    from kgcheck.retrievers.evidence import get_retriever
-
-    from kgcheck.data.datasets import load_facts
+    import kgcheck
     from kgcheck.data.upstream import iter_records, open_data, recorded_path
+    from kgcheck.graphs.parsing import read_yes_no_json
+    from kgcheck.retrievers.evidence import get_retriever
 
     work = Path(tempfile.mkdtemp(prefix="bench-rag-run-"))
     started = time.perf_counter()
     _, documents = import_or_fail(corpus_path, work / "corpus.sqlite")
     import_seconds = time.perf_counter() - started
 
-    facts = load_facts("yago")[: args.limit]
-    strategy = get_strategy("rag")
-    ctx = strategy.make_context(model=args.model, corpus=str(work / "corpus.sqlite"),
-                                chroma_path=str(work / "chroma"), retrieval=args.retrieval)
-    graph = strategy.compile()
-
-    async def invoke(fact):
-        return await graph.ainvoke({"fact": fact.as_input()}, context=ctx,
-                                   config={"recursion_limit": RECURSION_LIMIT})
-
-    info = RunInfo(dataset="YAGO", method="RAG", models=[args.model])
+    settings = {"corpus": str(work / "corpus.sqlite"), "chroma_path": str(work / "chroma"),
+                "retrieval": args.retrieval}
     run_started = time.perf_counter()
-    result = await run_facts(facts, invoke, info, work / "run", concurrency=args.concurrency,
-                             show_progress=False)
+    result = await kgcheck.arun(dataset="yago", strategy="rag", model=args.model,
+                                limit=args.limit, settings=settings, out=work / "run",
+                                concurrency=args.concurrency)
     run_seconds = time.perf_counter() - run_started
 
     recorded = {str(r["id"]): r for r in iter_records(
@@ -72,7 +61,7 @@ async def main() -> dict:
     reasons: collections.Counter[str] = collections.Counter()
     for record in result.records:
         want = recorded[record["fact_id"]]
-        expected = parse_rag_answer(want["full_answer"])
+        expected = read_yes_no_json(want["full_answer"]).label
         if record["label"] == expected:
             agree += 1
         else:

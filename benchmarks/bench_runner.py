@@ -29,24 +29,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-from kgcheck.graphs.calls import call_config
-from kgcheck.graphs.common import prompt_values
-from kgcheck.graphs.strategies.dka import METHOD, PROMPT_FIELDS, DKAContext, builder
-from kgcheck.prompts import load_prompt, render
 from langchain_core.messages import HumanMessage
 
-from kgcheck.data.datasets import load_facts
+import kgcheck
 from kgcheck.data.facts import Fact
+from kgcheck.data.recordings import has_recordings, lookup
 from kgcheck.data.upstream import resolve_data_dir
-from kgcheck.providers import ModelSettings, resolve_model
-from kgcheck.providers.replay import has_recordings, lookup
+from kgcheck.graphs.calls import call_config
+from kgcheck.graphs.context import Context
+from kgcheck.graphs.prompting import fill_prompt
+from kgcheck.graphs.strategies.dka import PROMPT_FIELDS
+
+STRATEGY = "dka"
+METHOD = kgcheck.strategy(STRATEGY).replays or ""
 
 
 def sample_facts(dataset: str, data: str | None, model: str, n: int, seed: int) -> list[Fact]:
     """Pick ``n`` facts with a recorded answer of ``model``, reproducibly."""
     data_dir = str(resolve_data_dir(data))
-    facts = [f for f in load_facts(dataset, data) if not f.defect]
+    facts = [f for f in kgcheck.load_dataset(dataset, data) if not f.defect]
     rng = random.Random(seed)
     rng.shuffle(facts)
     chosen = []
@@ -73,38 +74,33 @@ class Clock:
         self.cpu = time.process_time() - self.cpu
 
 
-async def time_direct(model: Any, facts: list[Fact], messages: dict[str, list]) -> Clock:
+async def time_direct(ctx: Context, facts: list[Fact], messages: dict[str, list]) -> Clock:
     """Time calling the model once per fact, in sequence, with the graph's metadata."""
+    model = ctx.chat_model()
     with Clock() as clock:
         for fact in facts:
-            await model.ainvoke(messages[fact.id], config=call_config(fact, METHOD))
+            await model.ainvoke(messages[fact.id], config=call_config(fact, ctx))
     return clock
 
 
-async def time_graph(compiled: Any, ctx: DKAContext, facts: list[Fact]) -> Clock:
+async def time_graph(compiled: Any, ctx: Context, facts: list[Fact]) -> Clock:
     """Time running the DKA graph once per fact, in sequence."""
     with Clock() as clock:
         for fact in facts:
             out = await compiled.ainvoke({"fact": fact.as_input()}, context=ctx,
-                                         config={"recursion_limit": RECURSION_LIMIT})
+                                         config={"recursion_limit": 50})
             if out["verdict"].get("error"):
                 raise RuntimeError(out["verdict"]["error"])
     return clock
 
 
-async def time_runner(compiled: Any, ctx: DKAContext, facts: list[Fact], concurrency: int,
+async def time_runner(ctx: Context, facts: list[Fact], concurrency: int,
                       label: str) -> tuple[Clock, dict[str, Any]]:
-    """Time ``run_facts`` over ``facts`` (fresh folder, no progress bar)."""
-
-    async def invoke(fact: Fact) -> dict[str, Any]:
-        return await compiled.ainvoke({"fact": fact.as_input()}, context=ctx,
-                                      config={"recursion_limit": RECURSION_LIMIT})
-
-    with tempfile.TemporaryDirectory(prefix=f"bench-{label}-") as tmp:
-        info = RunInfo(dataset=facts[0].dataset, method=METHOD, models=[ctx.model])
-        with Clock() as clock:
-            result = await run_facts(facts, invoke, info, Path(tmp), concurrency=concurrency,
-                                     show_progress=False)
+    """Time a batch run through the Python API (``kgcheck.arun``: fresh folder, no bar)."""
+    settings = {"data_dir": ctx.data_dir, "replay_latency": ctx.replay_latency}
+    with tempfile.TemporaryDirectory(prefix=f"bench-{label}-") as tmp, Clock() as clock:
+        result = await kgcheck.arun(facts=facts, strategy=STRATEGY, model=ctx.model,
+                                    out=Path(tmp), concurrency=concurrency, settings=settings)
     if result.summary["errors"]:
         raise RuntimeError(f"{result.summary['errors']} facts failed in the {label} run")
     return clock, result.summary
@@ -117,20 +113,18 @@ def best(clocks: list[Clock], n: int) -> tuple[float, float]:
 
 async def overhead(args: argparse.Namespace, facts: list[Fact]) -> dict[str, Any]:
     """Measure graph and runner cost per fact over the bare model call."""
-    spec = f"replay:{args.model}"
-    ctx = DKAContext(model=spec, data_dir=args.data or "")
-    template = load_prompt(ctx.prompt, PROMPT_FIELDS)
-    messages = {f.id: [HumanMessage(render(template, **prompt_values(f)))] for f in facts}
-    model = resolve_model(spec, ModelSettings(data_dir=args.data or ""))
-    compiled = builder.compile(name="dka")
+    strategy = kgcheck.strategy(STRATEGY)
+    ctx = strategy.make_context(model=f"replay:{args.model}", data_dir=args.data or "")
+    messages = {f.id: [HumanMessage(fill_prompt(ctx.prompt, PROMPT_FIELDS, f))] for f in facts}
+    compiled = strategy.compile()
     # Warm the recording caches and the graph's first-run set-up.
-    await time_direct(model, facts, messages)
+    await time_direct(ctx, facts, messages)
     await time_graph(compiled, ctx, facts)
     direct, graph, runner = [], [], []
     for _ in range(args.repeats):
-        direct.append(await time_direct(model, facts, messages))
+        direct.append(await time_direct(ctx, facts, messages))
         graph.append(await time_graph(compiled, ctx, facts))
-        runner.append((await time_runner(compiled, ctx, facts, 1, "overhead"))[0])
+        runner.append((await time_runner(ctx, facts, 1, "overhead"))[0])
     n = len(facts)
     (dw, dc), (gw, gc), (rw, _) = best(direct, n), best(graph, n), best(runner, n)
     result = {
@@ -154,7 +148,7 @@ async def overhead(args: argparse.Namespace, facts: list[Fact]) -> dict[str, Any
     return result
 
 
-async def profile_graph(compiled: Any, ctx: DKAContext, facts: list[Fact]) -> None:
+async def profile_graph(compiled: Any, ctx: Context, facts: list[Fact]) -> None:
     """Print where the graph loop spends its time (pyinstrument), to stderr."""
     try:
         from pyinstrument import Profiler
@@ -169,9 +163,8 @@ async def profile_graph(compiled: Any, ctx: DKAContext, facts: list[Fact]) -> No
 
 async def throughput(args: argparse.Namespace, facts: list[Fact]) -> list[dict[str, Any]]:
     """Run the runner with real recorded latency at each concurrency."""
-    spec = f"replay:{args.model}"
-    ctx = DKAContext(model=spec, data_dir=args.data or "", replay_latency=1.0)
-    compiled = builder.compile(name="dka")
+    ctx = kgcheck.strategy(STRATEGY).make_context(model=f"replay:{args.model}",
+                                                  data_dir=args.data or "", replay_latency=1.0)
     data_dir = str(resolve_data_dir(args.data))
     rows = []
     for concurrency in args.concurrency:
@@ -181,8 +174,7 @@ async def throughput(args: argparse.Namespace, facts: list[Fact]) -> list[dict[s
         latencies = [lookup(data_dir, args.model, f.dataset, METHOD, f.id)["seconds"] or 0.0
                      for f in chosen]
         mean = statistics.fmean(latencies)
-        clock, summary = await time_runner(compiled, ctx, chosen, concurrency,
-                                           f"c{concurrency}")
+        clock, summary = await time_runner(ctx, chosen, concurrency, f"c{concurrency}")
         seconds = clock.wall
         achieved = n / seconds
         ideal = concurrency / mean

@@ -15,6 +15,10 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
+from kgcheck.data.facts import Fact
+from kgcheck.data.recordings import has_recordings
 from kgcheck.evals.metrics import consensus_alignment, tie_rate
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
 from kgcheck.graphs.consensus import ConsensusContext, build, member_specs, member_values
@@ -27,10 +31,6 @@ from kgcheck.graphs.judges import (
     resolve_judge,
 )
 from kgcheck.graphs.registry import Strategy
-from langchain_core.runnables import RunnableConfig
-
-from kgcheck.data.facts import Fact
-from kgcheck.data.recordings import has_recordings
 from kgcheck.providers import split_spec
 
 VOTES_DIR = "votes"

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from kgcheck.graphs.votes import TIE, tally
 
 LABELS = ("T", "F")

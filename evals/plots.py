@@ -21,11 +21,12 @@ matplotlib.use("Agg")  # Files only: never open a window, also on a machine with
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from kgcheck.evals.metrics import random_guess_f1  # noqa: E402
-from kgcheck.evals.tables import MethodResults, method_rank  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from kgcheck.evals.metrics import random_guess_f1  # noqa: E402
+from kgcheck.evals.tables import MethodResults, method_rank  # noqa: E402
 
 FORMATS = ("png", "svg")
 DPI = 150

@@ -20,10 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kgcheck.evals.metrics import iqr_mean
-from kgcheck.evals.tables import Consensus, MethodResults, ModelAnswers, method_rank
-from kgcheck.graphs.parsing import parse_verdict
-
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.upstream import (
     JUDGE_MODES,
@@ -38,6 +34,9 @@ from kgcheck.data.upstream import (
     judge_fact_id,
     recorded_files,
 )
+from kgcheck.evals.metrics import iqr_mean
+from kgcheck.evals.tables import Consensus, MethodResults, ModelAnswers, method_rank
+from kgcheck.graphs.parsing import parse_verdict
 
 # The judges' file says which member was most ("high") or least ("low") consistent.
 JUDGE_NAMES = {"high": "cons-up", "low": "cons-down"}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.metrics import token_totals
 from kgcheck.evals.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
@@ -33,8 +34,6 @@ from kgcheck.evals.tables import (
     public_record,
     render_markdown,
 )
-
-from kgcheck.data.upstream import DataError, DataSource, open_data
 
 TABLES_MD = "tables.md"
 TABLES_JSON = "tables.json"

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgcheck.evals.metrics import classification_report
-from kgcheck.graphs import verdicts
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -32,6 +30,8 @@ from rich.progress import (
 )
 
 from kgcheck.data.facts import Fact
+from kgcheck.evals.metrics import classification_report
+from kgcheck.graphs import verdicts
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kgcheck.graphs.context import Context
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact
+from kgcheck.graphs.context import Context
 from kgcheck.providers import metadata
 
 

@@ -22,6 +22,13 @@ from dataclasses import dataclass, field, fields, make_dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, NotRequired
 
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import FactInput, Label, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.context import LLM_HINT, Context, context_of
 from kgcheck.graphs.judges import (
@@ -36,13 +43,6 @@ from kgcheck.graphs.registry import AnyCompiledGraph, AnyStateGraph, Strategy, g
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphOutput, read_fact
 from kgcheck.graphs.votes import TIE, Tally, tally
-from langgraph.errors import GraphBubbleUp
-from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
-from langgraph.types import Send
-from typing_extensions import TypedDict
-
-from kgcheck.data.facts import FactInput, Label, VerdictDict
 from kgcheck.providers import split_spec
 
 DEFAULT_METHOD = "dka"
@@ -361,7 +361,7 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
             return {"plan": plan, "verdict": verdict}
         return {"plan": plan}
 
-    def fan_out(state: ConsensusState) -> list[Send] | Literal["tally", "__end__"]:
+    async def fan_out(state: ConsensusState) -> list[Send] | Literal["tally", "__end__"]:
         """Send the fact to every member at once, unless votes came with the input."""
         # The literal, not END (typed plain str), so the return matches the Literal annotation.
         if "verdict" in state:
@@ -389,7 +389,7 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
             return {"votes": [_error_vote(state["index"], state["model"], exc)]}
         return {"votes": [_vote(state["index"], state["model"], verdict)]}
 
-    def count(state: ConsensusState) -> dict:
+    async def count(state: ConsensusState) -> dict:
         """Count the votes; decide unless it is a tie that a judge will break."""
         votes = sorted(state.get("votes") or [], key=lambda v: v["index"])
         result = tally([v["label"] for v in votes])

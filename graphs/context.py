@@ -88,6 +88,8 @@ def bind(node: N, context: type[Context]) -> N:
     was given, else this class's defaults, so a graph built for a subclass (``giv-f``, a
     plugin's variant) keeps its own defaults when a caller passes no context.
     """
+    if inspect.signature(node).parameters["context"].default is context:
+        return node  # already its default: no wrapper, no extra call per step
     # A wrapper function rather than functools.partial: OpenLIT rewrites a node's ``func``,
     # which a partial does not allow. ``wraps`` keeps the signature and annotations that
     # LangGraph reads (the runtime parameter, a router's destinations).

@@ -6,9 +6,8 @@ import asyncio
 import re
 from typing import Any
 
-from kgcheck.prompts import is_loaded, kg_note, load_prompt, render
-
 from kgcheck.data.facts import Fact
+from kgcheck.prompts import is_loaded, kg_note, load_prompt, render
 
 
 def prompt_values(fact: Fact) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeAlias
 
-from kgcheck.graphs.context import Context, make_context
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 
 from kgcheck.data.facts import Fact
+from kgcheck.graphs.context import Context, make_context
 from kgcheck.registry import Registry, UnknownNameError
 
 # Each strategy has its own state and Context classes: the registry holds any of them.

@@ -17,8 +17,9 @@ CONTINUE: Final = "continue"
 DECIDED: Final = "decided"
 
 
-def unless_decided(state: Mapping[str, Any]) -> Literal["continue", "decided"]:
+async def unless_decided(state: Mapping[str, Any]) -> Literal["continue", "decided"]:
     """Go on while the fact has no verdict; stop once a node has written one."""
+    # Async on purpose: LangGraph runs a plain function router in a worker thread.
     return DECIDED if "verdict" in state else CONTINUE
 
 

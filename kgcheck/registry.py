@@ -140,7 +140,8 @@ class Registry(Generic[T]):
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.key(name) in self.names()
+        self._ensure_ready()
+        return isinstance(name, str) and self.key(name) in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -148,7 +149,12 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Return the entry named ``name``, importing it if it is a lazy reference."""
         key = self.key(name)
-        if key not in self.names():
+        self._ensure_ready()
+        # Looked up on every model call: loaded entries are served without the lock.
+        entry = self._entries.get(key)
+        if entry is not None and not isinstance(entry, str):
+            return entry
+        if entry is None:
             known = ", ".join(self.names()) or "none"
             raise self._unknown(f"unknown {self.kind} {name.strip()!r}; known: {known}")
         with self._lock:

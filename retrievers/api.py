@@ -21,10 +21,11 @@ from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
 from kgcheck.retrievers.questions import FactStatements, template_questions
 from kgcheck.retrievers.search import MockSearch
 from kgcheck.retrievers.store import DocumentSource
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 FETCHABLE_RANKS = 3
 MAX_PAGE_SIZE = 1000

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from typing import Any
 
 import httpx
+
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.store import parse_corpus_link
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
 from kgcheck.vendored import MINILM_TOKENIZER
 
 DEFAULT_EMBEDDING = "minilm"

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
+
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.embeddings import DEFAULT_EMBEDDING, Embedder, get_embedder
 from kgcheck.retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from kgcheck.retrievers.chunking import Chunk, SplitDocument, split_document
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.embeddings import Embedder

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import numpy as np
+
 from kgcheck.retrievers.chunking import Chunk
 from kgcheck.retrievers.embeddings import slug
 from kgcheck.retrievers.store import kgcheck_home

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.embeddings import Embedder
 from kgcheck.retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus

@@ -6,9 +6,10 @@ import asyncio
 import json
 from typing import Any
 
-from kgcheck.retrievers.evidence import Retriever, get_retriever
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
+
+from kgcheck.retrievers.evidence import Retriever, get_retriever
 
 
 class EvidenceSearchInput(BaseModel):

@@ -8,6 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from kgcheck.data.facts import Fact
 from kgcheck.graphs.consensus import (
     ConsensusContext,
     build,
@@ -26,12 +32,6 @@ from kgcheck.graphs.judges import (
 )
 from kgcheck.graphs.strategies.dka import DKAContext
 from kgcheck.graphs.votes import tally as majority
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-
-from kgcheck.data.facts import Fact
 from kgcheck.providers import UnknownModelError
 from tests.scripted import SCRIPTED, register_scripted
 

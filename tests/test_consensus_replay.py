@@ -7,14 +7,14 @@ import json
 from typing import Any
 
 import pytest
-from kgcheck.evals.metrics import classification_report, consensus_alignment, tie_rate
-from kgcheck.graphs.consensus import ConsensusContext, graph
-from kgcheck.graphs.parsing import parse_verdict
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.upstream import resolve_data_dir
+from kgcheck.evals.metrics import classification_report, consensus_alignment, tie_rate
+from kgcheck.graphs.consensus import ConsensusContext, graph
+from kgcheck.graphs.parsing import parse_verdict
 from kgcheck.providers.replay import lookup
 
 MEMBERS = ["replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b", "replay:mistral:7b"]

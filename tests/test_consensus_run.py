@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kgcheck.evals.consensus_run import VOTES_DIR, run_consensus
-from kgcheck.evals.runner import RunError, RunInfo
-from kgcheck.graphs.consensus import ConsensusError
-from kgcheck.graphs.registry import get_strategy
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from kgcheck.data.facts import Fact
+from kgcheck.evals.consensus_run import VOTES_DIR, run_consensus
+from kgcheck.evals.runner import RunError, RunInfo
+from kgcheck.graphs.consensus import ConsensusError
+from kgcheck.graphs.registry import get_strategy
 from tests.scripted import SCRIPTED, register_scripted
 
 # Votes per fact (subject) of members a, b, c, d. CA_M over the 4 decided facts:

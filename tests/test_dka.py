@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kgcheck.evals.metrics import classification_report
-from kgcheck.graphs.strategies.dka import DKAContext, builder
 
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.evals.metrics import classification_report
+from kgcheck.graphs.strategies.dka import DKAContext, builder
 
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
             object="Amitabh_Bachchan")

@@ -6,6 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.errors import GraphRecursionError
+
+from kgcheck.data.facts import Fact
 from kgcheck.graphs.registry import get_strategy
 from kgcheck.graphs.strategies import giv
 from kgcheck.graphs.strategies.giv import (
@@ -17,11 +22,6 @@ from kgcheck.graphs.strategies.giv import (
     order_examples,
 )
 from kgcheck.prompts import PromptError
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langgraph.errors import GraphRecursionError
-
-from kgcheck.data.facts import Fact
 
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
             object="Amitabh_Bachchan")

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from kgcheck.evals.metrics import classification_report
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-from kgcheck.graphs.registry import get_strategy
 from typer.testing import CliRunner
 
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.evals.metrics import classification_report
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
+from kgcheck.graphs.registry import get_strategy
 
 
 async def _run_strategy(name: str, dataset: str, model: str, out_dir: Path,

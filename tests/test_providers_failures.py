@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from kgcheck.evals.runner import RECURSION_LIMIT, VERDICTS, RunInfo, run_facts
-from kgcheck.graphs.strategies.dka import DKAContext, graph
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from ollama import ResponseError
 
 from kgcheck.data.facts import Fact
+from kgcheck.evals.runner import RECURSION_LIMIT, VERDICTS, RunInfo, run_facts
+from kgcheck.graphs.strategies.dka import DKAContext, graph
 from kgcheck.providers import ModelSettings, UnknownModelError, redact_url, resolve_model
 from kgcheck.providers.transports import backoff_delay
 from tests.stubs import Behaviour, OllamaStub, OpenAIStub, refused_url

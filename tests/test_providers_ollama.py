@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from kgcheck.graphs.calls import ask
-from kgcheck.graphs.strategies.dka import DKAContext, graph
 from langchain_core.messages import HumanMessage
 
 from kgcheck.data.facts import Fact
+from kgcheck.graphs.calls import ask
+from kgcheck.graphs.strategies.dka import DKAContext, graph
 from kgcheck.providers import ModelSettings, resolve_model
 from tests.stubs import Behaviour, OllamaStub
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kgcheck.graphs.calls import ask
-from kgcheck.graphs.strategies.dka import DKAContext, graph
 from langchain_core.messages import AIMessageChunk, HumanMessage
 
 from kgcheck.data.facts import Fact
+from kgcheck.graphs.calls import ask
+from kgcheck.graphs.strategies.dka import DKAContext, graph
 from kgcheck.providers import ModelSettings, UnknownModelError, resolve_model
 from tests.stubs import Behaviour, OpenAIStub
 

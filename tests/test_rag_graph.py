@@ -1,11 +1,11 @@
 from pathlib import Path
 
 import pytest
-from kgcheck.graphs.registry import get_strategy
-from kgcheck.graphs.strategies.rag import RAGContext, graph, parse_questions, rule_sentence
 
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.graphs.registry import get_strategy
+from kgcheck.graphs.strategies.rag import RAGContext, graph, parse_questions, rule_sentence
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 SENTENCE = "Arlene Alda is married to Alan Alda."

@@ -1,7 +1,7 @@
 import pytest
-from kgcheck.graphs.parsing import read_yes_no_json
 
 from kgcheck.data.upstream import iter_records, open_data, recorded_files
+from kgcheck.graphs.parsing import read_yes_no_json
 
 
 def parse_rag_answer(answer):

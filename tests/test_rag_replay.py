@@ -1,11 +1,11 @@
 from pathlib import Path
 
 import pytest
-from kgcheck.graphs.parsing import read_yes_no_json
-from kgcheck.graphs.registry import get_strategy
 
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.upstream import iter_records, open_data, recorded_path
+from kgcheck.graphs.parsing import read_yes_no_json
+from kgcheck.graphs.registry import get_strategy
 
 
 def parse_rag_answer(answer):

@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import pytest
+from langgraph.graph import END, START, StateGraph
+from typer.testing import CliRunner
+from typing_extensions import TypedDict
+
+from kgcheck.cli import app
+from kgcheck.data.facts import Fact
 from kgcheck.graphs.context import Context
 from kgcheck.graphs.registry import (
     STRATEGIES,
@@ -16,12 +22,6 @@ from kgcheck.graphs.registry import (
     strategies,
 )
 from kgcheck.graphs.strategies.dka_sc import DKASCContext, SelfConsistencyError
-from langgraph.graph import END, START, StateGraph
-from typer.testing import CliRunner
-from typing_extensions import TypedDict
-
-from kgcheck.cli import app
-from kgcheck.data.facts import Fact
 
 FACT = Fact(id="5", dataset="YAGO", subject="Alexander_III_of_Russia", predicate="isMarriedTo",
             object="Maria_Feodorovna__Dagmar_of_Denmark_")
@@ -167,6 +167,8 @@ async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
     from dataclasses import dataclass
     from typing import ClassVar
 
+    from langgraph.graph import END, START, StateGraph
+
     from kgcheck.graphs import verdicts
     from kgcheck.graphs.context import bind, context_of
     from kgcheck.graphs.parsing import read_verdict
@@ -174,7 +176,6 @@ async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
     from kgcheck.graphs.routing import then, unless_decided
     from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
     from kgcheck.graphs.strategies import dka
-    from langgraph.graph import END, START, StateGraph
 
     @dataclass(kw_only=True)
     class YesNoContext(dka.DKAContext):

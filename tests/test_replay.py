@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from kgcheck.graphs.calls import call_config, reply_text
-from kgcheck.graphs.context import Context
-from kgcheck.graphs.strategies.dka import DKAContext
-from kgcheck.graphs.strategies.rag import RAGContext
 from langchain_core.messages import HumanMessage
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import ReplayMissing, lookup, recorded_models
 from kgcheck.data.upstream import VENDORED_DIR, recorded_path
+from kgcheck.graphs.calls import call_config, reply_text
+from kgcheck.graphs.context import Context
+from kgcheck.graphs.strategies.dka import DKAContext
+from kgcheck.graphs.strategies.rag import RAGContext
 from kgcheck.providers import ModelSettings, resolve_model
 
 YAGO_5 = Fact(id="5", dataset="YAGO", subject="Alexander_III_of_Russia", predicate="isMarriedTo",

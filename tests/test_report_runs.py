@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kgcheck.evals.metrics import f1_true_false, iqr_mean
-from kgcheck.evals.recorded import load_recorded
-from kgcheck.evals.report import ReportInputError, build_report, read_run
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
-from kgcheck.graphs.registry import get_strategy
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.evals.metrics import f1_true_false, iqr_mean
+from kgcheck.evals.recorded import load_recorded
+from kgcheck.evals.report import ReportInputError, build_report, read_run
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
+from kgcheck.graphs.registry import get_strategy
 
 MODELS = ("gemma2:9b", "qwen2.5:7b")
 

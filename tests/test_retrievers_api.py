@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+
 from kgcheck.retrievers.api import create_app
 from kgcheck.retrievers.client import RemoteSource, SearchAPIError, SearchClient
 from kgcheck.retrievers.embeddings import get_embedder

@@ -7,12 +7,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+
+from kgcheck.data.datasets import load_facts
 from kgcheck.graphs.registry import get_strategy
 from kgcheck.retrievers.chunking import Chunk
 from kgcheck.retrievers.evidence import get_retriever
 from kgcheck.retrievers.index import ChromaIndex, VectorIndexError, collection_name, open_index
-
-from kgcheck.data.datasets import load_facts
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,9 +4,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
 from kgcheck.retrievers.corpus import CorpusError, iter_documents, parse_header
 from kgcheck.retrievers.store import CorpusStore, FolderSource, import_corpus, open_source
-from typer.testing import CliRunner
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
 

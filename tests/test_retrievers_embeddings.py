@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
+
 from kgcheck.retrievers.embeddings import LangChainEmbedder, _build, get_embedder
 
 

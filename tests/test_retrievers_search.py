@@ -2,6 +2,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from kgcheck.retrievers.chunking import split_sentences
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.embeddings import EmbeddingError, get_embedder

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from kgcheck.evals.runner import RunError, RunInfo, read_verdicts, run_facts
-from kgcheck.graphs.strategies.dka import DKAContext, builder
 
 from kgcheck.data.datasets import load_facts
+from kgcheck.evals.runner import RunError, RunInfo, read_verdicts, run_facts
+from kgcheck.graphs.strategies.dka import DKAContext, builder
 from tests.conftest import ROOT
 
 

@@ -67,7 +67,7 @@ def _contexts() -> dict[str, type]:
 def test_model_settings_are_declared_once(name: str) -> None:
     """No strategy declares a setting under a model setting's name (RAG's old ``top_k``)."""
     context = _contexts()[name]
-    shared = ModelSettings.names() | {f.name for f in dataclasses.fields(RetrievalSettings)}
+    shared = set(ModelSettings.names()) | {f.name for f in dataclasses.fields(RetrievalSettings)}
     for cls in context.__mro__:
         if cls in (ModelSettings, RetrievalSettings) or not dataclasses.is_dataclass(cls):
             continue

@@ -13,6 +13,13 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, NotRequired
 
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import FactInput, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import Context, bind, context_of
@@ -21,13 +28,6 @@ from kgcheck.graphs.prompting import render_prompt
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
-from langchain_core.messages import AnyMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.runtime import Runtime
-from typing_extensions import TypedDict
-
-from kgcheck.data.facts import FactInput, VerdictDict
 
 PROMPT_FIELDS = {"subject", "predicate", "object"}
 

@@ -21,6 +21,13 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import FactInput, Label, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import bind, context_of, make_context
@@ -30,13 +37,6 @@ from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS, DKAContext
 from kgcheck.graphs.votes import TIE, tally
-from langchain_core.messages import AnyMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
-from langgraph.types import Send
-from typing_extensions import TypedDict
-
-from kgcheck.data.facts import FactInput, Label, VerdictDict
 
 MAX_SAMPLES = 25
 
@@ -116,8 +116,8 @@ async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext], *,
     return {"messages": [HumanMessage(text)]}
 
 
-def fan_out(state: DKASCState, runtime: Runtime[DKASCContext], *,
-            context: type[DKASCContext] = DKASCContext) -> list[Send] | Literal["__end__"]:
+async def fan_out(state: DKASCState, runtime: Runtime[DKASCContext], *,
+                  context: type[DKASCContext] = DKASCContext) -> list[Send] | Literal["__end__"]:
     """Send the prompt to k sampling branches, or end when the fact already has a verdict."""
     # The literal, not END (typed plain str), so the return matches the Literal annotation.
     if "verdict" in state:

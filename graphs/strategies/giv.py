@@ -19,6 +19,13 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, NotRequired, cast
 
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import Fact, FactInput, VerdictDict, readable_term
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import Context, bind, context_of
@@ -28,13 +35,6 @@ from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 from kgcheck.prompts import PROMPTS_DIR, PromptError, load_prompt, render
-from langchain_core.messages import AnyMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.runtime import Runtime
-from typing_extensions import TypedDict
-
-from kgcheck.data.facts import Fact, FactInput, VerdictDict, readable_term
 
 FACT_FIELDS = {"subject", "predicate", "object"}
 EXAMPLE_FIELDS = FACT_FIELDS | {"answer"}
@@ -286,9 +286,9 @@ async def check(state: GIVState, runtime: Runtime[GIVContext], *,
     return update
 
 
-def after_check(state: GIVState,
-                runtime: Runtime[GIVContext], *,
-                context: type[GIVContext] = GIVContext) -> Literal["decide", "reprompt", "give_up"]:
+async def after_check(state: GIVState, runtime: Runtime[GIVContext], *,
+                      context: type[GIVContext] = GIVContext,
+                      ) -> Literal["decide", "reprompt", "give_up"]:
     """Decide on a compliant answer; re-prompt while attempts remain; else give up."""
     if state["compliant"]:
         return "decide"

@@ -22,6 +22,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
 import numpy as np
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import Fact, FactInput, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ModelReply, ask
 from kgcheck.graphs.context import LLM_HINT, Context, bind, context_of
@@ -38,13 +45,6 @@ from kgcheck.retrievers.search import SearchHit, merge_hits
 from kgcheck.retrievers.selection import get_selector
 from kgcheck.retrievers.settings import RetrievalSettings
 from kgcheck.retrievers.store import open_source
-from langchain_core.messages import AnyMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.runtime import Runtime
-from typing_extensions import TypedDict
-
-from kgcheck.data.facts import Fact, FactInput, VerdictDict
 
 TRIPLE_FIELDS = {"subject", "predicate", "object"}
 VERIFY_FIELDS = {"context", "subject", "predicate", "object"}
@@ -322,7 +322,7 @@ async def retrieve_chunks(state: RAGState, runtime: Runtime[RAGContext], *,
     return out
 
 
-def after_retrieval(state: RAGState) -> Literal["verify", "no_evidence"]:
+async def after_retrieval(state: RAGState) -> Literal["verify", "no_evidence"]:
     """Verify with the evidence, or report that there is none."""
     return "verify" if state.get("chunks") else "no_evidence"
 

@@ -68,11 +68,12 @@ def resolve_model(spec: str, settings: ModelSettings | None = None) -> BaseChatM
     """
     provider_name, name = split_spec(spec)
     provider = PROVIDERS.get(provider_name)
-    chosen = ModelSettings.of(settings or ModelSettings())
+    given = settings or ModelSettings()
     if not provider.reuse:
-        return provider.build(name, chosen)
-    key = (provider_name, name, chosen.key(), *(os.environ.get(v) for v in provider.env))
-    return _per_loop(key, lambda: provider.build(name, chosen))
+        return provider.build(name, ModelSettings.of(given))
+    # Keyed by the settings' values: a Context is not copied unless a model is built.
+    key = (provider_name, name, given.key(), *(os.environ.get(v) for v in provider.env))
+    return _per_loop(key, lambda: provider.build(name, ModelSettings.of(given)))
 
 
 def _per_loop(key: tuple[Any, ...], build: Any) -> BaseChatModel:

@@ -7,7 +7,7 @@ setting may reuse one of these names for something else (tests/test_structure.py
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -50,17 +50,20 @@ class ModelSettings:
                   "time (0 = answer at once, 1 = real latency)."})
 
     @classmethod
-    def names(cls) -> frozenset[str]:
+    def names(cls) -> tuple[str, ...]:
         """Return the names of the model settings."""
-        return frozenset(f.name for f in fields(ModelSettings))
+        return _NAMES
 
     @classmethod
     def of(cls, settings: ModelSettings) -> ModelSettings:
         """Return just the model settings of a Context (or of any ModelSettings)."""
         if type(settings) is ModelSettings:
             return settings
-        return ModelSettings(**{name: getattr(settings, name) for name in cls.names()})
+        return ModelSettings(**{name: getattr(settings, name) for name in _NAMES})
 
     def key(self) -> tuple[Any, ...]:
         """Return a hashable value, equal for equal settings (to cache built models)."""
-        return astuple(self)
+        return tuple(getattr(self, name) for name in _NAMES)
+
+
+_NAMES = tuple(f.name for f in fields(ModelSettings))
