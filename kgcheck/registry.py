@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -71,6 +71,7 @@ class Registry(Generic[T]):
         self._unknown = unknown
         self._entries: dict[str, T | str] = {}
         self._origins: dict[str, str] = {}
+        self._built: dict[tuple[Any, ...], Any] = {}
         self._ready = False
         self._lock = threading.RLock()
 
@@ -102,6 +103,7 @@ class Registry(Generic[T]):
         with self._lock:
             self._entries.pop(self.key(name), None)
             self._origins.pop(self.key(name), None)
+            self._built = {k: v for k, v in self._built.items() if k[0] != self.key(name)}
 
     def _ensure_ready(self) -> None:
         if self._ready:
@@ -168,6 +170,26 @@ class Registry(Generic[T]):
                                     "importing it registered another under the same name")
             self._entries[key] = loaded  # type: ignore[assignment]
             return loaded  # type: ignore[return-value]
+
+    def create(self, spec: str, *, finish: Callable[[Any], Any] | None = None,
+               **options: Hashable) -> Any:
+        """Build the plugin that ``name[:argument]`` names, once per spec and options.
+
+        The entry is a factory called as ``factory(argument, **options)`` (``hf:BAAI/bge``
+        -> ``factory("BAAI/bge")``); ``finish`` wraps what it returns. Built plugins are
+        kept: an embedder loads its model once, an index opens its collection once.
+        """
+        name, _, argument = spec.strip().partition(":")
+        key = (self.key(name), argument.strip(), finish, tuple(sorted(options.items())))
+        with self._lock:
+            if key in self._built:
+                return self._built[key]
+        factory: Any = self.get(name)
+        built = factory(argument.strip(), **options)
+        if finish is not None:
+            built = finish(built)
+        with self._lock:
+            return self._built.setdefault(key, built)
 
     def items(self) -> dict[str, T]:
         """Every entry by name, lazy ones imported."""

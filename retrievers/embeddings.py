@@ -17,13 +17,13 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.vendored import MINILM_TOKENIZER
 
 DEFAULT_EMBEDDING = "minilm"
@@ -225,41 +225,56 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-.") or "embedder"
 
 
-def _build(spec: str) -> Embedder:
-    provider, _, model = spec.partition(":")
-    provider = provider.strip().lower()
-    if provider in ("minilm", "onnx", "default"):
-        return MiniLMOnnx()
-    if provider == "ollama" and model:
-        from langchain_ollama import OllamaEmbeddings
-
-        return LangChainEmbedder(f"ollama-{model}", OllamaEmbeddings(
-            model=model, base_url=os.environ.get("OLLAMA_HOST") or None))
-    if provider == "openai" and model:
-        from langchain_openai import OpenAIEmbeddings
-
-        if not os.environ.get("OPENAI_API_KEY"):
-            raise EmbeddingError(f"{spec}: needs OPENAI_API_KEY in the environment")
-        # Raw text, not tiktoken ids: tiktoken would download its vocabulary at run time.
-        return LangChainEmbedder(f"openai-{model}", OpenAIEmbeddings(
-            model=model, check_embedding_ctx_length=False,
-            base_url=os.environ.get("OPENAI_BASE_URL") or None))
-    if provider in ("hf", "huggingface") and model:
-        return SentenceTransformerEmbedder(model)
-    raise EmbeddingError(
-        f"unknown embedding {spec!r}; use minilm (offline default), ollama:<model>, "
-        "openai:<model> or hf:<model or path>")
+def minilm(argument: str = "") -> Embedder:
+    """``minilm``: all-MiniLM-L6-v2 as int8 ONNX on onnxruntime, offline (the default)."""
+    if argument:
+        raise EmbeddingError(f"minilm:{argument}: minilm takes no model name")
+    return MiniLMOnnx()
 
 
-_LOCK = threading.Lock()
+def ollama(model: str) -> Embedder:
+    """``ollama:<model>``: an Ollama embedding model, at ``OLLAMA_HOST``."""
+    if not model:
+        raise EmbeddingError("ollama embeddings need a model: ollama:<model>")
+    from langchain_ollama import OllamaEmbeddings
+
+    return LangChainEmbedder(f"ollama-{model}", OllamaEmbeddings(
+        model=model, base_url=os.environ.get("OLLAMA_HOST") or None))
 
 
-@lru_cache(maxsize=8)
-def _cached(spec: str) -> CachedEmbedder:
-    return CachedEmbedder(_build(spec))
+def openai(model: str) -> Embedder:
+    """``openai:<model>``: an OpenAI embedding model (``OPENAI_API_KEY``)."""
+    if not model:
+        raise EmbeddingError("openai embeddings need a model: openai:<model>")
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise EmbeddingError(f"openai:{model}: needs OPENAI_API_KEY in the environment")
+    from langchain_openai import OpenAIEmbeddings
+
+    # Raw text, not tiktoken ids: tiktoken would download its vocabulary at run time.
+    return LangChainEmbedder(f"openai-{model}", OpenAIEmbeddings(
+        model=model, check_embedding_ctx_length=False,
+        base_url=os.environ.get("OPENAI_BASE_URL") or None))
+
+
+def huggingface(model: str) -> Embedder:
+    """``hf:<model or path>``: a sentence-transformers model (needs torch)."""
+    if not model:
+        raise EmbeddingError("hf embeddings need a model: hf:<model or path>")
+    return SentenceTransformerEmbedder(model)
+
+
+class UnknownEmbedderError(EmbeddingError, UnknownNameError):
+    """No embedder is registered under that name."""
+
+
+EMBEDDERS: Registry[Callable[[str], Embedder]] = Registry(
+    "embedder", group="kgcheck.embedders", unknown=UnknownEmbedderError)
+for _name, _factory in (("minilm", minilm), ("onnx", minilm), ("default", minilm),
+                        ("ollama", ollama), ("openai", openai), ("hf", huggingface),
+                        ("huggingface", huggingface)):
+    EMBEDDERS.register(_name, _factory)
 
 
 def get_embedder(spec: str = DEFAULT_EMBEDDING) -> CachedEmbedder:
-    """Return the embedder named by ``spec``, built once per process and cached."""
-    with _LOCK:
-        return _cached((spec or DEFAULT_EMBEDDING).strip())
+    """Return the embedder ``spec`` names (``minilm``, ``hf:<model>``, ...), built once."""
+    return EMBEDDERS.create(spec or DEFAULT_EMBEDDING, finish=CachedEmbedder)

@@ -11,9 +11,10 @@ by similarity alone, as the study did.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -66,12 +67,15 @@ def in_domains(domain: str, domains: Sequence[str]) -> bool:
     return any(domain == d or domain.endswith("." + d) for d in domains if d)
 
 
-def drop_domains(hits: Sequence[SearchHit], domains: Sequence[str]) -> tuple[list[SearchHit],
-                                                                             list[SearchHit]]:
-    """Split hits into (kept, dropped) by source domain."""
-    kept = [h for h in hits if not in_domains(h.domain, domains)]
-    dropped = [h for h in hits if in_domains(h.domain, domains)]
-    return kept, dropped
+H = TypeVar("H", SearchHit, Mapping[str, Any])
+
+
+def drop_domains(hits: Sequence[H], domains: Sequence[str]) -> tuple[list[H], list[H]]:
+    """Split hits (``SearchHit`` or their dicts) into (kept, dropped) by source domain."""
+    def excluded(hit: H) -> bool:
+        return in_domains(hit["domain"] if isinstance(hit, Mapping) else hit.domain, domains)
+
+    return [h for h in hits if not excluded(h)], [h for h in hits if excluded(h)]
 
 
 class Retriever:

@@ -9,7 +9,7 @@ sentence index, so a chunk embedded once is reused by every later run and model.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.retrievers.chunking import Chunk
 from kgcheck.retrievers.embeddings import slug
 from kgcheck.retrievers.store import kgcheck_home
@@ -211,19 +212,29 @@ class ChromaIndex:
         return done
 
 
-_INDEXES: dict[tuple[str, ...], ChunkIndex] = {}
-_INDEX_LOCK = threading.Lock()
+def memory(argument: str = "", **_: str) -> ChunkIndex:
+    """``memory``: vectors in this process only, gone when it ends."""
+    return MemoryIndex()
+
+
+def chroma(argument: str = "", *, dataset: str, embedder_name: str, path: str = "",
+           url: str = "") -> ChunkIndex:
+    """``chroma``: a Chroma collection, in a folder (``path``) or on a server (``url``)."""
+    return ChromaIndex(dataset, embedder_name, path=path, url=url)
+
+
+class UnknownIndexError(VectorIndexError, UnknownNameError):
+    """No index backend is registered under that name."""
+
+
+INDEXES: Registry[Callable[..., ChunkIndex]] = Registry(
+    "index backend", group="kgcheck.indexes", unknown=UnknownIndexError)
+INDEXES.register("chroma", chroma)
+INDEXES.register("memory", memory)
 
 
 def open_index(kind: str, dataset: str, embedder_name: str, *, path: str = "",
                url: str = "") -> ChunkIndex:
-    """Open (once per process) the chunk index: ``chroma`` or ``memory``."""
-    kind = (kind or "chroma").strip().lower()
-    if kind not in ("chroma", "memory"):
-        raise VectorIndexError(f"unknown index {kind!r}; use chroma or memory")
-    key = (kind, dataset.lower(), embedder_name, str(path), url)
-    with _INDEX_LOCK:
-        if key not in _INDEXES:
-            _INDEXES[key] = (MemoryIndex() if kind == "memory"
-                             else ChromaIndex(dataset, embedder_name, path=path, url=url))
-        return _INDEXES[key]
+    """Open (once per process) the chunk index: ``chroma``, ``memory`` or a plugin's."""
+    return INDEXES.create(kind or "chroma", dataset=dataset.lower(),
+                          embedder_name=embedder_name, path=str(path), url=url)

@@ -8,11 +8,11 @@ available model, which is why it is not the default.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any, Protocol
 
+from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.search import SearchHit
 
@@ -71,13 +71,30 @@ class CrossEncoderSelector:
         return [replace(h, score=float(s), rank=n) for n, (h, s) in enumerate(ranked[:k], 1)]
 
 
-@lru_cache(maxsize=4)
+def fusion(argument: str = "") -> DocumentSelector:
+    """``fusion``: keep the search engine's fused BM25 + dense order (offline, the default)."""
+    if argument:
+        raise SelectionError(f"fusion:{argument}: fusion takes no model")
+    return FusionSelector()
+
+
+def cross_encoder(model: str) -> DocumentSelector:
+    """``cross-encoder:<model or path>``: rescore with a sentence-transformers cross-encoder."""
+    if not model:
+        raise SelectionError("cross-encoder needs a model: cross-encoder:<model or path>")
+    return CrossEncoderSelector(model)
+
+
+class UnknownSelectorError(SelectionError, UnknownNameError):
+    """No document selector is registered under that name."""
+
+
+SELECTORS: Registry[Callable[[str], DocumentSelector]] = Registry(
+    "document selector", group="kgcheck.selectors", unknown=UnknownSelectorError)
+SELECTORS.register("fusion", fusion)
+SELECTORS.register("cross-encoder", cross_encoder)
+
+
 def get_selector(spec: str = "fusion") -> DocumentSelector:
-    """Return the selector named by ``spec``: ``fusion`` or ``cross-encoder:<model>``."""
-    name, _, model = (spec or "fusion").strip().partition(":")
-    if name == "fusion":
-        return FusionSelector()
-    if name == "cross-encoder" and model:
-        return CrossEncoderSelector(model)
-    raise SelectionError(f"unknown document selector {spec!r}; use fusion or "
-                         "cross-encoder:<model or path>")
+    """Return the selector ``spec`` names: ``fusion`` or ``cross-encoder:<model>``."""
+    return SELECTORS.create(spec or "fusion")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.retrievers.corpus import (
     LAYOUT_ROOT,
     CorpusError,
@@ -222,55 +222,84 @@ class FolderSource:
         return self._urls.get(link)
 
 
-@lru_cache(maxsize=16)
-def _tarball_store(path: str, mtime: float) -> CorpusStore:
+def folder(path: str, **_: Hashable) -> DocumentSource:
+    """``folder:<path>``: a folder in the ``rag_dataset/<dataset>/<fact id>/<n>.txt`` layout."""
+    return FolderSource(path)
+
+
+def tarball(path: str, **_: Hashable) -> DocumentSource:
+    """``tarball:<path>``: a ``.tar.gz`` of that layout, read once into memory (streamed)."""
     store = CorpusStore(":memory:")
     store.add(iter_documents(path))
     store.location = path
     return store
 
 
+def sqlite_store(path: str, **_: Hashable) -> DocumentSource:
+    """``store:<path>``: a SQLite corpus that ``kgcheck corpus import`` wrote."""
+    return CorpusStore(path)
+
+
+def search_api(url: str, *, api_key: str = "", **_: Hashable) -> DocumentSource:
+    """``search-api:<url>``: a search API compatible with FactCheck's (X-API-Key)."""
+    from kgcheck.retrievers.client import RemoteSource
+
+    return RemoteSource(url, api_key)
+
+
+class UnknownSourceError(CorpusError, UnknownNameError):
+    """No evidence source is registered under that name."""
+
+
+SOURCES: Registry[Callable[..., DocumentSource]] = Registry(
+    "evidence source", group="kgcheck.sources", unknown=UnknownSourceError)
+SOURCES.register("folder", folder)
+SOURCES.register("tarball", tarball)
+SOURCES.register("store", sqlite_store)
+SOURCES.register("search-api", search_api)
+
+
+def _kind_of(spec: str) -> tuple[str, str, Hashable]:
+    """Tell which source a corpus setting names by its shape: (kind, location, version)."""
+    if spec.startswith(("http://", "https://")):
+        return "search-api", spec, ""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return "folder", str(path.resolve()), ""
+    if is_tarball(path):
+        # Its modification time is part of the key: an edited tarball is read again.
+        return "tarball", str(path.resolve()), path.stat().st_mtime
+    if path.is_file() and path.suffix in (".sqlite", ".db"):
+        return "store", str(path.resolve()), ""
+    raise CorpusError(f"corpus {spec!r}: not a folder, .tar.gz, .sqlite store or http(s) URL")
+
+
 def open_source(spec: str = "", *, api_key: str = "", dataset: str = "") -> DocumentSource:
     """Open where evidence comes from.
 
     ``spec`` is a search API base URL (``http://...``; ``api_key`` or
-    ``$KGCHECK_SEARCH_API_KEY``), a folder or ``.tar.gz`` in the upstream layout, or a
-    ``.sqlite`` store. Empty means ``$KGCHECK_CORPUS``, else the imported store when it
-    holds ``dataset``, else the small sample corpus shipped with the project.
+    ``$KGCHECK_SEARCH_API_KEY``), a folder or ``.tar.gz`` in the upstream layout, a
+    ``.sqlite`` store, or ``<source>:<argument>`` for a registered source. Empty means
+    ``$KGCHECK_CORPUS``, else the imported store when it holds ``dataset``, else the small
+    sample corpus shipped with the project.
     """
     spec = spec.strip() or os.environ.get(CORPUS_ENV, "").strip()
-    if spec.startswith(("http://", "https://")):
-        from kgcheck.retrievers.client import RemoteSource
-
-        return RemoteSource(spec, api_key)
     if not spec:
         store_path = default_store_path()
         if store_path.is_file():
-            store = _open_store(str(store_path))
+            store = SOURCES.create(f"store:{store_path}")
             if not dataset or dataset.lower() in store.datasets():
                 return store
         if SAMPLE_CORPUS.is_dir():
-            return _open_folder(str(SAMPLE_CORPUS))
+            return SOURCES.create(f"folder:{SAMPLE_CORPUS}")
         raise CorpusError("no evidence corpus: import one with `kgcheck corpus import --dataset "
                           "NAME --from PATH` or set the corpus setting to a folder, .tar.gz or URL")
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return _open_folder(str(path.resolve()))
-    if is_tarball(path):
-        return _tarball_store(str(path.resolve()), path.stat().st_mtime)
-    if path.is_file() and path.suffix in (".sqlite", ".db"):
-        return _open_store(str(path.resolve()))
-    raise CorpusError(f"corpus {spec!r}: not a folder, .tar.gz, .sqlite store or http(s) URL")
-
-
-@lru_cache(maxsize=16)
-def _open_store(path: str) -> CorpusStore:
-    return CorpusStore(path)
-
-
-@lru_cache(maxsize=16)
-def _open_folder(path: str) -> FolderSource:
-    return FolderSource(path)
+    name, sep, argument = spec.partition(":")
+    if sep and not argument.startswith("//") and name.lower() in SOURCES:
+        return SOURCES.create(spec, api_key=api_key)
+    kind, location, version = _kind_of(spec)
+    return SOURCES.create(f"{kind}:{location}", api_key=api_key if kind == "search-api" else "",
+                          version=version)
 
 
 def import_corpus(source: str | Path, dataset: str, store_path: str | Path | None = None,

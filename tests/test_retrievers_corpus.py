@@ -125,6 +125,11 @@ def test_open_source_resolves_folder_tarball_store_and_default(tmp_path, monkeyp
     assert open_source("", dataset="factbench").location.endswith("corpus.sqlite")
     with pytest.raises(CorpusError, match="not a folder"):
         open_source(str(tmp_path / "nothing.txt"))
+    # A registered source by name; an unknown name lists the known ones.
+    assert isinstance(open_source(f"folder:{FIXTURE}"), FolderSource)
+    assert open_source(f"store:{tmp_path / 'home' / 'corpus.sqlite'}").fact_ids("factbench")
+    with pytest.raises(CorpusError, match="not a folder"):
+        open_source("nosuchsource:x")
 
 
 def test_cli_corpus_import_and_list(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 
-from kgcheck.retrievers.embeddings import LangChainEmbedder, _build, get_embedder
+from kgcheck.retrievers.embeddings import EMBEDDERS, LangChainEmbedder, get_embedder
 
 
 def fake_vector(text: str) -> list[float]:
@@ -63,7 +63,7 @@ def test_ollama_and_openai_embedders_by_name(stub_server, monkeypatch):
     want = np.array([fake_vector(t) for t in texts], dtype=np.float32)
     want /= np.linalg.norm(want, axis=1, keepdims=True)
     for spec in ("ollama:nomic-embed-text", "openai:text-embedding-3-small"):
-        embedder = _build(spec)
+        embedder = EMBEDDERS.create(spec)
         assert isinstance(embedder, LangChainEmbedder)
         got = embedder.embed(texts)
         assert np.allclose(got, want, atol=1e-5), spec
@@ -79,7 +79,7 @@ def test_huggingface_embedder_agrees_with_the_offline_onnx_model(tmp_path):
     with zipfile.ZipFile(archive) as zf:
         zf.extractall(tmp_path / "minilm")
     texts = ["Arlene Alda is married to Alan Alda.", "Paris is the capital of France."]
-    torch_vectors = _build(f"hf:{tmp_path / 'minilm'}").embed(texts)
+    torch_vectors = EMBEDDERS.create(f"hf:{tmp_path / 'minilm'}").embed(texts)
     onnx_vectors = get_embedder("minilm").embed(texts)
     # int8 weights against the float model: the same embedding, up to quantisation noise.
     assert np.all(np.sum(torch_vectors * onnx_vectors, axis=1) > 0.99)

@@ -47,10 +47,14 @@ def test_minilm_embeddings_are_real_and_normalised():
 
 
 def test_unknown_embedder_and_selector_are_clear_errors():
-    with pytest.raises(EmbeddingError, match="unknown embedding 'bogus'"):
+    with pytest.raises(EmbeddingError, match="unknown embedder 'bogus'; known: .*minilm"):
         get_embedder("bogus")
-    with pytest.raises(SelectionError, match="unknown document selector"):
+    with pytest.raises(EmbeddingError, match="ollama embeddings need a model"):
+        get_embedder("ollama")
+    with pytest.raises(SelectionError, match="unknown document selector 'nope'; known: .*fusion"):
         get_selector("nope")
+    with pytest.raises(SelectionError, match="cross-encoder needs a model"):
+        get_selector("cross-encoder")
 
 
 def test_the_document_stating_the_fact_ranks_first(retriever):

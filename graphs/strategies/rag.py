@@ -38,7 +38,7 @@ from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS as DKA_FIELDS
-from kgcheck.retrievers.evidence import in_domains, own_source_domains, retriever_for
+from kgcheck.retrievers.evidence import drop_domains, own_source_domains, retriever_for
 from kgcheck.retrievers.lexical import tokenize
 from kgcheck.retrievers.questions import template_questions as templates
 from kgcheck.retrievers.search import SearchHit, merge_hits
@@ -264,8 +264,7 @@ async def drop_own_source(state: RAGState, runtime: Runtime[RAGContext], *,
     fact = read_fact(state)
     domains = own_source_domains(fact.dataset, ctx.exclude_domains)
     hits = state.get("hits", [])
-    kept = [h for h in hits if not in_domains(h["domain"], domains)]
-    dropped = [h for h in hits if in_domains(h["domain"], domains)]
+    kept, dropped = drop_domains(hits, domains)
     out: dict[str, Any] = {"hits": kept, "dropped": dropped}
     if hits and not kept:
         out["reason"] = (f"all {len(hits)} documents come from excluded domains "
