@@ -203,7 +203,7 @@ def main() -> None:
     parser.add_argument("--model", default="gemma2:9b", help="recorded model to replay")
     parser.add_argument("--data", default=None, help="FactCheck data, upstream layout")
     parser.add_argument("--facts", type=int, default=256, help="sample size (overhead part)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--rounds", type=int, default=8,
                         help="facts per worker in the throughput part")
