@@ -38,8 +38,9 @@ NAME_PREDICATES = (
     "http://schema.org/name",
 )
 _RANK = {iri: n for n, iri in enumerate(NAME_PREDICATES)}
-# pyoxigraph gives anonymous blank nodes ([] and lists) random ids on every parse.
-_GENERATED_BNODE = re.compile(r"[0-9a-f]{32}")
+# pyoxigraph gives anonymous blank nodes ([] and lists) random ids on every parse: a
+# random 128-bit number in hex, without leading zeros.
+_GENERATED_BNODE = re.compile(r"[0-9a-f]{20,32}")
 TERMS = ("subject", "predicate", "object")
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal
@@ -149,9 +150,14 @@ class RdfReader:
         facts = list(facts)
         if not self.exhausted:
             wanted = {f.rdf[k] for f in facts if f.rdf for k in TERMS}
-            for subject, predicate, obj in self._triples():
-                if is_name_triple(predicate) and str(subject) in wanted:
-                    self.names.offer(str(subject), predicate.value, obj)
+            try:
+                for subject, predicate, obj in self._triples():
+                    if is_name_triple(predicate) and str(subject) in wanted:
+                        self.names.offer(str(subject), predicate.value, obj)
+            except TriplesError:
+                # The chosen facts all come before the syntax error; reading them further
+                # reports it. Names after it stay unknown (local names are used).
+                pass
         return self.names.apply(facts)
 
     def _triples(self) -> Iterator[tuple[Any, Any, Any]]:

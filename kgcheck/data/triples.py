@@ -70,6 +70,9 @@ def _text_lines(fh: IO[bytes], path: Path) -> Iterator[str]:
     number = 0
     try:
         for number, raw in enumerate(fh, start=1):  # noqa: B007 - the count is the location
+            if b"\x00" in raw:
+                raise TriplesError(f"{path}, line {number}: holds NUL bytes, so it is a binary "
+                                   "file, not text; give a CSV, TSV or JSON Lines file")
             try:
                 yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
