@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import stat
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 
 class TriplesError(ValueError):
@@ -45,5 +45,5 @@ def base_name(path: Path) -> tuple[str, str]:
 def open_binary(path: Path) -> IO[bytes]:
     """Open a file for reading bytes, decompressing ``.gz`` files on the fly."""
     if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb"))
     return path.open("rb")
