@@ -134,19 +134,26 @@ def read_sparql(url: str, *, graph: str | None = None, where: str | None = None,
                                       seed=seed).facts)
 
 
-def select_facts(facts: Iterable[FactLike] | Callable[[], Iterable[Fact]], *,
+def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[Fact]], *,
                  limit: int | None = None, sample: int | None = None, seed: int | None = 0,
                  stratify: str | None = None, per_stratum: int | None = None,
                  ids: Sequence[str] | None = None) -> list[Fact]:
-    """Choose facts from a stream: the first ``limit``, a seeded ``sample``, by ``ids``.
+    """Choose facts from a file or a stream: the first ``limit``, a seeded ``sample``, ``ids``.
 
-    ``stratify="predicate"`` with ``sample=N`` draws in proportion to the predicates, with
-    ``per_stratum=K`` K facts of each. Memory holds only the chosen facts.
+    ``facts`` is a triples file (read as a stream, with the names it gives its terms), facts,
+    or a function returning a fresh iterator of them. ``stratify="predicate"`` with
+    ``sample=N`` draws in proportion to the predicates, with ``per_stratum=K`` K facts of
+    each. Memory holds only the chosen facts.
     """
+    named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
-    source = facts if callable(facts) else as_facts_lazy(facts)
-    return _select_facts(source, limit=limit, sample=sample, seed=seed, stratify=stratify,
-                         per_stratum=per_stratum, ids=ids).facts
+    if isinstance(facts, str | Path):
+        origin = _source(None, facts, None, None, None, None, None)
+        source, named = origin.open, origin.named
+    else:
+        source = facts if callable(facts) else as_facts_lazy(facts)
+    return named(_select_facts(source, limit=limit, sample=sample, seed=seed,
+                               stratify=stratify, per_stratum=per_stratum, ids=ids).facts)
 
 
 def as_facts_lazy(facts: Iterable[FactLike]) -> Iterable[Fact]:

@@ -166,3 +166,12 @@ def test_gold_labels_from_a_file_by_id_or_triple(tmp_path, scripted) -> None:
                     "<http://example.org/motto>": "T", "<http://example.org/knows>": None,
                     "<http://example.org/name>": None}
     assert json.loads((out / "summary.json").read_text())["scored"] == 3
+
+
+def test_api_select_facts_from_a_file_finds_names_past_the_first_facts(tmp_path) -> None:
+    (tmp_path / "kg.ttl").write_text(TURTLE)
+    # The labels come after the first fact: the names are looked up for the chosen facts.
+    chosen = kgcheck.select_facts(tmp_path / "kg.ttl", limit=1)
+    assert len(chosen) == 1 and chosen[0].readable_terms() == ("Ada Lovelace", "was born in", "London")
+    assert [f.id for f in kgcheck.select_facts(str(tmp_path / "kg.ttl"), sample=2, seed=4)] == \
+        [f.id for f in kgcheck.select_facts(kgcheck.read_triples(tmp_path / "kg.ttl"), sample=2, seed=4)]
