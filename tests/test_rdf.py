@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import kgcheck
 from kgcheck.cli import app
-from kgcheck.data.rdf import fact_id
+from kgcheck.data.rdf import Names, RdfReader, fact_id
 from kgcheck.data.triples import TriplesError, read_triples
 
 runner = CliRunner()
@@ -100,6 +100,21 @@ def test_the_same_triple_twice_is_one_fact(tmp_path) -> None:
     (tmp_path / "kg.nq").write_text(f"{line} <http://e.org/g1> .\n{line} <http://e.org/g2> .\n"
                                     f"{line} .\n")
     assert len(read_triples(tmp_path / "kg.nq")) == 1
+    (tmp_path / "kg.nt").write_text(f"{line} .\n{line} .\n<http://e.org/a> <http://e.org/p> \"x\" .\n")
+    assert len(read_triples(tmp_path / "kg.nt")) == 2
+    chosen = kgcheck.select_facts(tmp_path / "kg.nt", sample=5)
+    assert len(chosen) == 2
+
+
+def test_names_beyond_the_cap_are_looked_up_for_the_chosen_facts_only(tmp_path) -> None:
+    (tmp_path / "kg.ttl").write_text(TURTLE)
+    reader = RdfReader(tmp_path / "kg.ttl")
+    reader.names = Names(cap=1)
+    facts = list(reader)
+    assert reader.names.overflowed and len(reader.names) == 0
+    named = reader.named(facts[:1])
+    assert named[0].readable_terms() == ("Ada Lovelace", "was born in", "London")
+    assert len(reader.names) == 3
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [

@@ -92,6 +92,16 @@ def test_cli_run_over_an_endpoint(people, tmp_path, scripted) -> None:
     assert json.loads((out / "run.json").read_text())["source"] == f"{server.url} <{GRAPH}>"
 
 
+def test_pages_past_virtuosos_sorted_row_limit(people, tmp_path) -> None:
+    # Virtuoso refuses ORDER BY ... OFFSET past 10,000 rows; the subquery form pages on.
+    server, _ = people
+    path = tmp_path / "many.nt"
+    path.write_text("".join(f'<http://ex.org/m{i}> <http://ex.org/n> "{i}" .\n' for i in range(12_000)))
+    load(server, path, "http://kgcheck.test/many")
+    facts = list(SparqlReader(server.url, graph="http://kgcheck.test/many", page_size=5000))
+    assert len(facts) == 12_000 and {f.id for f in facts} == {f.id for f in read_triples(path)}
+
+
 def test_a_refused_query_names_the_endpoint(people) -> None:
     server, _ = people
     with pytest.raises(SparqlError, match=rf"SPARQL endpoint {server.url} refused the query: HTTP 400"):

@@ -79,18 +79,28 @@ def name_rank(obj: Any) -> int:
 
 
 class Names:
-    """The best readable name seen for each term (keyed by its N-Triples form)."""
+    """The best readable name seen for each term (keyed by its N-Triples form).
 
-    def __init__(self) -> None:
+    At most ``cap`` terms are kept: past that the names are dropped (``overflowed``) and
+    looked up again for the chosen facts only, so memory stays flat on a huge KG.
+    """
+
+    def __init__(self, cap: int = 250_000) -> None:
         self._best: dict[str, tuple[tuple[int, int], str]] = {}
+        self.cap = cap
+        self.overflowed = False
 
-    def offer(self, term: str, predicate: str, obj: Any) -> None:
+    def offer(self, term: str, predicate: str, obj: Any, *, bounded: bool = True) -> None:
         """Keep ``obj`` as the name of ``term`` if it beats the one kept so far."""
-        if not isinstance(obj, ox.Literal):
+        if not isinstance(obj, ox.Literal) or (bounded and self.overflowed):
             return
         rank = (_RANK.get(predicate, len(_RANK)), name_rank(obj))
         kept = self._best.get(term)
         if kept is None or rank < kept[0]:
+            if bounded and kept is None and len(self._best) >= self.cap:
+                self.overflowed = True
+                self._best.clear()
+                return
             self._best[term] = (rank, obj.value)
 
     def get(self, term: str) -> str | None:
@@ -121,9 +131,10 @@ def is_name_triple(predicate: Any) -> bool:
 class RdfReader:
     """Iterate the facts of an RDF file, collecting the names it gives to terms.
 
-    Iterating again reads the file again. Duplicate triples (the same triple in two named
-    graphs of an N-Quads file) are one fact. ``exhausted`` tells whether the last pass read
-    the whole file, i.e. whether ``names`` has every name the file gives.
+    Iterating again reads the file again. In N-Quads and TriG the same triple in two named
+    graphs is one fact (a set of the ids seen is kept for those formats only; a repeated
+    line of a triples file is dropped when chosen, see ``sampling``). ``exhausted`` tells
+    whether the last pass read the whole file, i.e. whether ``names`` has every name in it.
     """
 
     def __init__(self, path: str | Path, dataset: str = "") -> None:
@@ -136,28 +147,30 @@ class RdfReader:
 
     def __iter__(self) -> Iterator[Fact]:
         self.exhausted = False
+        quads = self.format in (ox.RdfFormat.N_QUADS, ox.RdfFormat.TRIG)
         seen: set[int] = set()
         for subject, predicate, obj in self._triples():
             if is_name_triple(predicate):
                 self.names.offer(str(subject), predicate.value, obj)
                 continue
             fact = rdf_fact(subject, predicate, obj, self.dataset)
-            key = int(fact.id, 16)
-            if key in seen:
-                continue
-            seen.add(key)
+            if quads:
+                key = int(fact.id, 16)
+                if key in seen:
+                    continue
+                seen.add(key)
             yield fact
         self.exhausted = True
 
     def named(self, facts: Iterable[Fact]) -> list[Fact]:
         """Return facts with readable names from the file (reading the rest of it if needed)."""
         facts = list(facts)
-        if not self.exhausted:
+        if not self.exhausted or self.names.overflowed:
             wanted = {f.rdf[k] for f in facts if f.rdf for k in TERMS}
             try:
                 for subject, predicate, obj in self._triples():
                     if is_name_triple(predicate) and str(subject) in wanted:
-                        self.names.offer(str(subject), predicate.value, obj)
+                        self.names.offer(str(subject), predicate.value, obj, bounded=False)
             except TriplesError:
                 # The chosen facts all come before the syntax error; reading them further
                 # reports it. Names after it stay unknown (local names are used).

@@ -181,7 +181,7 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
             # Read no further than needed: the first N of a huge file are there at once.
             source, limit = islice(source, limit), None
         chosen = list(enumerate(source))
-    result = [fact for _n, fact in sorted(chosen, key=lambda item: item[0])]
+    result = _distinct([fact for _n, fact in sorted(chosen, key=lambda item: item[0])], notes)
     if wanted is not None:
         found = {f.id for f in result} if sample is None and key is None else None
         if found is not None and (missing := [i for i in ids or [] if i not in found]):
@@ -190,6 +190,16 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
     if limit is not None:
         result = result[:limit]
     return Selection(result, seen, notes)
+
+
+def _distinct(facts: list[Fact], notes: list[str]) -> list[Fact]:
+    """Drop repeats of a fact id among the chosen (a line repeated in an RDF file)."""
+    seen: set[str] = set()
+    kept = [f for f in facts if not (f.id in seen or seen.add(f.id))]
+    if len(kept) < len(facts):
+        notes.append(f"{len(facts) - len(kept)} chosen fact(s) repeat another (the same "
+                     "triple twice in the input): each is checked once")
+    return kept
 
 
 def _by_ids(facts: Iterator[Fact], wanted: set[str]) -> Iterator[Fact]:

@@ -64,7 +64,9 @@ class SparqlClient:
         where = _redact(self.url)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if response.status_code in RETRY_STATUS:
-            raise _Retryable(f"HTTP {response.status_code}")
+            first = response.text.strip().splitlines()[:1]
+            raise _Retryable(f"HTTP {response.status_code} {first[0][:200] if first else ''}"
+                             .strip())
         if response.status_code >= 400:
             first = response.text.strip().splitlines()[:1]
             raise SparqlError(f"SPARQL endpoint {where} refused the query: HTTP "
@@ -135,11 +137,15 @@ def binding_term(binding: dict[str, str]) -> Any:
 
 def triples_query(*, graph: str | None = None, where: str | None = None, limit: int,
                   offset: int) -> str:
-    """Build the paged query for ``?s ?p ?o`` (``where`` is a pattern binding them)."""
+    """Build the paged query for ``?s ?p ?o`` (``where`` is a pattern binding them).
+
+    The ordered query is a subquery and the page is cut outside it: Virtuoso refuses an
+    ORDER BY whose LIMIT + OFFSET passes 10,000 rows, but pages through this form.
+    """
     pattern = where.strip() if where else "?s ?p ?o"
     source = f"FROM <{graph}> " if graph else ""
-    return (f"SELECT ?s ?p ?o {source}WHERE {{ {pattern} }} "
-            f"ORDER BY ?s ?p ?o LIMIT {limit} OFFSET {offset}")
+    return (f"SELECT ?s ?p ?o {source}WHERE {{ {{ SELECT ?s ?p ?o WHERE {{ {pattern} }} "
+            f"ORDER BY ?s ?p ?o }} }} LIMIT {limit} OFFSET {offset}")
 
 
 class SparqlReader:
@@ -198,5 +204,5 @@ class SparqlReader:
             for row in rows:
                 if {"s", "p", "o"} <= row.keys():
                     self.names.offer(str(binding_term(row["s"])), row["p"]["value"],
-                                     binding_term(row["o"]))
+                                     binding_term(row["o"]), bounded=False)
         return self.names.apply(facts)

@@ -174,4 +174,7 @@ def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
     facts = list(iter_triples(path, dataset, reader=reader))
     if not facts:
         raise TriplesError(f"{path}: no facts found")
-    return reader.named(facts) if reader else facts
+    if reader is None:
+        return facts
+    # A triple written twice is one fact (ids are the triples' hashes).
+    return reader.named(list({f.id: f for f in facts}.values()))
