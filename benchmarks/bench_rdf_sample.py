@@ -97,6 +97,14 @@ def child(path: str, sample: int, url: str, out: str) -> dict:
     }
 
 
+def linear_fit(xs: list[float], ys: list[float]) -> dict[str, float]:
+    """Fit ``y = intercept + slope * x`` by least squares (x in millions of triples)."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs)
+    return {"seconds_per_million": round(slope, 2), "fixed_seconds": round(my - slope * mx, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--sizes", default="250000,500000,1000000")
@@ -152,6 +160,14 @@ def main() -> None:
                              if all(per_million) else None),
         "cpu_linearity_spread": (round(max(cpu_per_million) / min(cpu_per_million), 2)
                                  if all(cpu_per_million) else None),
+        # The first verdict also pays fixed costs (the graph and model imports, the first
+        # call): a line with an intercept describes it better than seconds / size.
+        "first_verdict_fit": linear_fit([r["triples"] / 1e6 for r in rows],
+                                        [r["first_verdict_seconds"] for r in rows])
+        if len(rows) > 1 and all(per_million) else None,
+        "first_verdict_cpu_fit": linear_fit([r["triples"] / 1e6 for r in rows],
+                                            [r["first_verdict_cpu_seconds"] for r in rows])
+        if len(rows) > 1 and all(cpu_per_million) else None,
     }, indent=1))
 
 
