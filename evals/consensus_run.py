@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import has_recordings
+from kgcheck.evals.concurrency import Limit
 from kgcheck.evals.metrics import consensus_alignment, tie_rate
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
 from kgcheck.graphs.consensus import ConsensusContext, build, member_specs, member_values
@@ -104,7 +105,7 @@ async def run_consensus(
     values: Mapping[str, Any],
     info: RunInfo,
     out_dir: Path,
-    concurrency: int = 4,
+    concurrency: int | Limit = 4,
     resume: bool = False,
     fresh: bool = False,
     show_progress: bool = True,

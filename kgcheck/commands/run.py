@@ -76,6 +76,14 @@ def print_summary(summary: dict[str, Any]) -> None:
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    cached = summary.get("cache")
+    if cached and (cached.get("hits") or cached.get("misses")):
+        console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
+                      f"({cached['path']})")
+    level = summary.get("concurrency")
+    if level:
+        console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
+                      f"{level['backoffs']} back-offs")
     for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
         if key in summary:
             console.print(f"{key}: {summary[key]}")
@@ -92,7 +100,15 @@ def run(
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
     data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
     limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
-    concurrency: Annotated[int, Opt(help="Facts checked at once.")] = 4,
+    concurrency: Annotated[str, Opt(help="Facts checked at once: a number, or auto (adapt "
+                                    "to the server, up to --max-concurrency).")] = "4",
+    max_concurrency: Annotated[int, Opt(help="With --concurrency auto: the most facts at "
+                                        "once.")] = 64,
+    cache: Annotated[Path | None, Opt(help="Answer cache file (default: "
+                                      "$KGCHECK_CACHE_DIR/answers.sqlite, else "
+                                      "~/.cache/kgcheck/answers.sqlite).")] = None,
+    no_cache: Annotated[bool, Opt("--no-cache", help="Ask the model every time; neither "
+                                  "read nor write the answer cache.")] = False,
     out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
         None
     ),
@@ -147,8 +163,9 @@ def run(
     out_dir = plan.out_dir
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
-    job = api.execute(plan, concurrency=concurrency, resume=resume, fresh=fresh,
-                      show_progress=progress)
+    job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
+                      resume=resume, fresh=fresh, show_progress=progress,
+                      cache=False if no_cache else (cache or True))
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
