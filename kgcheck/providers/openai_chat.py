@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers.provider import Provider
@@ -22,6 +23,7 @@ from kgcheck.providers.transports import (
     explain_failure,
     is_transient,
     redact_url,
+    ssl_context,
 )
 
 
@@ -82,6 +84,12 @@ def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: st
         kwargs["max_completion_tokens"] = settings.max_tokens
     # The class is made at first use, so its extra pydantic fields are not known statically.
     chat_openai: Callable[..., BaseChatModel] = explained_chat_openai()
+    # Own clients: langchain-openai's default async client is cached process-wide and bound
+    # to the first event loop, so a second run in one process (a new loop) would meet dead
+    # pooled connections and send each call twice. Models are built once per event loop.
+    kwargs["http_async_client"] = httpx.AsyncClient(timeout=settings.timeout,
+                                                    verify=ssl_context())
+    kwargs["http_client"] = httpx.Client(timeout=settings.timeout, verify=ssl_context())
     return chat_openai(
         spec=spec,
         model=name,
