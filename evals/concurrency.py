@@ -18,12 +18,13 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from kgcheck.providers.pressure import OVERLOAD_STATUS
+
 # Verdict error types that mean "the server is overloaded or too slow", not "this fact".
 OVERLOAD_ERRORS = {
     "RateLimitError", "APITimeoutError", "OpenAITimeoutError", "ReadTimeout", "TimeoutError",
     "TimeoutException", "ModelTimeoutError", "InternalServerError", "ServiceUnavailableError",
 }
-OVERLOAD_STATUS = {408, 429, 502, 503, 504}
 
 
 def is_overload(exc: BaseException) -> bool:
