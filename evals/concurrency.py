@@ -1,12 +1,13 @@
 """How many facts a run checks at once: fixed, or adapted to what the model server takes.
 
-``AdaptiveLimit`` is additive-increase / multiplicative-decrease (AIMD), the rule TCP uses
-for the same problem. It measures the run in rounds (one round: as many completed facts as
-the current limit). After a round without overload it adds one slot while latency holds,
-that is while the round's mean latency stays within ``tolerance`` of the best round seen;
-a longer latency means requests queue at the server, so the limit steps back by one. An
+``AdaptiveLimit`` is additive-increase / multiplicative-decrease (AIMD) with a slow start,
+the rules TCP uses for the same problem. It measures the run in rounds (one round: as many
+completed facts as the current limit). It starts by doubling the limit each round, until
+the first sign of congestion; from then on it adds one slot per round while latency holds,
+that is while the round's mean latency stays within ``tolerance`` of the best round seen. A
+longer latency means requests queue at the server, so the limit steps back by one. An
 overload signal (429, 503 or a timeout, retried or not: see ``kgcheck.providers.pressure``)
-cuts the limit by ``backoff`` at most once per round. The limit stays within
+cuts the limit to ``backoff`` of itself, at most once per round. The limit stays within
 ``[minimum, maximum]``.
 """
 
@@ -79,6 +80,8 @@ class AdaptiveLimit:
         self.in_flight = 0
         self.peak = self.current
         self.cuts = 0
+        # Doubling each round until the first congestion, then one more per round.
+        self.slow_start = True
         self._changed = asyncio.Condition()
         self._round: list[float] = []
         self._round_overloaded = False
@@ -112,6 +115,7 @@ class AdaptiveLimit:
             return
         self._cut_this_round = True
         self.cuts += 1
+        self.slow_start = False
         self._set(max(self.minimum, math.floor(self.current * self.backoff)))
 
     def done(self, seconds: float, *, overloaded: bool = False) -> None:
@@ -125,8 +129,10 @@ class AdaptiveLimit:
         if not self._round_overloaded:
             self._best_latency = min(self._best_latency, mean)
             if mean <= self._best_latency * self.tolerance:
-                self._set(min(self.maximum, self.current + 1))
+                grown = self.current * 2 if self.slow_start else self.current + 1
+                self._set(min(self.maximum, grown))
             else:
+                self.slow_start = False
                 self._set(max(self.minimum, self.current - 1))
         self._round = []
         self._round_overloaded = False

@@ -23,13 +23,19 @@ def finish_round(limit: AdaptiveLimit, seconds: float) -> None:
         limit.done(seconds)
 
 
-def test_the_limit_grows_by_one_per_round_while_latency_holds() -> None:
-    limit = AdaptiveLimit(10, initial=2)
+def test_it_doubles_until_congestion_then_grows_by_one_per_round() -> None:
+    limit = AdaptiveLimit(64, initial=2)
     levels = []
-    for _ in range(5):
+    for _ in range(3):
         finish_round(limit, 0.1)
         levels.append(limit.current)
-    assert levels == [3, 4, 5, 6, 7]
+    assert levels == [4, 8, 16]
+    limit.signal(Status(429))  # congestion: 16 -> 11, and slow start ends
+    levels = []
+    for _ in range(3):
+        finish_round(limit, 0.1)
+        levels.append(limit.current)
+    assert levels == [11, 12, 13], "the overloaded round holds, then one more per round"
 
 
 def test_it_stops_at_the_maximum() -> None:
@@ -42,10 +48,12 @@ def test_it_stops_at_the_maximum() -> None:
 def test_queueing_latency_steps_it_back() -> None:
     limit = AdaptiveLimit(32, initial=4)
     finish_round(limit, 0.1)
-    assert limit.current == 5
+    assert limit.current == 8
     # Requests now wait at the server: twice the best latency is past the tolerance.
     finish_round(limit, 0.2)
-    assert limit.current == 4
+    assert limit.current == 7 and not limit.slow_start
+    finish_round(limit, 0.1)
+    assert limit.current == 8
 
 
 def test_an_overload_signal_cuts_once_per_round() -> None:
