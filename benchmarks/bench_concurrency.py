@@ -72,7 +72,8 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("OPENAI_BASE_URL", None)
     capacity = args.slots / args.seconds
-    report: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    report: dict[str, Any] = {"machine": machine,
                               "slots": args.slots, "seconds_per_answer": args.seconds,
                               "capacity_per_second": capacity, "facts": args.facts}
     with tempfile.TemporaryDirectory() as tmp:

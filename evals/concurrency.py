@@ -7,7 +7,10 @@ the first sign of congestion; from then on it adds one slot per round while late
 that is while the round's mean latency stays within ``tolerance`` of the best round seen. A
 longer latency means requests queue at the server, so the limit steps back by one. An
 overload signal (429, 503 or a timeout, retried or not: see ``kgcheck.providers.pressure``)
-cuts the limit to ``backoff`` of itself, at most once per round. The limit stays within
+cuts the limit to ``backoff`` of itself, at most once per round, and remembers the level
+that overloaded the server: the limit then climbs back to just below it and stays there,
+probing one step higher only every ``probe_rounds`` calm rounds (a rate-limited server
+keeps its limit, so hovering under it beats a sawtooth). The limit stays within
 ``[minimum, maximum]``.
 """
 
@@ -65,11 +68,12 @@ class AdaptiveLimit:
         tolerance: How much longer than the best round's mean latency a round may take
             before the limit stops growing (1.5: half as long again).
         backoff: The share of the limit kept after an overload signal.
+        probe_rounds: Calm rounds below the last overloaded level before trying it again.
 
     """
 
     def __init__(self, maximum: int, *, initial: int = 2, minimum: int = 1,
-                 tolerance: float = 1.5, backoff: float = 0.7) -> None:
+                 tolerance: float = 1.5, backoff: float = 0.7, probe_rounds: int = 8) -> None:
         if maximum < 1:
             raise ValueError(f"--max-concurrency must be at least 1, got {maximum}")
         self.maximum = maximum
@@ -82,6 +86,9 @@ class AdaptiveLimit:
         self.cuts = 0
         # Doubling each round until the first congestion, then one more per round.
         self.slow_start = True
+        self.probe_rounds = probe_rounds
+        self._ceiling: int | None = None
+        self._calm = 0
         self._changed = asyncio.Condition()
         self._round: list[float] = []
         self._round_overloaded = False
@@ -116,6 +123,8 @@ class AdaptiveLimit:
         self._cut_this_round = True
         self.cuts += 1
         self.slow_start = False
+        self._ceiling = self.current
+        self._calm = 0
         self._set(max(self.minimum, math.floor(self.current * self.backoff)))
 
     def done(self, seconds: float, *, overloaded: bool = False) -> None:
@@ -129,8 +138,7 @@ class AdaptiveLimit:
         if not self._round_overloaded:
             self._best_latency = min(self._best_latency, mean)
             if mean <= self._best_latency * self.tolerance:
-                grown = self.current * 2 if self.slow_start else self.current + 1
-                self._set(min(self.maximum, grown))
+                self._set(min(self.maximum, self._grown()))
             else:
                 self.slow_start = False
                 self._set(max(self.minimum, self.current - 1))
@@ -138,6 +146,17 @@ class AdaptiveLimit:
         self._round_overloaded = False
         self._cut_this_round = False
         self._round_started = time.perf_counter()
+
+    def _grown(self) -> int:
+        grown = self.current * 2 if self.slow_start else self.current + 1
+        if self._ceiling is None or grown < self._ceiling:
+            return grown
+        self._calm += 1
+        if self._calm >= self.probe_rounds:
+            # Long calm at the old ceiling: the server may take more now.
+            self._calm = 0
+            return self.current + 1
+        return max(self.current, self._ceiling - 1)
 
     def _set(self, value: int) -> None:
         if value == self.current:

@@ -127,3 +127,15 @@ def test_auto_backs_off_from_a_server_at_capacity(tmp_path: Path,
     assert summary["concurrency"]["mode"] == "auto"
     assert stub.slots.rejected > 0 and summary["concurrency"]["backoffs"] > 0
     assert summary["concurrency"]["final"] <= 12
+
+
+def test_after_an_overload_it_hovers_below_that_level_and_probes_now_and_then() -> None:
+    limit = AdaptiveLimit(64, initial=10, probe_rounds=3)
+    limit.signal(Status(429))  # 10 overloaded the server
+    assert limit.current == 7
+    levels = []
+    for _ in range(6):
+        finish_round(limit, 0.1)
+        levels.append(limit.current)
+    # The overloaded round holds; then 8, 9 (just below 10), hold, then a probe to 10.
+    assert levels == [7, 8, 9, 9, 9, 10]
