@@ -34,6 +34,7 @@ from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
 from kgcheck.evals.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.evals.consensus_run import run_consensus
+from kgcheck.evals.engines import Engine, GraphKey, make_engine
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.runner import (
     RECURSION_LIMIT,
@@ -316,12 +317,16 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
 
 async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
                   max_concurrency: int = 64, resume: bool = False, fresh: bool = False,
-                  show_progress: bool = False, cache: CacheChoice = True) -> RunResult:
+                  show_progress: bool = False, cache: CacheChoice = True,
+                  engine: str = "local", engine_options: Mapping[str, Any] | None = None
+                  ) -> RunResult:
     """Run a checked plan into its folder (resumable: see ``arun``).
 
     ``concurrency`` is a number of facts at once or ``"auto"``: adapt to the model server
     (AIMD: more while throughput rises and latency holds, fewer on 429, 503 and timeouts),
-    up to ``max_concurrency``.
+    up to ``max_concurrency``. ``engine`` is where the graphs run: ``local`` (this process)
+    or ``ray`` (a Ray cluster; ``engine_options``: ``address``, ``workers``,
+    ``per_worker``); the run folder and its guarantees are the same.
     """
     if resume and fresh:
         raise SettingsError("resume and fresh contradict each other; pick one")
@@ -330,29 +335,42 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
                  else parse_concurrency(concurrency, max_concurrency))
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    with use_cache(cache_path(cache)) as answers:
-        result = await _execute(plan, concurrency=limit, resume=resume, fresh=fresh,
-                                show_progress=show_progress)
-        if answers is not None:
-            result.summary["cache"] = answers.stats()
-            amend_summary(result.out_dir, {"cache": result.summary["cache"]})
+    path = cache_path(cache)
+    runner = make_engine(engine, cache=path, **dict(engine_options or {}))
+    try:
+        # The local engine's calls see the driver's cache; remote workers open their own.
+        with use_cache(path if runner.name == "local" else None) as answers:
+            result = await _execute(plan, runner, concurrency=limit, resume=resume,
+                                    fresh=fresh, show_progress=show_progress)
+        stats = runner.stats()
+    finally:
+        runner.close()
+    extra: dict[str, Any] = {"engine": {k: v for k, v in stats.items() if k != "cache"}}
+    if answers is not None:
+        extra["cache"] = answers.stats()
+    elif path is not None and stats.get("cache"):
+        asked = stats["cache"]["hits"] + stats["cache"]["misses"]
+        extra["cache"] = {"path": str(path), **stats["cache"],
+                          "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
+    result.summary.update(extra)
+    amend_summary(result.out_dir, extra)
     return result
 
 
-async def _execute(plan: RunPlan, *, concurrency: Limit, resume: bool, fresh: bool,
-                   show_progress: bool) -> RunResult:
+async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
+                   fresh: bool, show_progress: bool) -> RunResult:
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
             values=plan.values, info=plan.info, out_dir=plan.out_dir, concurrency=concurrency,
-            resume=resume, fresh=fresh, show_progress=show_progress)
+            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine)
     ctx = plan.strategy.make_context(**plan.values)
-    graph = plan.strategy.compile()
+    key: GraphKey = ("strategy", plan.strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
                               "metadata": {"kgcheck_run_id": plan.info.run_id}}
 
     async def invoke(fact: Fact) -> dict[str, Any]:
-        return await graph.ainvoke({"fact": fact.as_input()}, context=ctx, config=config)
+        return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
 
     return await run_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
                            resume=resume, fresh=fresh, show_progress=show_progress)
@@ -360,7 +378,8 @@ async def _execute(plan: RunPlan, *, concurrency: Limit, resume: bool, fresh: bo
 
 async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
                fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
-               cache: CacheChoice = True, **plan: Any) -> RunResult:
+               cache: CacheChoice = True, engine: str = "local",
+               engine_options: Mapping[str, Any] | None = None, **plan: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
     Takes what ``plan_run`` takes (``dataset=``, ``strategy=``, ``model=``, ``out=``, ...).
@@ -376,7 +395,8 @@ async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume:
         else:
             warn(message)
     return await execute(checked, concurrency=concurrency, max_concurrency=max_concurrency,
-                         resume=resume, fresh=fresh, show_progress=show_progress, cache=cache)
+                         resume=resume, fresh=fresh, show_progress=show_progress, cache=cache,
+                         engine=engine, engine_options=engine_options)
 
 
 def run(**kwargs: Any) -> RunResult:

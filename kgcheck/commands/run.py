@@ -109,6 +109,13 @@ def run(
                                       "~/.cache/kgcheck/answers.sqlite).")] = None,
     no_cache: Annotated[bool, Opt("--no-cache", help="Ask the model every time; neither "
                                   "read nor write the answer cache.")] = False,
+    engine: Annotated[str, Opt(help="Where the graphs run: local (this process) or ray (a "
+                               "Ray cluster; pip install 'kgcheck[ray]').")] = "local",
+    ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
+                                           "(host:6379 or ray://host:10001); default: "
+                                           "start a local one.")] = None,
+    ray_workers: Annotated[int | None, Opt(help="With --engine ray: worker actors "
+                                           "(default: the cluster's CPUs, at most 8).")] = None,
     out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
         None
     ),
@@ -165,7 +172,8 @@ def run(
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
                       resume=resume, fresh=fresh, show_progress=progress,
-                      cache=False if no_cache else (cache or True))
+                      cache=False if no_cache else (cache or True), engine=engine,
+                      engine_options=_engine_options(engine, ray_address, ray_workers))
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
@@ -182,6 +190,20 @@ def run(
         err_console.print(f"[bold red]error:[/] {result.aborted}; {advice}")
         raise typer.Exit(1)
     _report_errors(result.records, out_dir)
+
+
+def _engine_options(engine: str, address: str | None, workers: int | None) -> dict[str, Any]:
+    """Check the engine flags; the Ray ones mean nothing to another engine."""
+    if engine != "ray" and (address or workers):
+        raise ValueError("--ray-address and --ray-workers need --engine ray")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--ray-workers must be at least 1, got {workers}")
+    options: dict[str, Any] = {}
+    if address:
+        options["address"] = address
+    if workers:
+        options["workers"] = workers
+    return options
 
 
 def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:

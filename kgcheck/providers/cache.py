@@ -209,6 +209,16 @@ def active_cache() -> AnswerCache | None:
 
 
 @contextmanager
+def serving(cache: AnswerCache | None) -> Iterator[None]:
+    """Serve the calls made inside this block from an open cache (kept open after it)."""
+    token = _ACTIVE.set(cache)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+@contextmanager
 def use_cache(path: str | Path | None) -> Iterator[AnswerCache | None]:
     """Serve the model calls made inside this block from (and into) the cache at ``path``.
 
