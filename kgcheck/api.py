@@ -318,15 +318,16 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
 async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
                   max_concurrency: int = 64, resume: bool = False, fresh: bool = False,
                   show_progress: bool = False, cache: CacheChoice = True,
-                  engine: str = "local", engine_options: Mapping[str, Any] | None = None
-                  ) -> RunResult:
+                  engine: str | Engine = "local",
+                  engine_options: Mapping[str, Any] | None = None) -> RunResult:
     """Run a checked plan into its folder (resumable: see ``arun``).
 
     ``concurrency`` is a number of facts at once or ``"auto"``: adapt to the model server
     (AIMD: more while throughput rises and latency holds, fewer on 429, 503 and timeouts),
     up to ``max_concurrency``. ``engine`` is where the graphs run: ``local`` (this process)
     or ``ray`` (a Ray cluster; ``engine_options``: ``address``, ``workers``,
-    ``per_worker``); the run folder and its guarantees are the same.
+    ``per_worker``), or an engine object the caller keeps (and closes) across runs; the run
+    folder and its guarantees are the same.
     """
     if resume and fresh:
         raise SettingsError("resume and fresh contradict each other; pick one")
@@ -336,7 +337,10 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     path = cache_path(cache)
-    runner = make_engine(engine, cache=path, **dict(engine_options or {}))
+    # An engine object is the caller's to close (workers reused across runs); a name is ours.
+    owned = isinstance(engine, str)
+    runner = make_engine(engine, cache=path, **dict(engine_options or {})) if isinstance(
+        engine, str) else engine
     try:
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
@@ -344,7 +348,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
                                     fresh=fresh, show_progress=show_progress)
         stats = runner.stats()
     finally:
-        runner.close()
+        if owned:
+            runner.close()
     extra: dict[str, Any] = {"engine": {k: v for k, v in stats.items() if k != "cache"}}
     if answers is not None:
         extra["cache"] = answers.stats()
