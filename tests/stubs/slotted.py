@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests.stubs.base import Behaviour
+from tests.stubs.base import Behaviour, serve_in_foreground
 from tests.stubs.openai import OpenAIHandler, OpenAIStub
 
 
@@ -92,13 +92,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.2)
     parser.add_argument("--mode", choices=["reject", "queue"], default="reject")
     args = parser.parse_args()
-    with SlottedStub(Slots(args.slots, args.seconds, args.mode)) as stub:
-        print(stub.url, flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    serve_in_foreground(SlottedStub(Slots(args.slots, args.seconds, args.mode)))
 
 
 if __name__ == "__main__":
