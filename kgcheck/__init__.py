@@ -21,13 +21,16 @@ API = (
     "strategy", "KgcheckWarning", "SettingsError",
 )
 MODELS = ("Fact", "Verdict")
+SWEEPS = ("sweep", "asweep", "leaderboard")
 
-__all__ = [*API, *MODELS, "__version__"]
+__all__ = [*API, *MODELS, *SWEEPS, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     if name in API:
         return getattr(importlib.import_module("kgcheck.api"), name)
+    if name in SWEEPS:
+        return getattr(importlib.import_module("kgcheck.sweeps"), name)
     if name in MODELS:
         return getattr(importlib.import_module("kgcheck.data.facts"), name)
     raise AttributeError(f"module 'kgcheck' has no attribute {name!r}")

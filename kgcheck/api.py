@@ -39,9 +39,18 @@ from kgcheck.data.sparql import SparqlClient, SparqlReader
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.evals.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.evals.consensus_run import run_consensus
+from kgcheck.evals.engines import Engine, GraphKey, make_engine
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts, verdict_of
+from kgcheck.evals.runner import (
+    RECURSION_LIMIT,
+    RunInfo,
+    RunResult,
+    amend_summary,
+    run_facts,
+    verdict_of,
+)
 from kgcheck.graphs.consensus import settings_class
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
 from kgcheck.graphs.judges import CONS_JUDGES, JUDGE_NONE
@@ -49,9 +58,12 @@ from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
 from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.providers.cache import default_cache_path, use_cache
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
+# The answer cache: True = the default file, a path = that file, False or None = off.
+CacheChoice = bool | str | Path | None
 
 
 class SettingsError(ValueError):
@@ -233,14 +245,24 @@ def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def cache_path(cache: CacheChoice) -> Path | None:
+    """Return the answer-cache file a ``cache=`` argument names (None: no cache)."""
+    if cache is True:
+        return default_cache_path()
+    if cache is False or cache is None:
+        return None
+    return Path(cache)
+
+
 async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL,
                  *, concurrency: int = 8, data: str | Path | None = None,
-                 **settings: Any) -> list[Verdict]:
+                 cache: CacheChoice = True, **settings: Any) -> list[Verdict]:
     """Check facts with a strategy; return their verdicts in the order of ``facts``.
 
     ``settings`` are the strategy's Context fields (``max_attempts=5``, ``temperature=0``).
     A fact whose check fails gets an NA verdict whose ``error`` says why; settings that
-    cannot work raise before any fact is sent.
+    cannot work raise before any fact is sent. Live models' answers are cached (``cache``:
+    see ``cache_path``), so asking the same again costs nothing.
     """
     chosen = get_strategy(strategy)
     items = as_facts(facts)
@@ -264,14 +286,16 @@ async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = 
         async with gate:
             return Verdict.model_validate(await verdict_of(invoke, fact, chosen.label, model))
 
-    return list(await asyncio.gather(*(one(f) for f in items)))
+    with use_cache(cache_path(cache)):
+        return list(await asyncio.gather(*(one(f) for f in items)))
 
 
 def check(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL, *,
-          concurrency: int = 8, data: str | Path | None = None, **settings: Any) -> list[Verdict]:
+          concurrency: int = 8, data: str | Path | None = None, cache: CacheChoice = True,
+          **settings: Any) -> list[Verdict]:
     """Check facts with a strategy (see ``acheck``); for scripts without an event loop."""
     return asyncio.run(acheck(facts, strategy, model, concurrency=concurrency, data=data,
-                              **settings))
+                              cache=cache, **settings))
 
 
 @dataclass
@@ -397,37 +421,83 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    out_dir, notes)
 
 
-async def execute(plan: RunPlan, *, concurrency: int = 4, resume: bool = False,
-                  fresh: bool = False, show_progress: bool = False) -> RunResult:
-    """Run a checked plan into its folder (resumable: see ``arun``)."""
+async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
+                  max_concurrency: int = 64, resume: bool = False, fresh: bool = False,
+                  show_progress: bool = False, cache: CacheChoice = True,
+                  engine: str | Engine = "local",
+                  engine_options: Mapping[str, Any] | None = None) -> RunResult:
+    """Run a checked plan into its folder (resumable: see ``arun``).
+
+    ``concurrency`` is a number of facts at once or ``"auto"``: adapt to the model server
+    (AIMD: more while throughput rises and latency holds, fewer on 429, 503 and timeouts),
+    up to ``max_concurrency``. ``engine`` is where the graphs run: ``local`` (this process)
+    or ``ray`` (a Ray cluster; ``engine_options``: ``address``, ``workers``,
+    ``per_worker``), or an engine object the caller keeps (and closes) across runs; the run
+    folder and its guarantees are the same.
+    """
     if resume and fresh:
         raise SettingsError("resume and fresh contradict each other; pick one")
+    try:
+        limit = (concurrency if isinstance(concurrency, FixedLimit | AdaptiveLimit)
+                 else parse_concurrency(concurrency, max_concurrency))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    path = cache_path(cache)
+    # An engine object is the caller's to close (workers reused across runs); a name is ours.
+    owned = isinstance(engine, str)
+    runner = make_engine(engine, cache=path, **dict(engine_options or {})) if isinstance(
+        engine, str) else engine
+    try:
+        # The local engine's calls see the driver's cache; remote workers open their own.
+        with use_cache(path if runner.name == "local" else None) as answers:
+            result = await _execute(plan, runner, concurrency=limit, resume=resume,
+                                    fresh=fresh, show_progress=show_progress)
+        stats = runner.stats()
+    finally:
+        if owned:
+            runner.close()
+    extra: dict[str, Any] = {"engine": {k: v for k, v in stats.items() if k != "cache"}}
+    if answers is not None:
+        extra["cache"] = answers.stats()
+    elif path is not None and stats.get("cache"):
+        asked = stats["cache"]["hits"] + stats["cache"]["misses"]
+        extra["cache"] = {"path": str(path), **stats["cache"],
+                          "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
+    result.summary.update(extra)
+    amend_summary(result.out_dir, extra)
+    return result
+
+
+async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
+                   fresh: bool, show_progress: bool) -> RunResult:
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
             values=plan.values, info=plan.info, out_dir=plan.out_dir, concurrency=concurrency,
-            resume=resume, fresh=fresh, show_progress=show_progress)
+            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine)
     ctx = plan.strategy.make_context(**plan.values)
-    graph = plan.strategy.compile()
+    key: GraphKey = ("strategy", plan.strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
                               "metadata": {"kgcheck_run_id": plan.info.run_id}}
 
     async def invoke(fact: Fact) -> dict[str, Any]:
-        return await graph.ainvoke({"fact": fact.as_input()}, context=ctx, config=config)
+        return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
 
     return await run_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
                            resume=resume, fresh=fresh, show_progress=show_progress)
 
 
-async def arun(*, concurrency: int = 4, resume: bool = False, fresh: bool = False,
-               show_progress: bool = False, warn: Warn | None = None,
-               **plan: Any) -> RunResult:
+async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
+               fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
+               cache: CacheChoice = True, engine: str = "local",
+               engine_options: Mapping[str, Any] | None = None, **plan: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
     Takes what ``plan_run`` takes (``dataset=``, ``strategy=``, ``model=``, ``out=``, ...).
     Each verdict is appended to ``OUT/verdicts.jsonl`` as it completes; ``resume=True``
     continues a stopped run in the same folder, ``fresh=True`` starts it over. ``warn``
-    receives warnings found before the run (e.g. facts without evidence).
+    receives warnings found before the run (e.g. facts without evidence). Live models'
+    answers are cached (``cache``, see ``cache_path``); the summary counts the hits.
     """
     checked = plan_run(**plan)
     for message in checked.notes:
@@ -435,8 +505,9 @@ async def arun(*, concurrency: int = 4, resume: bool = False, fresh: bool = Fals
             warnings.warn(message, KgcheckWarning, stacklevel=2)
         else:
             warn(message)
-    return await execute(checked, concurrency=concurrency, resume=resume, fresh=fresh,
-                         show_progress=show_progress)
+    return await execute(checked, concurrency=concurrency, max_concurrency=max_concurrency,
+                         resume=resume, fresh=fresh, show_progress=show_progress, cache=cache,
+                         engine=engine, engine_options=engine_options)
 
 
 def run(**kwargs: Any) -> RunResult:

@@ -17,6 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"
 
 
+@pytest.fixture(autouse=True)
+def answer_cache_dir(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Give each test its own answer cache, so that no test is served another's answers."""
+    folder = tmp_path_factory.mktemp("answer-cache")
+    monkeypatch.setenv("KGCHECK_CACHE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def scripted() -> Iterator[Callable[[str, list[str]], str]]:
     """Register ``scripted:<name>`` answering the given texts in order; returns the spec.

@@ -77,6 +77,14 @@ def print_summary(summary: dict[str, Any]) -> None:
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    cached = summary.get("cache")
+    if cached and (cached.get("hits") or cached.get("misses")):
+        console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
+                      f"({cached['path']})")
+    level = summary.get("concurrency")
+    if level:
+        console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
+                      f"{level['backoffs']} back-offs")
     for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
         if key in summary:
             console.print(f"{key}: {summary[key]}")
@@ -110,7 +118,22 @@ def run(
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
     data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
     limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
-    concurrency: Annotated[int, Opt(help="Facts checked at once.")] = 4,
+    concurrency: Annotated[str, Opt(help="Facts checked at once: a number, or auto (adapt "
+                                    "to the server, up to --max-concurrency).")] = "4",
+    max_concurrency: Annotated[int, Opt(help="With --concurrency auto: the most facts at "
+                                        "once.")] = 64,
+    cache: Annotated[Path | None, Opt(help="Answer cache file (default: "
+                                      "$KGCHECK_CACHE_DIR/answers.sqlite, else "
+                                      "~/.cache/kgcheck/answers.sqlite).")] = None,
+    no_cache: Annotated[bool, Opt("--no-cache", help="Ask the model every time; neither "
+                                  "read nor write the answer cache.")] = False,
+    engine: Annotated[str, Opt(help="Where the graphs run: local (this process) or ray (a "
+                               "Ray cluster; pip install 'kgcheck[ray]').")] = "local",
+    ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
+                                           "(host:6379 or ray://host:10001); default: "
+                                           "start a local one.")] = None,
+    ray_workers: Annotated[int | None, Opt(help="With --engine ray: worker actors "
+                                           "(default: the cluster's CPUs, at most 8).")] = None,
     out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
         None
     ),
@@ -168,8 +191,10 @@ def run(
     out_dir = plan.out_dir
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
-    job = api.execute(plan, concurrency=concurrency, resume=resume, fresh=fresh,
-                      show_progress=progress)
+    job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
+                      resume=resume, fresh=fresh, show_progress=progress,
+                      cache=False if no_cache else (cache or True), engine=engine,
+                      engine_options=_engine_options(engine, ray_address, ray_workers))
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
@@ -186,6 +211,20 @@ def run(
         err_console.print(f"[bold red]error:[/] {result.aborted}; {advice}")
         raise typer.Exit(1)
     _report_errors(result.records, out_dir)
+
+
+def _engine_options(engine: str, address: str | None, workers: int | None) -> dict[str, Any]:
+    """Check the engine flags; the Ray ones mean nothing to another engine."""
+    if engine != "ray" and (address or workers):
+        raise ValueError("--ray-address and --ray-workers need --engine ray")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--ray-workers must be at least 1, got {workers}")
+    options: dict[str, Any] = {}
+    if address:
+        options["address"] = address
+    if workers:
+        options["workers"] = workers
+    return options
 
 
 def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
