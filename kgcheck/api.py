@@ -42,6 +42,8 @@ from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
 from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
+from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
@@ -348,3 +350,32 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
     return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+
+
+def evidence_sources() -> list[str]:
+    """Names the ``sources`` setting accepts: the stored corpus and every registered source."""
+    return [CORPUS, *EVIDENCE_SOURCES.names()]
+
+
+@dataclass(frozen=True)
+class FetchedEvidence:
+    """What the evidence sources fetched into a store: per-source counts and the items."""
+
+    store: Path
+    counts: dict[str, tuple[int, int, str]]
+    items: list[Fetched]
+
+
+def fetched_evidence(store: str | Path | None = None, *, source: str = "",
+                     limit: int = 1000) -> FetchedEvidence:
+    """List the results and pages fetched into the store (URL, title, fetch time, source)."""
+    path = Path(store) if store else default_store_path()
+    if not path.is_file():
+        raise SettingsError(f"{path}: no corpus store; import a corpus or run RAG with "
+                            "--set sources=... first")
+    opened = CorpusStore(path)
+    try:
+        return FetchedEvidence(path, opened.fetched_counts(),
+                               opened.fetched_items(source, limit))
+    finally:
+        opened.close()

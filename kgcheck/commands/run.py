@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -115,6 +116,8 @@ def run(
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
     setup_tracing(force=trace)
+    # The command reports failed evidence sources itself, once, after the run.
+    logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
 
     from kgcheck import api
     from kgcheck.evals.runner import VERDICTS, read_verdicts
@@ -158,6 +161,7 @@ def run(
         raise typer.Exit(130) from None
     print_summary(result.summary)
     console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
+    _report_source_failures(result.records)
     if result.aborted:
         advice = (f"fix the setting and start again with --fresh --out {out_dir}"
                   if result.summary.get("aborted_because") == "configuration" else
@@ -165,6 +169,20 @@ def run(
         err_console.print(f"[bold red]error:[/] {result.aborted}; {advice}")
         raise typer.Exit(1)
     _report_errors(result.records, out_dir)
+
+
+def _report_source_failures(records: list[dict[str, Any]]) -> None:
+    """Say once per evidence source that it failed, for how many facts, and why."""
+    failed: dict[str, Counter[str]] = {}
+    for record in records:
+        gathering = (record.get("details") or {}).get("gathering") or {}
+        for source, reason in (gathering.get("failed") or {}).items():
+            failed.setdefault(source, Counter())[str(reason)] += 1
+    for source, reasons in failed.items():
+        reason, _ = reasons.most_common(1)[0]
+        err_console.print(f"[bold yellow]warning:[/] evidence source {source} failed for "
+                          f"{sum(reasons.values())} of {len(records)} facts: {reason}",
+                          markup=True, highlight=False)
 
 
 def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:

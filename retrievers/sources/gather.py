@@ -83,7 +83,7 @@ def fact_key(request: EvidenceRequest) -> str:
 
 
 def document_number(item: Fetched) -> int:
-    """Number a fetched document by its content, so its chunk ids never go stale."""
+    """Return a fetched document's number, from its content (its chunk ids never go stale)."""
     digest = hashlib.sha256(f"{item.source}\n{item.url}\n{item.text}".encode()).hexdigest()
     return 1_000 + int(digest[:12], 16) % 10**12
 
@@ -205,7 +205,7 @@ class GatheredSource:
         return sorted(ids)
 
     def documents(self, dataset: str, fact_id: str) -> list[Document]:
-        """The base corpus's documents of the fact, then the gathered ones."""
+        """Return the base corpus's documents of the fact, then the gathered ones."""
         base = self.base.documents(dataset, fact_id) if self.base is not None else []
         with self._lock:
             return base + list(self._gathered.get((dataset.lower(), fact_id), []))

@@ -154,6 +154,7 @@ class _Pacing:
 
 PACING = _Pacing()
 _ROBOTS: dict[str, RobotFileParser] = {}
+_DISALLOW_ALL = ["User-agent: *", "Disallow: /"]
 _ROBOTS_LOCK = threading.Lock()
 
 
@@ -274,12 +275,12 @@ class Net:
                 raise
             except (httpx.TransportError, TimeoutError, _Retryable):
                 # A site whose robots.txt cannot be read is not fetched (as crawlers do).
-                parser.disallow_all = True
+                parser.parse(_DISALLOW_ALL)
             else:
                 if found.status in (401, 403):
-                    parser.disallow_all = True
+                    parser.parse(_DISALLOW_ALL)
                 elif found.status >= 400:
-                    parser.allow_all = True
+                    parser.parse([])  # no robots.txt: everything may be fetched
                 else:
                     parser.parse(found.body.decode("utf-8", "replace").splitlines())
             with _ROBOTS_LOCK:

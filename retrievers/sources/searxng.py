@@ -50,8 +50,10 @@ class SearxngSource:
         except NetError as exc:
             raise SourceError(f"searxng at {self.base_url}: {exc}") from None
         if response.status != 200:
-            hint = " (is format=json enabled in its settings.yml?)" if response.status == 403 else ""
-            raise SourceError(f"searxng at {self.base_url} answered HTTP {response.status}{hint}")
+            hint = (" (is format=json enabled in its settings.yml?)"
+                    if response.status == 403 else "")
+            raise SourceError(f"searxng at {self.base_url} answered HTTP "
+                              f"{response.status}{hint}")
         try:
             payload: Any = json.loads(decode(response.body, response.charset))
         except ValueError:

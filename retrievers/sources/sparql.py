@@ -87,7 +87,8 @@ def iri_of(term: str) -> str | None:
     term = term.strip()
     if term.startswith("<") and term.endswith(">"):
         term = term[1:-1]
-    ok = term.startswith(("http://", "https://", "urn:")) and not any(c in term for c in ' <>"{}|\\^`')
+    unsafe = any(c in term for c in ' <>"{}|\\^`')
+    ok = term.startswith(("http://", "https://", "urn:")) and not unsafe
     return term if ok else None
 
 
