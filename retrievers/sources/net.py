@@ -16,8 +16,10 @@ literal ``http://10.0.0.1/``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterable
@@ -115,12 +117,18 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """Return the process's TLS context (loading the CA bundle costs about 0.2 s)."""
+    return httpx.create_ssl_context()
+
+
 def guarded_transport(policy: NetPolicy) -> httpx.AsyncHTTPTransport:
     """Return an httpx transport whose connections pass the address guard."""
-    transport = httpx.AsyncHTTPTransport(retries=0)
+    transport = httpx.AsyncHTTPTransport(retries=0, verify=ssl_context())
     # httpx takes no network backend argument; its pool is rebuilt around the guarded one.
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=httpx.create_ssl_context(), network_backend=_GuardedBackend(policy))
+        ssl_context=ssl_context(), network_backend=_GuardedBackend(policy))
     return transport
 
 
@@ -178,7 +186,8 @@ class Net:
         self.policy = policy
         # Configured API endpoints (a self-hosted SearxNG on localhost) are the user's
         # choice; the guard protects against addresses that come from fetched data.
-        transport = guarded_transport(policy) if guard else httpx.AsyncHTTPTransport(retries=0)
+        transport = (guarded_transport(policy) if guard
+                     else httpx.AsyncHTTPTransport(retries=0, verify=ssl_context()))
         # trust_env=False: a proxy from the environment would bypass the address guard.
         self._client = httpx.AsyncClient(transport=transport, trust_env=False,
                                          follow_redirects=False,

@@ -9,6 +9,7 @@ fact still has the other pages and the search snippets.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable, Sequence
 
 from kgcheck.retrievers.sources.base import EvidenceRequest, SourceSettings, now
@@ -60,7 +61,9 @@ class WebSource:
             raise PageSkipped(f"{key}: HTTP {response.status}",
                               permanent=response.status < 500)
         try:
-            title, text = page_text(response.body, response.content_type, response.charset)
+            # Extraction is CPU work: off the event loop, so other fetches go on meanwhile.
+            title, text = await asyncio.to_thread(page_text, response.body,
+                                                  response.content_type, response.charset)
         except ExtractError as exc:
             raise PageSkipped(f"{key}: {exc}") from None
         return [Fetched(self.name, response.url, title, text, now())]
