@@ -22,6 +22,7 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,6 +164,9 @@ class _Pacing:
 PACING = _Pacing()
 _ROBOTS: dict[str, RobotFileParser] = {}
 _DISALLOW_ALL = ["User-agent: *", "Disallow: /"]
+# asyncio locks belong to one event loop; each loop gets its own, dropped with the loop.
+_ROBOTS_READING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary())
 _ROBOTS_LOCK = threading.Lock()
 
 
@@ -276,6 +280,17 @@ class Net:
         origin = f"{parts.scheme}://{parts.netloc}"
         with _ROBOTS_LOCK:
             parser = _ROBOTS.get(origin)
+            # Facts fetched at once ask the same site: one of them reads its robots.txt.
+            per_loop = _ROBOTS_READING.setdefault(asyncio.get_running_loop(), {})
+            reading = per_loop.setdefault(origin, asyncio.Lock())
+        if parser is None:
+            async with reading:
+                return await self._read_robots(origin, url)
+        return parser.can_fetch(USER_AGENT, url)
+
+    async def _read_robots(self, origin: str, url: str) -> bool:
+        with _ROBOTS_LOCK:
+            parser = _ROBOTS.get(origin)
         if parser is None:
             parser = RobotFileParser(origin + "/robots.txt")
             try:
@@ -337,3 +352,4 @@ def forget_robots() -> None:
     """Drop the robots.txt rules read so far (tests start each server afresh)."""
     with _ROBOTS_LOCK:
         _ROBOTS.clear()
+        _ROBOTS_READING.clear()
