@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from kgcheck.app import app, console, err_console, user_errors
+from kgcheck.data.sampling import parse_ids
 from kgcheck.graphs.context import DEFAULT_MODEL
 
 Opt = typer.Option
@@ -87,7 +88,24 @@ def print_summary(summary: dict[str, Any]) -> None:
 def run(
     dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
     triples: Annotated[Path | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
-                                        "subject, predicate, object[, id, label].")] = None,
+                                        "subject, predicate, object[, id, label], or RDF: "
+                                        ".nt .nq .ttl .trig .rdf (also .gz).")] = None,
+    sparql: Annotated[str | None, Opt(help="Read the facts from this SPARQL 1.1 endpoint "
+                                      "URL.")] = None,
+    graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
+    where: Annotated[str | None, Opt(help="With --sparql: a pattern binding ?s ?p ?o, e.g. "
+                                     "'?s a <http://ex.org/Person> . ?s ?p ?o'.")] = None,
+    labels: Annotated[Path | None, Opt(help="Gold labels: .csv/.jsonl with id or subject, "
+                                       "predicate, object, and label.")] = None,
+    sample: Annotated[int | None, Opt(help="Check a uniform random sample of N facts (one "
+                                      "pass over the input).")] = None,
+    seed: Annotated[int, Opt(help="Seed of --sample / --stratify: the same seed, the same "
+                             "sample.")] = 0,
+    stratify: Annotated[str | None, Opt(help="Sample per stratum: predicate, subject, "
+                                        "dataset or label.")] = None,
+    per_stratum: Annotated[int | None, Opt(help="With --stratify: K facts of each stratum "
+                                           "(default: proportional to --sample).")] = None,
+    ids: Annotated[str | None, Opt(help="Only these fact ids: ID,ID,... or @FILE.")] = None,
     method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
                                "(`kgcheck graph list`).")] = "dka",
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
@@ -123,8 +141,8 @@ def run(
     from kgcheck.evals.runner import VERDICTS, read_verdicts
     from kgcheck.graphs.consensus import settings_class
 
-    if (dataset is None) == (triples is None):
-        raise ValueError("give exactly one of --dataset NAME or --triples FILE")
+    if sum(x is not None for x in (dataset, triples, sparql)) != 1:
+        raise ValueError("give exactly one of --dataset NAME, --triples FILE or --sparql URL")
     if resume and fresh:
         raise ValueError("--resume and --fresh contradict each other; pick one")
     if limit is not None and limit < 1:
@@ -142,9 +160,12 @@ def run(
         if value:
             values[key] = value
     plan = api.plan_run(
-        dataset=dataset, triples=triples, strategy=strategy.name, model=model,
+        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy.name, model=model,
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
-        limit=limit, out=out, settings=values)
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
+        settings=values)
     for warning in plan.notes:
         err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = plan.out_dir
