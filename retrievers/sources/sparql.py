@@ -6,9 +6,10 @@ subject and object become evidence: each ``<s> <p> <o>`` is rendered as the sent
 entity's sentences form one document whose URL is the entity's IRI. A term that is not an
 IRI is looked up by its exact label.
 
-The source needs only ``select(query) -> rows`` (a list of ``{variable: value}``): any
-SPARQL client with that call can be passed in; ``HttpSelect`` is a minimal SPARQL 1.1
-protocol client over httpx used by default.
+The source needs only ``select(query) -> rows``, each row ``{variable: value}`` or a SPARQL
+JSON binding ``{variable: {"type": ..., "value": ...}}``: any SPARQL client with that call
+can be passed in (``kgcheck.data.sparql.SparqlClient(url).select`` is one);
+``HttpSelect`` is a minimal SPARQL 1.1 protocol client over httpx used by default.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kgcheck.retrievers.sources.net import USER_AGENT, NetPolicy, NetStats
 from kgcheck.retrievers.sources.text import clean_text
 from kgcheck.retrievers.store import Fetched
 
-Select = Callable[[str], list[dict[str, str]]]
+Select = Callable[[str], list[dict[str, Any]]]
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 MAX_STATEMENTS = 200
 
@@ -125,10 +126,22 @@ class SparqlSource:
         """Render the entity's statements as one document (none when the KG lacks it)."""
         return await asyncio.to_thread(self._fetch, key)
 
+    def _select(self, query: str) -> list[dict[str, str]]:
+        try:
+            rows = self.select(query)
+        except SourceError:
+            raise
+        except (ValueError, OSError, httpx.HTTPError) as exc:
+            # Another client's own failure (e.g. SparqlError) is this source's failure.
+            raise SourceError(f"sparql at {self.location}: {exc}") from None
+        # Plain values or SPARQL JSON bindings, whichever the client gives.
+        return [{k: str(v.get("value", "")) if isinstance(v, dict) else str(v)
+                 for k, v in row.items()} for row in rows]
+
     def _fetch(self, key: str) -> list[Fetched]:
         if key.startswith("label:"):
             label = key[len("label:"):]
-            rows = self.select(f"SELECT DISTINCT ?s WHERE {{ {{ ?s <{RDFS_LABEL}> "
+            rows = self._select(f"SELECT DISTINCT ?s WHERE {{ {{ ?s <{RDFS_LABEL}> "
                                f"{_literal(label)}@en }} UNION {{ ?s <{RDFS_LABEL}> "
                                f"{_literal(label)} }} }} LIMIT 2")
             iris = [r["s"] for r in rows if r.get("s")]
@@ -136,7 +149,7 @@ class SparqlSource:
             iris = [key]
         out = []
         for iri in iris:
-            rows = self.select(_statements_query(iri))
+            rows = self._select(_statements_query(iri))
             document = self._render(iri, rows)
             if document is not None:
                 out.append(document)
