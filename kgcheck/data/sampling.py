@@ -194,8 +194,10 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
 
 def _distinct(facts: list[Fact], notes: list[str]) -> list[Fact]:
     """Drop repeats of a fact id among the chosen (a line repeated in an RDF file)."""
-    seen: set[str] = set()
-    kept = [f for f in facts if not (f.id in seen or seen.add(f.id))]
+    first: dict[str, Fact] = {}
+    for fact in facts:
+        first.setdefault(fact.id, fact)
+    kept = list(first.values())
     if len(kept) < len(facts):
         notes.append(f"{len(facts) - len(kept)} chosen fact(s) repeat another (the same "
                      "triple twice in the input): each is checked once")
