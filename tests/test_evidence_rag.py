@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from typer.testing import CliRunner
 
+import kgcheck
 from kgcheck.cli import app
 from kgcheck.retrievers.sources.net import NetStats, forget_robots
 from tests.scripted import register_scripted
@@ -135,6 +136,11 @@ def test_own_triples_get_verdicts_with_cited_web_evidence(web, triples, tmp_path
     assert {d["url"] for d in found["2"]["details"]["documents"]} <= {
         f"{web.url}/danube.html", f"{web.url}/trick.html"}
     assert found["1"]["details"]["gathering"]["cache_hits"] == 0
+
+    fetched = kgcheck.fetched_evidence(store)
+    assert {i.source for i in fetched.items} == {"searxng", "web"}
+    assert all(i.url.startswith(web.url) and i.fetched_at for i in fetched.items)
+    assert "corpus" in kgcheck.evidence_sources() and "searxng" in kgcheck.evidence_sources()
 
     listed = runner.invoke(app, ["corpus", "list", "--store", str(store), "--fetched"])
     assert listed.exit_code == 0, listed.output

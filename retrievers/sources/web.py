@@ -10,6 +10,7 @@ fact still has the other pages and the search snippets.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from collections.abc import Hashable, Sequence
 
 from kgcheck.retrievers.sources.base import EvidenceRequest, SourceSettings, now
@@ -71,4 +72,7 @@ class WebSource:
 
 def build(argument: str = "", *, settings: SourceSettings, **_: Hashable) -> WebSource:
     """Build the source; it fetches as many pages as ``source_results`` per fact."""
+    if importlib.util.find_spec("trafilatura") is None:
+        raise ValueError("the web source extracts page text with trafilatura, which is not "
+                         "installed: pip install 'kgcheck[web]'")
     return WebSource(settings.results)
