@@ -351,3 +351,24 @@ async def test_blocked_pages_are_cached_as_empty_answers(web, tmp_path):
     assert {d.meta["source"] for d in out.documents} == {"searxng"}
     assert cache.cached("web", f"{web.url}/alda.html") == []
 
+
+
+async def test_a_source_that_breaks_fails_alone(web, tmp_path):
+    class Broken:
+        name, location, trusted = "broken", "nowhere", True
+
+        def keys(self, request, found):
+            return ["k"]
+
+        async def fetch(self, key, net):
+            raise KeyError("a bug")
+
+    EVIDENCE_SOURCES.register("broken", lambda argument, **_: Broken())
+    try:
+        cache = CorpusStore(tmp_path / "cache.sqlite")
+        settings = SourceSettings(searxng_url=web.url, policy=policy())
+        out = await gather(request(), ["broken", "searxng"], settings, cache)
+    finally:
+        EVIDENCE_SOURCES.unregister("broken")
+    assert "KeyError" in out.failures["broken"]
+    assert {d.meta["source"] for d in out.documents} == {"searxng"}

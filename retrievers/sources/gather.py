@@ -123,6 +123,12 @@ async def _answers(source: EvidenceSource, keys: list[str], cache: CorpusStore,
                         out.failures.setdefault(source.name, str(exc))
                         _report_once(source, str(exc))
                         return
+                    except Exception as exc:  # noqa: BLE001 - a source's bug ends no run
+                        reason = (f"{source.name} at {source.location}: {key[:80]!r}: "
+                                  f"{type(exc).__name__}: {exc}")
+                        out.failures.setdefault(source.name, reason)
+                        _report_once(source, reason)
+                        return
                     found[key] = items
                     fetched_at = items[0].fetched_at if items else ""
                     await asyncio.to_thread(cache.save, source.name, key, items,
