@@ -162,8 +162,10 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
 
 
 def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
+    # RDF terms (IRIs, blank nodes, typed or tagged literals) reach the record unchanged.
+    rdf = {"rdf": fact.rdf} if fact.rdf else {}
     return {**verdict, "fact_id": fact.id, "dataset": fact.dataset, "gold": gold_mark(fact),
-            "run_id": run_id}
+            "run_id": run_id, **rdf}
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:

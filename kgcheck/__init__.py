@@ -16,8 +16,9 @@ from typing import Any
 __version__ = "0.1.0"
 
 API = (
-    "acheck", "arun", "check", "datasets", "load_dataset", "read_triples", "report",
-    "reproduce", "run", "settings", "strategies", "strategy", "KgcheckWarning",
+    "acheck", "arun", "check", "datasets", "evidence_sources", "fetched_evidence",
+    "iter_triples", "load_dataset", "read_sparql", "read_triples", "report", "reproduce",
+    "run", "select_facts", "settings", "strategies", "strategy", "KgcheckWarning",
     "SettingsError",
 )
 MODELS = ("Fact", "Verdict")

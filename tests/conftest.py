@@ -11,6 +11,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from tests.scripted import SCRIPTED, register_scripted
+from tests.virtuoso import virtuoso  # noqa: F401 - a fixture for the SPARQL tests
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,7 @@ import typer
 from rich.table import Table
 
 from kgcheck.app import app, console, err_console, user_errors
+from kgcheck.data.sampling import parse_ids
 from kgcheck.graphs.context import DEFAULT_MODEL
 
 Opt = typer.Option
@@ -94,7 +96,24 @@ def print_summary(summary: dict[str, Any]) -> None:
 def run(
     dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
     triples: Annotated[Path | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
-                                        "subject, predicate, object[, id, label].")] = None,
+                                        "subject, predicate, object[, id, label], or RDF: "
+                                        ".nt .nq .ttl .trig .rdf (also .gz).")] = None,
+    sparql: Annotated[str | None, Opt(help="Read the facts from this SPARQL 1.1 endpoint "
+                                      "URL.")] = None,
+    graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
+    where: Annotated[str | None, Opt(help="With --sparql: a pattern binding ?s ?p ?o, e.g. "
+                                     "'?s a <http://ex.org/Person> . ?s ?p ?o'.")] = None,
+    labels: Annotated[Path | None, Opt(help="Gold labels: .csv/.jsonl with id or subject, "
+                                       "predicate, object, and label.")] = None,
+    sample: Annotated[int | None, Opt(help="Check a uniform random sample of N facts (one "
+                                      "pass over the input).")] = None,
+    seed: Annotated[int, Opt(help="Seed of --sample / --stratify: the same seed, the same "
+                             "sample.")] = 0,
+    stratify: Annotated[str | None, Opt(help="Sample per stratum: predicate, subject, "
+                                        "dataset or label.")] = None,
+    per_stratum: Annotated[int | None, Opt(help="With --stratify: K facts of each stratum "
+                                           "(default: proportional to --sample).")] = None,
+    ids: Annotated[str | None, Opt(help="Only these fact ids: ID,ID,... or @FILE.")] = None,
     method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
                                "(`kgcheck graph list`).")] = "dka",
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
@@ -138,13 +157,15 @@ def run(
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
     setup_tracing(force=trace)
+    # The command reports failed evidence sources itself, once, after the run.
+    logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
 
     from kgcheck import api
     from kgcheck.evals.runner import VERDICTS, read_verdicts
     from kgcheck.graphs.consensus import settings_class
 
-    if (dataset is None) == (triples is None):
-        raise ValueError("give exactly one of --dataset NAME or --triples FILE")
+    if sum(x is not None for x in (dataset, triples, sparql)) != 1:
+        raise ValueError("give exactly one of --dataset NAME, --triples FILE or --sparql URL")
     if resume and fresh:
         raise ValueError("--resume and --fresh contradict each other; pick one")
     if limit is not None and limit < 1:
@@ -162,9 +183,12 @@ def run(
         if value:
             values[key] = value
     plan = api.plan_run(
-        dataset=dataset, triples=triples, strategy=strategy.name, model=model,
+        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy.name, model=model,
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
-        limit=limit, out=out, settings=values)
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
+        settings=values)
     for warning in plan.notes:
         err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = plan.out_dir
@@ -183,6 +207,7 @@ def run(
         raise typer.Exit(130) from None
     print_summary(result.summary)
     console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
+    _report_source_failures(result.records)
     if result.aborted:
         advice = (f"fix the setting and start again with --fresh --out {out_dir}"
                   if result.summary.get("aborted_because") == "configuration" else
@@ -204,6 +229,20 @@ def _engine_options(engine: str, address: str | None, workers: int | None) -> di
     if workers:
         options["workers"] = workers
     return options
+
+
+def _report_source_failures(records: list[dict[str, Any]]) -> None:
+    """Say once per evidence source that it failed, for how many facts, and why."""
+    failed: dict[str, Counter[str]] = {}
+    for record in records:
+        gathering = (record.get("details") or {}).get("gathering") or {}
+        for source, reason in (gathering.get("failed") or {}).items():
+            failed.setdefault(source, Counter())[str(reason)] += 1
+    for source, reasons in failed.items():
+        reason, _ = reasons.most_common(1)[0]
+        err_console.print(f"[bold yellow]warning:[/] evidence source {source} failed for "
+                          f"{sum(reasons.values())} of {len(records)} facts: {reason}",
+                          markup=True, highlight=False)
 
 
 def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
