@@ -320,7 +320,7 @@ async def _run_locked(
     wanted = {f.id for f in facts}
     records = [r for fid, r in records_by_id.items() if fid in wanted]
     summary = summarize(records, info, seconds=seconds, ran=state["done"])
-    if adaptive:
+    if isinstance(concurrency, AdaptiveLimit):
         summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
                                   "final": concurrency.current, "peak": concurrency.peak,
                                   "backoffs": concurrency.cuts}
