@@ -25,7 +25,6 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     TextColumn,
-    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
@@ -179,14 +178,14 @@ async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dic
 
 
 def _progress(disable: bool) -> Progress:
+    """Build a progress bar that fits 80 columns (a consensus phase's name and ties too)."""
     return Progress(
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=8),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:.1f} facts/s"),
-        TextColumn("NA {task.fields[na]}  errors {task.fields[errors]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        TextColumn("{task.fields[rate]:.1f}/s"),
+        TextColumn("{task.fields[tally]}"),
+        TimeRemainingColumn(elapsed_when_finished=True),
         disable=disable,
     )
 
@@ -203,11 +202,14 @@ async def run_facts(
     show_progress: bool = True,
     max_consecutive_unreachable: int | None = None,
     summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+    phase: str | None = None,
 ) -> RunResult:
     """Invoke a graph on every fact, appending each verdict as it completes.
 
     ``invoke`` runs one fact and returns the graph output (with ``verdict``). Stops early,
     with verdicts kept, when the model server is unreachable for many facts in a row.
+    ``phase`` names a consensus phase in the progress bar, which then counts ties apart
+    from NA answers.
     """
     if concurrency < 1:
         raise RunError(f"--concurrency must be at least 1, got {concurrency}")
@@ -216,8 +218,14 @@ async def run_facts(
         return await _run_locked(
             facts, invoke, info, out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
             show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
-            summary_extras=summary_extras,
+            summary_extras=summary_extras, phase=phase,
         )
+
+
+def _tally(state: dict[str, int], phase: str | None) -> str:
+    """Format the progress counts: NA and errors, and ties in a consensus phase."""
+    ties = f"ties {state['ties']} " if phase else ""
+    return f"{ties}NA {state['na']} errors {state['errors']}"
 
 
 @contextmanager
@@ -248,6 +256,7 @@ async def _run_locked(
     show_progress: bool,
     max_consecutive_unreachable: int | None,
     summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None,
+    phase: str | None = None,
 ) -> RunResult:
     finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
     todo = [f for f in facts if f.id not in finished]
@@ -256,14 +265,14 @@ async def _run_locked(
     queue: asyncio.Queue[Fact] = asyncio.Queue()
     for fact in todo:
         queue.put_nowait(fact)
-    state = {"done": 0, "na": 0, "errors": 0, "unreachable_streak": 0}
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0}
     aborted: list[str] = []
     started = time.perf_counter()
 
     with (out_dir / VERDICTS).open("a", encoding="utf-8") as sink, \
             _progress(not show_progress) as progress:
-        task = progress.add_task(f"{info.method} {info.dataset}", total=len(todo),
-                                 rate=0.0, na=0, errors=0)
+        title = f"{info.method} {info.dataset}" + (f" {phase}" if phase else "")
+        task = progress.add_task(title, total=len(todo), rate=0.0, tally=_tally(state, phase))
 
         async def worker() -> None:
             while not aborted:
@@ -276,7 +285,10 @@ async def _run_locked(
                 sink.write(json.dumps(record) + "\n")
                 sink.flush()
                 state["done"] += 1
-                state["na"] += record["label"] == "NA"
+                tie = (record.get("details") or {}).get("decision") == "tie"
+                state["ties"] += tie
+                # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
+                state["na"] += record["label"] == "NA" and not (tie and phase)
                 error_type = (record.get("details") or {}).get("error_type")
                 if record.get("error"):
                     state["errors"] += 1
@@ -290,7 +302,7 @@ async def _run_locked(
                     state["unreachable_streak"] = 0
                 elapsed = time.perf_counter() - started
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
-                                na=state["na"], errors=state["errors"])
+                                tally=_tally(state, phase))
 
         await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(todo))))))
 

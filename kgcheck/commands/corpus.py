@@ -49,11 +49,16 @@ def list_(store: StoreOption = None) -> None:
     from kgcheck.retrievers.store import CorpusStore, default_store_path
 
     path = store or default_store_path()
-    if not path.is_file():
-        raise ValueError(f"{path}: no imported corpus; run `kgcheck corpus import` first")
+    counts = CorpusStore(path).counts() if path.is_file() else {}
+    if not counts:
+        # Nothing imported is a state, not an error: RAG then reads the sample corpus.
+        console.print(f"no corpus imported in {path}; RAG uses the sample corpus "
+                      "(data/sample-corpus) until you run `kgcheck corpus import --dataset "
+                      "NAME --from FOLDER_OR_TARBALL`", highlight=False)
+        return
     table = Table(title=f"Evidence in {path}")
     for column in ("dataset", "facts", "documents"):
         table.add_column(column, justify="left" if column == "dataset" else "right")
-    for name, (facts, docs) in CorpusStore(path).counts().items():
+    for name, (facts, docs) in counts.items():
         table.add_row(name, f"{facts:,}", f"{docs:,}")
     console.print(table)
