@@ -298,7 +298,8 @@ async def after_check(state: GIVState, runtime: Runtime[GIVContext], *,
 
 
 # The outcome names label the edges in the graph's picture.
-AFTER_CHECK: dict[Hashable, str] = {"compliant": "decide", "retry": "reprompt", "out of attempts": "give_up"}
+AFTER_CHECK: dict[Hashable, str] = {"compliant": "decide", "retry": "reprompt",
+                                    "out of attempts": "give_up"}
 
 
 async def reprompt(state: GIVState, runtime: Runtime[GIVContext], *,
