@@ -155,3 +155,17 @@ async def test_consensus_summary_prints_members_ties_and_alignment_readably(
         assert summary["alignment"][member] == pytest.approx(float(row.split()[-2]), abs=5e-4)
     assert max(len(line) for line in text.splitlines()) <= WIDTH
     assert len(FACTS) == 6
+
+
+def test_the_readmes_rag_studio_example_has_documents_in_the_sample_corpus() -> None:
+    from kgcheck.retrievers.store import FolderSource
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    after = readme[readme.index("For `rag`, pick a fact"):]
+    block = after[after.index("```json") + len("```json"):]
+    fact = json.loads(block[:block.index("```")])["fact"]
+    docs = FolderSource(root / "data" / "sample-corpus").documents(fact["dataset"].lower(),
+                                                                   fact["id"])
+    assert docs, fact
+    assert any(fact["subject"].split("_")[0] in d.text for d in docs)
