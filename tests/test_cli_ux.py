@@ -114,8 +114,8 @@ async def test_consensus_progress_names_each_phase_and_counts_ties(
     titles: list[tuple[str, str]] = []
     real = run_module._progress
 
-    def spy(disable: bool):
-        progress = real(True)
+    def spy(disable: bool, *args, **kwargs):
+        progress = real(True, *args, **kwargs)
         add, update = progress.add_task, progress.update
 
         def add_task(description: str, **fields):
