@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from importlib import resources
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -32,7 +34,10 @@ from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.evals.audit import EstimateResult, SampleResult, estimate_run, run_verdicts, write_sample
+from kgcheck.evals.audit import run_facts as _run_facts
 from kgcheck.evals.consensus_run import run_consensus
+from kgcheck.evals.importing import VerdictImportError, import_run, read_verdict_file
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts, verdict_of
 from kgcheck.graphs.consensus import settings_class
@@ -348,3 +353,85 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
     return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+
+
+def sample(*, n: int, out: str | Path, dataset: str | None = None,
+           triples: str | Path | None = None, facts: Iterable[FactLike] | None = None,
+           run: str | Path | None = None, design: str = "srs", stratify: str | None = None,
+           cluster: str = "subject", cluster_size: int = 3, seed: int = 0,
+           data: str | Path | None = None) -> SampleResult:
+    """Draw the facts a person should label; write them as an annotators' CSV.
+
+    The facts come from exactly one of ``dataset``, ``triples``, ``facts`` (any iterable,
+    read once) or ``run`` (the facts a run checked; allows ``stratify="verdict"``).
+    ``design`` is ``srs``, ``stratified`` (by ``stratify``) or ``twcs`` (clusters by
+    ``cluster``, up to ``cluster_size`` facts each). The same inputs and ``seed`` give the
+    same sample.
+    """
+    if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
+        raise SettingsError("give exactly one of a dataset, a triples file, facts or a run")
+    verdicts = None
+    source: Iterable[Fact]
+    if run is not None:
+        records = run_verdicts(Path(run))
+        verdicts = {fid: str(r["label"]) for fid, r in records.items()}
+        source = [f for f in _run_facts(Path(run), data) if f.id in verdicts]
+    elif triples is not None:
+        source = _read_triples(triples)
+    elif facts is not None:
+        source = (item if isinstance(item, Fact) else as_facts([item])[0] for item in facts)
+    else:
+        source = load_dataset(dataset or "", data)
+    return write_sample(source, Path(out), n=n, design=design, stratify=stratify,
+                        cluster=cluster, cluster_size=cluster_size, seed=seed,
+                        verdicts=verdicts)
+
+
+def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | None = None,
+                    dataset: str | None = None, data: str | Path | None = None,
+                    fresh: bool = False) -> RunResult:
+    """Turn verdicts made elsewhere into a run folder (scored like any run).
+
+    ``file`` is a FactCheck study result file (``.json``, any name) or a CSV/JSONL of
+    ``fact_id,label``. The facts and their gold labels come from ``triples`` or
+    ``dataset``; without either, from the dataset the study file's name gives.
+    """
+    found = read_verdict_file(file)
+    if triples is not None and dataset is not None:
+        raise SettingsError("give at most one of a triples file and a dataset")
+    if triples is not None:
+        facts = _read_triples(triples)
+        name, source = facts[0].dataset, str(Path(triples).resolve())
+    else:
+        wanted = dataset or found.dataset
+        if not wanted:
+            raise VerdictImportError(f"{file}: the file name names no dataset; pass --dataset "
+                                     "NAME or --triples FILE")
+        src = as_source(data)
+        name = canonical_dataset(src, wanted)
+        facts, source = load_facts(name, src), src.location
+    return import_run(found, facts, Path(out), source=source, dataset=name, fresh=fresh)
+
+
+def model_prices() -> dict[str, Any]:
+    """Read the shipped model prices (US dollars per 1,000 tokens), by model name."""
+    text = resources.files("kgcheck").joinpath("pricing.json").read_text(encoding="utf-8")
+    return dict(json.loads(text).get("chat", {}))
+
+
+def estimate(run: str | Path, *, labels: str | Path | None = None,
+             gold_sample: int | None = None, seed: int = 0, confidence: float = 0.95,
+             stratify: str | None = None, design: str = "srs", cluster: str = "subject",
+             cluster_size: int = 3, data: str | Path | None = None,
+             plots: bool = True) -> EstimateResult:
+    """Estimate the accuracy of a run's KG (llm, human and ppi); write ``RUN/estimate.json``.
+
+    Human labels come from ``labels`` (``kgcheck sample``'s CSV filled in, or a review's
+    ``labels.csv``), or ``gold_sample`` facts with known gold labels are drawn (seeded by
+    ``seed``, by ``design``) as if a person had labelled them.
+    """
+    return estimate_run(Path(run), labels=Path(labels) if labels else None,
+                        gold_sample=gold_sample, seed=seed, confidence=confidence,
+                        stratify=stratify, design=design, cluster=cluster,
+                        cluster_size=cluster_size, data=data, plots=plots,
+                        prices=model_prices())
