@@ -184,7 +184,7 @@ def _gold_draw(records: Mapping[str, dict[str, Any]], n: int, design: str, key: 
 
 def _file_labels(path: Path, records: Mapping[str, dict[str, Any]], stratify: str | None,
                  facts_loader: Any, warnings: list[str]
-                 ) -> tuple[list[Labeled], str, dict[str, str] | None, dict[str, Any]]:
+                 ) -> tuple[list[Labeled], str, str | None, dict[str, str] | None, dict[str, Any]]:
     found = read_labels(path)
     for row in found.rows:
         if row.fact_id not in records:
@@ -211,7 +211,7 @@ def _file_labels(path: Path, records: Mapping[str, dict[str, Any]], stratify: st
                         "are left out")
     info = {"file": str(path), "rows": len(found.rows) + found.unlabeled,
             "usable": len(found.rows), "left_out": found.unlabeled}
-    return labels, design, strata, info
+    return labels, design, key, strata, info
 
 
 def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int | None = None,
@@ -235,10 +235,11 @@ def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int 
         return facts_cache[0]
 
     if labels is not None:
-        labeled, design, strata, label_info = _file_labels(Path(labels), records, stratify,
-                                                           facts_loader, warnings)
+        labeled, design, key, strata, label_info = _file_labels(
+            Path(labels), records, stratify, facts_loader, warnings)
     else:
         assert gold_sample is not None
+        key = stratify
         if design not in designs.DESIGNS:
             raise EstimateError(f"unknown design {design!r}; known: "
                                 f"{', '.join(designs.DESIGNS)}")
@@ -259,7 +260,7 @@ def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int 
              if all(g in ("T", "F") for g in golds) else None)
     report: dict[str, Any] = {
         "run": str(run_dir), "confidence": confidence,
-        "design": design_label(design, stratify if design == "stratified" else
+        "design": design_label(design, key if design == "stratified" else
                                (cluster if design == "twcs" else None)),
         "labels": label_info,
         "estimates": [e.as_dict() for e in estimates],
