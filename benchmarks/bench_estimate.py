@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from kgcheck.evals.designs import Unit, draw_stratified, draw_srs, pool_units
+from kgcheck.evals.designs import Unit, draw_srs, draw_stratified, pool_units
 from kgcheck.evals.estimate import Labeled, estimate_all
 from kgcheck.evals.recorded import load_recorded
 from kgcheck.evals.tables import consensus_verdicts

@@ -288,7 +288,7 @@ def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int 
 
 def cost_lines(run_dir: Path, records: Mapping[str, dict[str, Any]],
                estimates: Sequence[Interval], prices: Mapping[str, Any]) -> dict[str, Any]:
-    """The audit's cost: the run's model time and tokens (and dollars where priced), labels."""
+    """Sum up the audit's cost: model time, tokens (dollars where priced), human labels."""
     summary_path = run_dir / SUMMARY
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() \
         else {}

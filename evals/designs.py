@@ -96,11 +96,11 @@ def allocate(sizes: Mapping[str, int], n: int) -> dict[str, int]:
         if not grew:
             break
     while sum(counts.values()) > n:
-        h = max((h for h in counts if counts[h] > MIN_PER_STRATUM),
-                key=lambda h: counts[h] - exact[h], default=None)
-        if h is None:
+        over = max((h for h in counts if counts[h] > MIN_PER_STRATUM),
+                   key=lambda h: counts[h] - exact[h], default=None)
+        if over is None:
             break
-        counts[h] -= 1
+        counts[over] -= 1
     return counts
 
 

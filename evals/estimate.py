@@ -29,9 +29,8 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -225,7 +224,7 @@ def load_ppi() -> PpiCi:
         from ppi_py import ppi_mean_ci
     except ImportError:
         raise _missing_extra("ppi-python") from None
-    return ppi_mean_ci  # type: ignore[no-any-return]
+    return ppi_mean_ci
 
 
 def _ppi_normal(y: np.ndarray, yhat: np.ndarray, yhat_all: np.ndarray,

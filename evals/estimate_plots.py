@@ -39,8 +39,8 @@ def plot_intervals(estimates: Sequence[Mapping[str, Any]], out_dir: Path, *,
     fig, ax = plt.subplots(figsize=(6, 2.6))
     for row, item in enumerate(estimates):
         name = item["estimator"]
-        ax.errorbar(item["accuracy"], row,
-                    xerr=[[item["accuracy"] - item["ci_low"]], [item["ci_high"] - item["accuracy"]]],
+        spread = [[item["accuracy"] - item["ci_low"]], [item["ci_high"] - item["accuracy"]]]
+        ax.errorbar(item["accuracy"], row, xerr=spread,
                     fmt="o", capsize=4, color=COLORS.get(name, "black"))
     if truth is not None:
         ax.axvline(truth, color="tab:green", linestyle="--", label=f"true accuracy {truth:.3f}")

@@ -95,7 +95,8 @@ def _read_study(path: Path, out: VerdictFile) -> None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise VerdictImportError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        raise VerdictImportError(
+            f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
     rows = data.get("results") if isinstance(data, dict) else data
     if not isinstance(rows, list):
         raise VerdictImportError(f"{path}: expected a JSON list of results (or an object with "
@@ -143,7 +144,9 @@ def read_verdict_file(path: str | Path) -> VerdictFile:
     path = Path(path)
     if not path.is_file():
         raise VerdictImportError(f"{path}: file not found")
-    out = VerdictFile(path, **describe_name(path))
+    named = describe_name(path)
+    out = VerdictFile(path, dataset=named["dataset"], model=named["model"],
+                      method=named["method"])
     suffix = path.suffix.lower()
     if suffix == ".json":
         _read_study(path, out)
@@ -157,8 +160,9 @@ def read_verdict_file(path: str | Path) -> VerdictFile:
     seen: dict[str, str] = {}
     for verdict in out.verdicts:
         if verdict.fact_id in seen:
-            raise VerdictImportError(f"{verdict.where}: fact {verdict.fact_id!r} has a second verdict "
-                               f"(first at {seen[verdict.fact_id].rsplit(', ', 1)[-1]})")
+            first = seen[verdict.fact_id].rsplit(", ", 1)[-1]
+            raise VerdictImportError(f"{verdict.where}: fact {verdict.fact_id!r} has a second "
+                                     f"verdict (first at {first})")
         seen[verdict.fact_id] = verdict.where
     return out
 

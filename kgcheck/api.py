@@ -23,8 +23,8 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -34,7 +34,13 @@ from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
-from kgcheck.evals.audit import EstimateResult, SampleResult, estimate_run, run_verdicts, write_sample
+from kgcheck.evals.audit import (
+    EstimateResult,
+    SampleResult,
+    estimate_run,
+    run_verdicts,
+    write_sample,
+)
 from kgcheck.evals.audit import run_facts as _run_facts
 from kgcheck.evals.consensus_run import run_consensus
 from kgcheck.evals.importing import VerdictImportError, import_run, read_verdict_file

@@ -19,7 +19,8 @@ def print_estimate(report: dict[str, Any]) -> None:
     table = Table(title=f"accuracy of {report['run']} ({report['confidence']:.0%} intervals, "
                         f"{report['design']})")
     for column in ("estimator", "accuracy", "ci_low", "ci_high", "width", "labels", "verdicts"):
-        table.add_column(column, justify="left" if column == "estimator" else "right")
+        table.add_column(column, justify="left" if column == "estimator" else "right",
+                         no_wrap=True)
     if truth is not None:
         table.add_column("covers truth", justify="center")
     for item in report["estimates"]:
