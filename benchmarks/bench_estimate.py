@@ -54,8 +54,13 @@ def sources(datasets: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def measure(item: dict[str, Any], n: int, seeds: int, design: str) -> dict[str, Any]:
-    """Coverage and mean width of each estimator over ``seeds`` draws of ``n`` gold labels."""
+def measure(item: dict[str, Any], n: int, seeds: int, design: str,
+            stream: int = 0) -> dict[str, Any]:
+    """Coverage and mean width of each estimator over ``seeds`` draws of ``n`` gold labels.
+
+    ``stream`` keeps the draws of different sources independent, so that the mean coverage
+    over sources is not the coverage of one set of draws.
+    """
     gold, verdicts = item["gold"], item["verdicts"]
     truth = float(np.mean([bool(g) for g in gold.values()]))
     ids = list(gold)
@@ -68,7 +73,7 @@ def measure(item: dict[str, Any], n: int, seeds: int, design: str) -> dict[str, 
     widths: dict[str, list[float]] = defaultdict(list)
     fallbacks = 0
     for seed in range(seeds):
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng([stream, n, seed])
         draws = draw_stratified(units, n, rng) if strata else draw_srs(units, n, rng)
         labels = [Labeled(d.fact_id, bool(gold[d.fact_id]), d.stratum) for d in draws]
         for interval in estimate_all(verdicts, labels, 0.95, design=design, strata=strata):
@@ -117,8 +122,8 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = [measure(item, n, args.seeds, args.design)
-            for item in sources(args.datasets.split(",")) for n in sizes]
+    rows = [measure(item, n, args.seeds, args.design, stream)
+            for stream, item in enumerate(sources(args.datasets.split(","))) for n in sizes]
     print(json.dumps({
         "benchmark": "estimate_coverage", "confidence": 0.95, "design": args.design,
         "seeds": args.seeds, "sizes": sizes, "machine": platform.machine(),

@@ -18,7 +18,8 @@ Three estimators, each an ``Interval``:
 
 NA verdicts enter ``ppi`` as 0.5 (a fixed score, neither T nor F). PPI stays valid for any
 fixed scoring of the verdicts: only its width depends on how informative the score is.
-PPI's interval is a normal one; where the labels hold fewer than ``MIN_CLASS`` facts of
+PPI's interval is a normal one, widened to Student's t with ``n - 1`` degrees of freedom
+(the tuned power and the variance come from the same few labels); where the labels hold fewer than ``MIN_CLASS`` facts of
 either class (an accuracy near 0 or 1 with few labels), that normal approximation fails,
 and ``ppi`` uses the labels' own (Wilson-type) interval instead (``fallback`` says so).
 """
@@ -88,6 +89,16 @@ def z_value(confidence: float) -> float:
     """Return the two-sided normal quantile of a confidence level (1.96 for 0.95)."""
     check_confidence(confidence)
     return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+
+
+def t_value(confidence: float, df: int) -> float:
+    """Return the two-sided Student t quantile: normal intervals from few units are too short."""
+    try:
+        # Imported on use: scipy is part of the optional `estimate` extra.
+        from scipy.stats import t as student_t
+    except ImportError:
+        raise _missing_extra("scipy") from None
+    return float(student_t.ppf(1 - (1 - confidence) / 2, df))
 
 
 def check_confidence(confidence: float) -> None:
@@ -197,7 +208,7 @@ def human_estimate(labels: Sequence[Labeled], confidence: float, *, design: str 
                         details={"strata": len(sizes)})
     if design == "twcs":
         point, se = _cluster_mean(labels, z)
-        low, high = _normal(point, se, z)
+        low, high = _normal(point, se, t_value(confidence, len(_clusters(labels)) - 1))
         return Interval("human", point, low, high, n, 0, "twcs (between-cluster variance)",
                         details={"clusters": len(_clusters(labels))})
     raise EstimateError(f"unknown design {design!r}; known: {', '.join(DESIGNS)}")
@@ -256,8 +267,8 @@ def ppi_estimate(labels: Sequence[Labeled], scores: Mapping[str, float], confide
         y = np.array([float(item.true) for item in labels])
         yhat = np.array([scores[item.fact_id] for item in labels])
         point, se = _ppi_normal(y, yhat, np.fromiter(scores.values(), float), confidence)
-        low, high = _normal(point, se, z)
-        return Interval("ppi", point, low, high, n, n_all, "ppi++ (ppi-python)")
+        low, high = _normal(point, se, t_value(confidence, n - 1))
+        return Interval("ppi", point, low, high, n, n_all, "ppi++ (ppi-python), t quantile")
     if design == "stratified":
         by_fact = strata or {}
         members: dict[str, list[float]] = defaultdict(list)
@@ -293,7 +304,7 @@ def ppi_estimate(labels: Sequence[Labeled], scores: Mapping[str, float], confide
         y = np.array([np.mean([item.true for item in items]) for items in groups])
         yhat = np.array([np.mean([scores[item.fact_id] for item in items]) for items in groups])
         point, se = _ppi_normal(y, yhat, np.fromiter(scores.values(), float), confidence)
-        low, high = _normal(point, se, z)
+        low, high = _normal(point, se, t_value(confidence, len(groups) - 1))
         return Interval("ppi", point, low, high, n, n_all, "ppi++ over cluster draws",
                         details={"clusters": len(groups)})
     raise EstimateError(f"unknown design {design!r}; known: {', '.join(DESIGNS)}")

@@ -59,8 +59,8 @@ def test_ppi_uses_the_asked_confidence_not_the_package_default() -> None:
     wide = ppi_estimate(labels, scores, 0.95)
     narrow = ppi_estimate(labels, scores, 0.90)
     assert wide.fallback is None
-    # Normal intervals: width scales with the quantile (1.960 / 1.645).
-    assert wide.width / narrow.width == pytest.approx(1.95996 / 1.64485, rel=1e-3)
+    # Width scales with the quantile: t with 199 degrees of freedom at 97.5 % and 95 %.
+    assert wide.width / narrow.width == pytest.approx(1.97196 / 1.65255, rel=1e-3)
 
 
 def test_ppi_is_narrower_than_labels_alone_when_verdicts_are_informative() -> None:
