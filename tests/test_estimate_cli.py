@@ -56,6 +56,10 @@ def test_import_reads_a_study_file_under_any_name(imported: Path,
     f1_t, f1_f = f1_true_false([gold[f] for f in labels], list(labels.values()))
     assert summary["n"] == len(labels) == 2800
     assert summary["f1_true"] == pytest.approx(f1_t) and summary["f1_false"] == pytest.approx(f1_f)
+    code, out = invoke("report", imported, "--out", imported.parent / "report", "--no-plots")
+    assert code == 0, out
+    tables = json.loads((imported.parent / "report" / "tables.json").read_text())
+    assert any(r.get("model") == "gpt-4o-mini" for r in tables)
 
 
 def test_import_majority_vote_file_and_generic_table(tmp_path: Path,
