@@ -19,9 +19,10 @@ Three estimators, each an ``Interval``:
 NA verdicts enter ``ppi`` as 0.5 (a fixed score, neither T nor F). PPI stays valid for any
 fixed scoring of the verdicts: only its width depends on how informative the score is.
 PPI's interval is a normal one, widened to Student's t with ``n - 1`` degrees of freedom
-(the tuned power and the variance come from the same few labels); where the labels hold fewer than ``MIN_CLASS`` facts of
-either class (an accuracy near 0 or 1 with few labels), that normal approximation fails,
-and ``ppi`` uses the labels' own (Wilson-type) interval instead (``fallback`` says so).
+(the tuned power and the variance come from the same few labels). Where the labels hold
+fewer than ``MIN_CLASS`` facts of either class (an accuracy near 0 or 1 with few labels),
+that normal approximation fails, and ``ppi`` uses the labels' own (Wilson-type) interval
+instead (``fallback`` says so).
 """
 
 from __future__ import annotations
