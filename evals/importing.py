@@ -24,17 +24,7 @@ from typing import Any
 
 from kgcheck.data.facts import Fact
 from kgcheck.evals.labels import LabelsError, iter_rows, label_word
-from kgcheck.evals.runner import (
-    SUMMARY,
-    VERDICTS,
-    RunInfo,
-    RunResult,
-    _exclusive,
-    _write_atomic,
-    gold_mark,
-    prepare_out_dir,
-    summarize,
-)
+from kgcheck.evals.runner import RunInfo, RunResult, run_facts
 from kgcheck.graphs.parsing import parse_verdict
 
 STUDY_NAME = re.compile(
@@ -167,33 +157,32 @@ def read_verdict_file(path: str | Path) -> VerdictFile:
     return out
 
 
-def import_run(found: VerdictFile, facts: list[Fact], out_dir: Path, *, source: str,
-               dataset: str, fresh: bool = False) -> RunResult:
-    """Write the verdicts of ``found`` about ``facts`` into a run folder, and score them."""
+async def import_run(found: VerdictFile, facts: list[Fact], out_dir: Path, *, source: str,
+                     dataset: str, fresh: bool = False) -> RunResult:
+    """Write the verdicts of ``found`` about ``facts`` into a run folder, and score them.
+
+    The batch runner writes the folder, as for any run: the same records, lock, run.json
+    and summary.
+    """
     by_id = {f.id: f for f in facts}
     for verdict in found.verdicts:
         if verdict.fact_id not in by_id:
-            raise VerdictImportError(f"{verdict.where}: fact {verdict.fact_id!r} is not among the "
-                               f"{len(facts)} facts of {dataset}")
+            raise VerdictImportError(f"{verdict.where}: fact {verdict.fact_id!r} is not among "
+                                     f"the {len(facts)} facts of {dataset}")
     method = (found.method or "IMPORTED").upper()
     model = found.model or "unknown"
     info = RunInfo(dataset=dataset, strategy=IMPORT_STRATEGY, method=method, models=[model],
                    source=source, settings={"imported_from": str(found.path.resolve())})
-    out_dir = Path(out_dir)
-    with _exclusive(out_dir):
-        prepare_out_dir(out_dir, info, resume=False, fresh=fresh)
-        records = []
-        for verdict in found.verdicts:
-            fact = by_id[verdict.fact_id]
-            records.append({
-                "fact_id": fact.id, "dataset": fact.dataset or dataset, "gold": gold_mark(fact),
-                "label": verdict.label, "raw": verdict.raw,
-                "raws": [] if verdict.raw is None else [verdict.raw], "attempts": 1,
-                "model": model, "method": method, "seconds": verdict.seconds,
-                "tokens_in": None, "tokens_out": None, "error": verdict.error,
-                "details": {"imported_from": found.path.name}, "run_id": info.run_id,
-            })
-        _write_atomic(out_dir / VERDICTS, "".join(json.dumps(r) + "\n" for r in records))
-        summary = summarize(records, info, seconds=0.0, ran=len(records))
-        _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
-    return RunResult(out_dir, records, summary)
+    answers = {v.fact_id: v for v in found.verdicts}
+
+    async def replay(fact: Fact) -> dict[str, Any]:
+        item = answers[fact.id]
+        return {"verdict": {
+            "fact_id": fact.id, "label": item.label, "method": method, "model": model,
+            "raw": item.raw, "raws": [] if item.raw is None else [item.raw], "attempts": 1,
+            "seconds": item.seconds, "tokens_in": None, "tokens_out": None,
+            "error": item.error, "details": {"imported_from": found.path.name},
+        }}
+
+    return await run_facts([by_id[v.fact_id] for v in found.verdicts], replay, info,
+                           Path(out_dir), concurrency=1, fresh=fresh, show_progress=False)

@@ -416,7 +416,8 @@ def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | 
         src = as_source(data)
         name = canonical_dataset(src, wanted)
         facts, source = load_facts(name, src), src.location
-    return import_run(found, facts, Path(out), source=source, dataset=name, fresh=fresh)
+    return asyncio.run(import_run(found, facts, Path(out), source=source, dataset=name,
+                                  fresh=fresh))
 
 
 def model_prices() -> dict[str, Any]:
