@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import has_recordings
 from kgcheck.evals.metrics import consensus_alignment, tie_rate
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, Warn, run_facts
 from kgcheck.graphs.consensus import ConsensusContext, build, member_specs, member_values
 from kgcheck.graphs.context import Context, make_context
 from kgcheck.graphs.judges import (
@@ -108,6 +108,7 @@ async def run_consensus(
     resume: bool = False,
     fresh: bool = False,
     show_progress: bool = True,
+    warn: Warn | None = None,
 ) -> RunResult:
     """Check every fact by consensus of ``members`` running ``strategy``; return the run.
 
@@ -149,7 +150,7 @@ async def run_consensus(
 
         info.settings = {**info.settings, "judge_model": judge_spec or JUDGE_NONE}
         return run_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
-                         fresh=fresh, show_progress=show_progress,
+                         fresh=fresh, show_progress=show_progress, warn=warn,
                          summary_extras=summary_extras(judge_spec, source, **more))
 
     def judged_context(
@@ -176,14 +177,15 @@ async def run_consensus(
     # Phase 1: every member votes on every fact; no judge yet.
     votes_info = RunInfo(dataset=info.dataset, strategy=info.strategy, method=info.method,
                          models=list(info.models),
-                         judge=JUDGE_NONE, source=info.source, settings=dict(info.settings))
+                         judge=JUDGE_NONE, source=info.source, settings=dict(info.settings),
+                         input=dict(info.input), prompts=dict(info.prompts))
 
     async def vote(fact: Fact) -> dict[str, Any]:
         return await graph.ainvoke({"fact": fact.as_input()}, context=base_ctx, config=config)
 
     phase1 = await run_facts(
         facts, vote, votes_info, out_dir / VOTES_DIR, concurrency=concurrency, resume=resume,
-        fresh=fresh, show_progress=show_progress,
+        fresh=fresh, show_progress=show_progress, warn=warn,
         summary_extras=summary_extras(None, "phase 1: votes only"),
     )
     if phase1.aborted:

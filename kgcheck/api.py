@@ -31,17 +31,26 @@ from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.triples import read_triples as _read_triples
-from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
 from kgcheck.evals.consensus_run import run_consensus
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts, verdict_of
+from kgcheck.evals.runner import (
+    RECURSION_LIMIT,
+    RunInfo,
+    RunResult,
+    file_digest,
+    input_fingerprint,
+    public_settings,
+    run_facts,
+    verdict_of,
+)
 from kgcheck.graphs.consensus import settings_class
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
 from kgcheck.graphs.judges import CONS_JUDGES, JUDGE_NONE
 from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
-from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.providers import resolve_model, split_spec
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
@@ -97,9 +106,28 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
     return describe_datasets(data)
 
 
-def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
-    """Read your own facts from a ``.csv``, ``.tsv`` or ``.jsonl`` file."""
-    return _read_triples(path, dataset)
+def own_kg_name(path: str | Path, data: str | Path | None = None) -> str:
+    """Name the KG of a user's triples file: its stem, unless that names a benchmark.
+
+    A file called ``yago.csv`` is the user's KG, not the YAGO benchmark: it gets the name
+    ``yago.csv``, so none of YAGO's evidence, prompt notes, examples or recordings apply to
+    it. ``--as-dataset`` (``as_dataset=``) says otherwise explicitly.
+    """
+    path = Path(path)
+    benchmarks = {name.lower() for name in dataset_names(as_source(None))}
+    if data:
+        benchmarks |= {name.lower() for name in dataset_names(as_source(data))}
+    return path.name if path.stem.lower() in benchmarks else path.stem
+
+
+def read_triples(path: str | Path, dataset: str = "", *,
+                 data: str | Path | None = None) -> list[Fact]:
+    """Read your own facts from a ``.csv``, ``.tsv`` or ``.jsonl`` file.
+
+    ``dataset`` names their KG; by default the file's stem (``own_kg_name``), never a
+    benchmark's name unless given here.
+    """
+    return _read_triples(path, dataset or own_kg_name(path, data))
 
 
 def as_facts(facts: Iterable[FactLike]) -> list[Fact]:
@@ -162,12 +190,19 @@ def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
                     "facts. Recorded models: " + ", ".join(recorded_models(folder)))
 
 
-def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the settings to write into run.json: no data path, no URL credentials."""
-    kept = {k: v for k, v in values.items() if k != "data_dir"}
-    if kept.get("base_url"):
-        kept["base_url"] = redact_url(kept["base_url"])
-    return kept
+def recordable(ctx: Context) -> dict[str, Any]:
+    """Return a run's effective settings (every Context field) as run.json keeps them."""
+    values = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)}
+    values.pop("data_dir", None)
+    return public_settings(values)
+
+
+def prompt_digests(ctx: Context) -> dict[str, str]:
+    """Return the SHA-256 of every prompt file the settings name, by setting."""
+    return {item.name: file_digest(prompt_path(getattr(ctx, item.name)))
+            for item in dataclasses.fields(ctx)
+            if (item.name == "prompt" or item.name.endswith("_prompt"))
+            and getattr(ctx, item.name)}
 
 
 async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL,
@@ -237,15 +272,20 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              model: str = DEFAULT_MODEL, consensus: Sequence[str] | None = None,
              judge: str = JUDGE_NONE, data: str | Path | None = None,
              limit: int | None = None, out: str | Path | None = None,
-             settings: Mapping[str, Any] | None = None) -> RunPlan:
+             settings: Mapping[str, Any] | None = None,
+             as_dataset: str | None = None) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
-    own) or ``facts`` (in memory) gives the facts. ``consensus`` lists member models that
-    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone.
+    own) or ``facts`` (in memory) gives the facts. A triples file is your own KG, whatever
+    its name; ``as_dataset`` names a benchmark dataset its facts belong to (so that its
+    evidence, prompt notes and replay recordings apply). ``consensus`` lists member models
+    that vote (with ``judge`` breaking ties); otherwise ``model`` answers alone.
     """
     if sum(x is not None for x in (dataset, triples, facts)) != 1:
         raise SettingsError("give exactly one of a dataset, a triples file or facts")
+    if as_dataset is not None and triples is None:
+        raise SettingsError("as_dataset (--as-dataset) applies to a triples file only")
     if limit is not None and limit < 1:
         raise SettingsError(f"limit must be at least 1, got {limit}")
     values = dict(settings or {})
@@ -260,9 +300,15 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     for spec in members + fixed_judge:
         split_spec(spec)
 
+    notes: list[str] = []
     if triples is not None:
-        loaded = _read_triples(triples)
+        kg_name = canonical_dataset(as_source(data), as_dataset) if as_dataset else ""
+        loaded = read_triples(triples, kg_name, data=data)
         source_name, source = loaded[0].dataset, str(Path(triples).resolve())
+        if not as_dataset and source_name != Path(triples).stem:
+            notes.append(f"{triples} is read as your own KG {source_name!r}, not the "
+                         f"{Path(triples).stem} benchmark; pass --as-dataset "
+                         f"{Path(triples).stem} to check it as that dataset")
     elif facts is not None:
         loaded = as_facts(facts)
         source_name = loaded[0].dataset if loaded and loaded[0].dataset else "facts"
@@ -271,36 +317,43 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         src = as_source(data)
         source_name = canonical_dataset(src, dataset or "")
         loaded, source = load_facts(source_name, src), src.location
+    # The input is identified by content, before --limit: a resume may ask for more or
+    # fewer of the same facts, never for other facts.
+    fingerprint = input_fingerprint(loaded)
     if limit is not None:
         loaded = loaded[:limit]
     if not loaded:
         raise SettingsError("there are no facts to check")
-    check_replay(members, chosen, loaded, data, own_file=triples is not None)
+    check_replay(members, chosen, loaded, data, own_file=triples is not None and not as_dataset)
 
     values.setdefault("data_dir", str(data) if data else "")
     context_class = settings_class(chosen.context) if consensus else chosen.context
     ctx = make_context(chosen, members[0], values, context_class)
     check_models(members + fixed_judge, ctx)
     check_prompt_files(ctx)
-    notes = chosen.preflight(loaded, ctx) if chosen.preflight else []
+    notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
-                   settings=recordable({**values, "model": members[0]}))
+                   settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx))
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes)
 
 
 async def execute(plan: RunPlan, *, concurrency: int = 4, resume: bool = False,
-                  fresh: bool = False, show_progress: bool = False) -> RunResult:
-    """Run a checked plan into its folder (resumable: see ``arun``)."""
+                  fresh: bool = False, show_progress: bool = False,
+                  warn: Warn | None = None) -> RunResult:
+    """Run a checked plan into its folder (resumable: see ``arun``).
+
+    ``warn`` hears of what had to be ignored in the folder (unreadable verdict lines).
+    """
     if resume and fresh:
         raise SettingsError("resume and fresh contradict each other; pick one")
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
             values=plan.values, info=plan.info, out_dir=plan.out_dir, concurrency=concurrency,
-            resume=resume, fresh=fresh, show_progress=show_progress)
+            resume=resume, fresh=fresh, show_progress=show_progress, warn=warn)
     ctx = plan.strategy.make_context(**plan.values)
     graph = plan.strategy.compile()
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
@@ -310,7 +363,7 @@ async def execute(plan: RunPlan, *, concurrency: int = 4, resume: bool = False,
         return await graph.ainvoke({"fact": fact.as_input()}, context=ctx, config=config)
 
     return await run_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
-                           resume=resume, fresh=fresh, show_progress=show_progress)
+                           resume=resume, fresh=fresh, show_progress=show_progress, warn=warn)
 
 
 async def arun(*, concurrency: int = 4, resume: bool = False, fresh: bool = False,
@@ -330,7 +383,7 @@ async def arun(*, concurrency: int = 4, resume: bool = False, fresh: bool = Fals
         else:
             warn(message)
     return await execute(checked, concurrency=concurrency, resume=resume, fresh=fresh,
-                         show_progress=show_progress)
+                         show_progress=show_progress, warn=warn)
 
 
 def run(**kwargs: Any) -> RunResult:
