@@ -14,7 +14,7 @@ new prompt or model is compared with the study like for like.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from kgcheck.evals.tables import (
     public_record,
     render_markdown,
 )
+from kgcheck.graphs.verdicts import is_defect
 
 TABLES_MD = "tables.md"
 TABLES_JSON = "tables.json"
@@ -154,7 +155,8 @@ def recorded_alongside(results: Sequence[MethodResults],
     found, notes = [], []
     for (dataset, method), facts in wanted.items():
         try:
-            recorded = load_recorded(data, [dataset], [method])
+            recorded = load_recorded(data, [dataset], [method],
+                                     warn=lambda m: notes.append(f"warning: {m}"))
         except DataError:
             recorded = []
         if not recorded:
@@ -177,7 +179,7 @@ def run_section(runs: Sequence[RunFolder]) -> str:
     for run in runs:
         tokens = token_totals(run.records)
         na = sum(1 for r in run.records if r.get("label") not in ("T", "F"))
-        errors = sum(1 for r in run.records if r.get("error"))
+        errors = sum(1 for r in run.records if r.get("error") and not is_defect(r))
         cells = [run.name, str(run.info["dataset"]), str(run.info["method"]),
                  ", ".join(map(str, run.info["models"])), str(run.info.get("judge") or "-"),
                  f"{len(run.records):,}", str(na), str(errors),
@@ -197,12 +199,24 @@ class Outputs:
     records: list[dict[str, Any]]
 
 
+def output_folder(out_dir: str | Path) -> Path:
+    """Create the folder for tables and plots, or say in one line why it cannot be."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ReportInputError(f"--out {out}: exists and is not a folder; pick another --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportInputError(f"--out {out}: cannot create the folder "
+                               f"({exc.strerror or exc}); pick another --out") from None
+    return out
+
+
 def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, title: str,
                   keep_source: bool, plots: bool = True, notes: Sequence[str] = (),
                   extra: Sequence[str] = ()) -> Outputs:
     """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     ordered = sorted(results, key=lambda r: method_rank(r.method))
     datasets = list(dict.fromkeys(r.dataset for r in results))
     ordered = sorted(ordered, key=lambda r: datasets.index(r.dataset))
@@ -245,15 +259,32 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
 
 
 def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
-                     datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
-    """Recompute the study's tables and figures from its recorded answers in ``data``."""
+                     datasets: Sequence[str] | None = None, plots: bool = True,
+                     warn: Callable[[str], None] | None = None) -> Outputs:
+    """Recompute the study's tables and figures from its recorded answers in ``data``.
+
+    What cannot be scored (no gold labels, unreadable answer files) is left out with a
+    warning, passed to ``warn`` and written into the tables; when nothing at all can be
+    scored, ``ReportInputError`` says why.
+    """
+    output_folder(out_dir)
     src = open_data(data)
     names = list(datasets) if datasets else None
-    results = load_recorded(src, names)
+    problems: list[str] = []
+
+    def note(message: str) -> None:
+        problems.append(message)
+        if warn is not None:
+            warn(message)
+
+    results = load_recorded(src, names, warn=note)
     if not results:
-        raise ReportInputError(f"{src.location}: no recorded answers"
-                               + (f" for {', '.join(names)}" if names else ""))
+        wanted = f" for {', '.join(names)}" if names else ""
+        why = f": {'; '.join(problems)}" if problems else ""
+        raise ReportInputError(f"{src.location}: nothing could be scored{wanted}"
+                               + (why or ": no recorded answers"))
     return write_outputs(
         results, out_dir, title=f"FactCheck study tables, recomputed from {src.location}",
-        keep_source=False, plots=plots, extra=[token_section(token_usage(src, names))],
+        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems],
+        extra=[token_section(token_usage(src, names))],
     )

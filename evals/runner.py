@@ -164,11 +164,13 @@ def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
                        f"{facts(info.input)} now)")
     old = stored.get("settings") or {}
     new = public_settings(info.settings)
-    changed = {key for key in (set(old) | set(new)) - RESUME_NEUTRAL
+    old_prompts = stored.get("prompts") or {}
+    # A prompt file counts by content: the same text under another name is the same prompt.
+    same_text = {key for key, digest in info.prompts.items() if old_prompts.get(key) == digest}
+    changed = {key for key in (set(old) | set(new)) - RESUME_NEUTRAL - same_text
                if old.get(key) != new.get(key)}
     changes += [f"setting {key} ({_short(old.get(key))} then, {_short(new.get(key))} now)"
                 for key in sorted(changed)]
-    old_prompts = stored.get("prompts") or {}
     for key in sorted((set(old_prompts) | set(info.prompts)) - changed):
         if old_prompts.get(key) != info.prompts.get(key):
             changes.append(f"the content of the {key} file {_short(new.get(key, ''))}")

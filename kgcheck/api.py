@@ -398,6 +398,18 @@ def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bo
 
 
 def reproduce(out: str | Path, *, data: str | Path | None = None,
-              datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
-    """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
-    return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+              datasets: Sequence[str] | None = None, plots: bool = True,
+              warn: Warn | None = None) -> Outputs:
+    """Recompute the study's tables 5 to 8 and figures from its recorded answers.
+
+    Answers that cannot be scored (a dataset without gold labels, an unreadable answers
+    file) are left out with a warning (to ``warn``, else ``KgcheckWarning``) that the
+    tables repeat; when nothing can be scored, a ``ValueError`` says why.
+    """
+    def note(message: str) -> None:
+        if warn is None:
+            warnings.warn(message, KgcheckWarning, stacklevel=3)
+        else:
+            warn(message)
+
+    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note)
