@@ -62,8 +62,11 @@ class RunFolder:
         self.name = self.name or self.path.resolve().name
 
 
-def read_run(path: str | Path) -> RunFolder:
-    """Read a run folder, checking that it holds what ``kgcheck run`` writes."""
+def read_run(path: str | Path, warn: Callable[[str], None] | None = None) -> RunFolder:
+    """Read a run folder, checking that it holds what ``kgcheck run`` writes.
+
+    ``warn`` hears of lines of ``verdicts.jsonl`` that are not verdicts (they are ignored).
+    """
     folder = Path(path)
     if not folder.is_dir():
         raise ReportInputError(f"{folder}: run folder not found")
@@ -79,7 +82,7 @@ def read_run(path: str | Path) -> RunFolder:
         raise ReportInputError(f"{info_path}: missing {', '.join(missing)}")
     if not (folder / VERDICTS).is_file():
         raise ReportInputError(f"{folder}: no {VERDICTS}; the run has not started")
-    records = list(read_verdicts(folder / VERDICTS).values())
+    records = list(read_verdicts(folder / VERDICTS, warn).values())
     if not records:
         raise ReportInputError(f"{folder / VERDICTS}: no verdicts")
     summary_path = folder / SUMMARY
@@ -242,16 +245,17 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     """Read run folders (and optionally the study's rows) and write the report."""
     if not run_dirs:
         raise ReportInputError("give at least one run folder")
-    runs = [read_run(p) for p in run_dirs]
+    notes: list[str] = []
+    runs = [read_run(p, lambda m: notes.append(f"warning: {m}")) for p in run_dirs]
     names = [r.name for r in runs]
     if len(set(names)) < len(names):
         # Two folders with the same name would merge in the tables: label them by path.
         for run in runs:
             run.name = str(run.path)
     results = [run_results(r) for r in runs]
-    notes: list[str] = []
     if with_recorded:
-        recorded, notes = recorded_alongside(results, data)
+        recorded, found = recorded_alongside(results, data)
+        notes += found
         results = recorded + results
     _disambiguate(results)
     return write_outputs(results, out_dir, title="kgcheck report", keep_source=True,

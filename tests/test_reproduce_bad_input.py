@@ -74,3 +74,17 @@ def test_out_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "--out" in result.output and "exists and is not a folder" in _text(result)
     assert "Traceback" not in result.output and taken.read_text() == "mine"
+
+
+def test_report_notes_verdict_lines_it_ignored(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = runner.invoke(app, ["run", "--dataset", "yago", "--limit", "3", "--out", str(out),
+                               "--no-progress"])
+    assert done.exit_code == 0, done.output
+    with (out / "verdicts.jsonl").open("a") as fh:
+        fh.write("{}\n")
+    result = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "rep"),
+                                 "--no-plots"])
+    assert result.exit_code == 0, result.output
+    md = " ".join((tmp_path / "rep" / "tables.md").read_text().split())
+    assert "ignored 1 line(s) that are not verdicts (line 4: no fact_id)" in md
