@@ -153,6 +153,9 @@ def _short(value: Any) -> str:
 
 def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
     """Say what differs between a stored run and the one asked for (empty: it may resume)."""
+    if info.input and "input" not in stored:
+        return ["run.json records no fingerprint of its input facts (written by an older "
+                "kgcheck), so its verdicts cannot be matched to this input"]
     changes = [f"{k} ({_short(stored.get(k))} then, {_short(v)} now)"
                for k, v in info.identity().items() if stored.get(k) != v]
     if stored.get("input", {}) != info.input:

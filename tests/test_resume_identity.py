@@ -173,3 +173,15 @@ def test_lines_that_are_not_verdicts_are_ignored_with_one_warning(tmp_path) -> N
     assert len(kept) == 4
     for record in good:  # no bad line replaced a good verdict
         assert kept[record["fact_id"]] == record
+
+
+def test_resume_refuses_a_run_json_without_an_input_fingerprint(tmp_path) -> None:
+    out = tmp_path / "run"
+    assert _run(*BASE, "--out", str(out)).exit_code == 0
+    info = json.loads((out / "run.json").read_text())
+    del info["input"]
+    (out / "run.json").write_text(json.dumps(info))
+    again = _run(*BASE, "--out", str(out), "--resume")
+    assert again.exit_code == 2, again.output
+    assert "records no fingerprint of its input facts" in _text(again)
+    assert "--fresh" in _text(again)
