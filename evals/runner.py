@@ -88,14 +88,27 @@ def public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
     return dict(json.loads(json.dumps(kept, default=str)))
 
 
+def _fact_row(fact: Fact) -> bytes:
+    row = [fact.id, fact.dataset, fact.subject, fact.predicate, fact.object, fact.label,
+           fact.sentence]
+    return json.dumps(row, ensure_ascii=False).encode("utf-8")
+
+
+def fact_digest(fact: Fact) -> str:
+    """Identify one fact by content: a SHA-256 (16 hex digits) over id, terms and label.
+
+    Each verdict keeps it (``fact_sha``), so a resume can tell whether a stored verdict
+    still belongs to the fact of that id.
+    """
+    return hashlib.sha256(_fact_row(fact)).hexdigest()[:16]
+
+
 def input_fingerprint(facts: Iterable[Fact]) -> dict[str, Any]:
     """Identify input facts by content: their count and a SHA-256 over ids, terms and labels."""
     digest = hashlib.sha256()
     count = 0
     for fact in facts:
-        row = [fact.id, fact.dataset, fact.subject, fact.predicate, fact.object, fact.label,
-               fact.sentence]
-        digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+        digest.update(_fact_row(fact) + b"\n")
         count += 1
     return {"facts": count, "sha256": digest.hexdigest()}
 
@@ -131,7 +144,7 @@ class RunInfo:
     source: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    # ``input_fingerprint`` of every input fact (before --limit); empty when not known.
+    # ``input_fingerprint`` of the facts this invocation checks; empty when not known.
     input: dict[str, Any] = field(default_factory=dict)
     # Prompt-file settings by name -> SHA-256 of the file they name.
     prompts: dict[str, str] = field(default_factory=dict)
@@ -159,13 +172,6 @@ def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
                 "kgcheck), so its verdicts cannot be matched to this input"]
     changes = [f"{k} ({_short(stored.get(k))} then, {_short(v)} now)"
                for k, v in info.identity().items() if stored.get(k) != v]
-    if stored.get("input", {}) != info.input:
-        def facts(fp: Any) -> str:
-            if not isinstance(fp, dict) or "sha256" not in fp:
-                return "not recorded"
-            return f"{fp.get('facts')} facts, sha256 {str(fp['sha256'])[:12]}"
-        changes.append(f"the input facts ({facts(stored.get('input'))} then, "
-                       f"{facts(info.input)} now)")
     old = stored.get("settings") or {}
     new = public_settings(info.settings)
     old_prompts = stored.get("prompts") or {}
@@ -283,9 +289,26 @@ class VerdictSink:
         os.close(self.fd)
 
 
+def changed_facts(existing: Mapping[str, Mapping[str, Any]],
+                  facts: Sequence[Fact]) -> list[str]:
+    """Say which stored verdicts belong to other facts now (the input was edited)."""
+    differ = [f.id for f in facts
+              if f.id in existing and existing[f.id].get("fact_sha") != fact_digest(f)]
+    if not differ:
+        return []
+    with_verdicts = sum(1 for f in facts if f.id in existing)
+    return [f"the input facts ({len(differ)} of the {with_verdicts} facts with verdicts are "
+            f"not the facts those verdicts were given for, e.g. fact {differ[0]!r})"]
+
+
 def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
-                    fresh: bool, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
-    """Check or create the run folder; return the finished verdicts a resume keeps."""
+                    fresh: bool, warn: Warn | None = None,
+                    facts: Sequence[Fact] | None = None) -> dict[str, dict[str, Any]]:
+    """Check or create the run folder; return the finished verdicts a resume keeps.
+
+    A resume must match the stored run (``resume_conflicts``), and every verdict kept for a
+    fact of ``facts`` must have been given for that same fact (``fact_sha``).
+    """
     _make_dir(out_dir)
     verdicts_path = out_dir / VERDICTS
     info_path = out_dir / RUN_INFO
@@ -311,6 +334,8 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
         except (json.JSONDecodeError, UnicodeDecodeError):
             stored = {}
         changes = resume_conflicts(stored if isinstance(stored, dict) else {}, info)
+        if info.input and facts is not None:
+            changes += changed_facts(existing, facts)
         if changes:
             raise RunError(
                 f"cannot resume {out_dir}: it holds a different run; changed: "
@@ -339,7 +364,7 @@ def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
     # RDF terms (IRIs, blank nodes, typed or tagged literals) reach the record unchanged.
     rdf = {"rdf": fact.rdf} if fact.rdf else {}
     return {**verdict, "fact_id": fact.id, "dataset": fact.dataset, "gold": gold_mark(fact),
-            "run_id": run_id, **rdf}
+            "run_id": run_id, "fact_sha": fact_digest(fact), **rdf}
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
@@ -441,7 +466,8 @@ async def _run_locked(
     summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None,
     warn: Warn | None,
 ) -> RunResult:
-    finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh, warn=warn)
+    finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh, warn=warn,
+                               facts=facts)
     todo = [f for f in facts if f.id not in finished]
     model_label = ",".join(info.models)
     limit = max_consecutive_unreachable or max(5, 2 * concurrency.maximum)

@@ -360,10 +360,6 @@ class _Source:
     named: Callable[[list[Fact]], list[Fact]] = list
 
 
-def _labelled(facts: list[Fact], gold: Any) -> list[Fact]:
-    return list(gold.apply(facts)) if gold is not None else facts
-
-
 def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
             graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
             data: str | Path | None, as_dataset: str | None = None) -> _Source:
@@ -445,12 +441,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     source_name, source = origin.name, origin.location
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
-    # The input is identified by content, before any selection: a resume may ask for more
-    # or fewer of the same facts, never for other facts. (A selection read only part of
-    # the input: one more pass reads it all.)
-    whole = limit is None and sample is None and stratify is None and ids is None
-    fingerprint = input_fingerprint(loaded if whole and gold is None
-                                    else _labelled(origin.named(list(origin.open())), gold))
+    # What a resume must match: the facts by content (each verdict keeps its fact's digest).
+    fingerprint = input_fingerprint(loaded)
     check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")

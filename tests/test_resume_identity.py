@@ -45,7 +45,8 @@ def test_resume_refuses_an_edited_triples_file(tmp_path, scripted) -> None:
                  "--resume")
     assert again.exit_code == 2, again.output
     text = _text(again)
-    assert "cannot resume" in text and "the input facts (3 facts" in text and "4 facts" in text
+    assert "cannot resume" in text and "the input facts (3 of the 3 facts with verdicts" in text
+    assert "e.g. fact '1'" in text
     assert "--fresh" in text and "another --out" in text and "Traceback" not in text
     assert len(_verdicts(out)) == 3
 
@@ -119,7 +120,8 @@ def test_run_json_records_the_input_and_every_setting(tmp_path) -> None:
     out = tmp_path / "run"
     assert _run(*BASE, "--out", str(out)).exit_code == 0
     info = json.loads((out / "run.json").read_text())
-    assert info["input"]["facts"] == 1386 and len(info["input"]["sha256"]) == 64
+    assert info["input"]["facts"] == 3 and len(info["input"]["sha256"]) == 64
+    assert all(len(r["fact_sha"]) == 16 for r in _verdicts(out))
     assert info["settings"]["temperature"] == 0.75 and info["settings"]["prompt"] == "dka.txt"
     assert set(info["prompts"]) == {"prompt"}
 
