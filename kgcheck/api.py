@@ -71,7 +71,7 @@ from kgcheck.graphs.judges import CONS_JUDGES, JUDGE_NONE
 from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
-from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.providers import resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
 from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
 from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path
