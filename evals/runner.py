@@ -32,6 +32,7 @@ from rich.progress import (
 from kgcheck.data.facts import Fact
 from kgcheck.evals.metrics import classification_report
 from kgcheck.graphs import verdicts
+from kgcheck.providers.secrets import redact_settings, redact_value
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
@@ -143,7 +144,7 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
         )
     if info_path.exists() and resume:
         stored = json.loads(info_path.read_text(encoding="utf-8"))
-        mismatched = {k: (stored.get(k), v) for k, v in info.identity().items()
+        mismatched = {k: (stored.get(k), v) for k, v in redact_value(info.identity()).items()
                       if stored.get(k) != v}
         if mismatched:
             detail = "; ".join(
@@ -154,14 +155,17 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
     finished = {fid: r for fid, r in existing.items() if not r.get("error")}
     # Rewrite without duplicates or errored records, which are retried below.
     _write_atomic(verdicts_path, "".join(json.dumps(r) + "\n" for r in finished.values()))
-    _write_atomic(info_path, json.dumps({**info.identity(), "run_id": info.run_id,
-                                         "settings": info.settings}, indent=1) + "\n")
+    # Settings are written without credentials, whoever built them.
+    _write_atomic(info_path, json.dumps(redact_value({
+        **info.identity(), "run_id": info.run_id, "settings": redact_settings(info.settings),
+    }), indent=1) + "\n")
     return finished
 
 
 def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
-    return {**verdict, "fact_id": fact.id, "dataset": fact.dataset, "gold": gold_mark(fact),
-            "run_id": run_id}
+    # No credential reaches the verdicts file, whichever message or detail quoted one.
+    return redact_value({**verdict, "fact_id": fact.id, "dataset": fact.dataset,
+                         "gold": gold_mark(fact), "run_id": run_id})
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
@@ -309,6 +313,7 @@ async def _run_locked(
             f"stopped: {aborted[0]}" if state["unreachable_streak"] < limit else
             f"stopped after {limit} facts in a row could not reach the model: {aborted[0]}"
         )
+    summary = redact_value(summary)
     _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))
 

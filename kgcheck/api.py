@@ -41,7 +41,7 @@ from kgcheck.graphs.judges import CONS_JUDGES, JUDGE_NONE
 from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
-from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.providers import redact_settings, resolve_model, split_spec
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
@@ -163,11 +163,8 @@ def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
 
 
 def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the settings to write into run.json: no data path, no URL credentials."""
-    kept = {k: v for k, v in values.items() if k != "data_dir"}
-    if kept.get("base_url"):
-        kept["base_url"] = redact_url(kept["base_url"])
-    return kept
+    """Return the settings to write into run.json: no data path, no credentials."""
+    return redact_settings({k: v for k, v in values.items() if k != "data_dir"})
 
 
 async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL,

@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
+from kgcheck.providers.secrets import MASK, is_secret_name, redact_value
+
 logger = logging.getLogger(__name__)
 
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -283,8 +285,7 @@ class RunAttributesProcessor(SpanProcessor):
             attrs = {}
         if attrs:
             span.set_attributes(attrs)
-        if not self.capture_content:
-            _drop_content(span)
+        _filter_attributes(span, drop_content=not self.capture_content)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Do nothing: the attributes are set at the start."""
@@ -297,17 +298,31 @@ class RunAttributesProcessor(SpanProcessor):
         return True
 
 
-def _drop_content(span: Span) -> None:
-    """Make ``span`` ignore attributes that would carry prompts, answers or documents."""
+def _clean(key: str, value: Any) -> Any:
+    """Mask credentials in an attribute value (a server URL with ``?token=``, a setting)."""
+    if is_secret_name(key.rsplit(".", 1)[-1]) and isinstance(value, str) and value:
+        return MASK
+    return redact_value(value)
+
+
+def _filter_attributes(span: Span, *, drop_content: bool) -> None:
+    """Make ``span`` mask credentials, and ignore prompts, answers and documents if asked."""
     set_attribute = span.set_attribute
     set_attributes = span.set_attributes
+    for key, value in (span.attributes or {}).items():
+        cleaned = _clean(key, value)
+        if cleaned != value:
+            set_attribute(key, cleaned)
+
+    def kept(key: str) -> bool:
+        return not (drop_content and key in CONTENT_ATTRIBUTES)
 
     def filtered_attribute(key: str, value: Any) -> None:
-        if key not in CONTENT_ATTRIBUTES:
-            set_attribute(key, value)
+        if kept(key):
+            set_attribute(key, _clean(key, value))
 
     def filtered_attributes(attributes: Mapping[str, Any]) -> None:
-        set_attributes({k: v for k, v in attributes.items() if k not in CONTENT_ATTRIBUTES})
+        set_attributes({k: _clean(k, v) for k, v in attributes.items() if kept(k)})
 
     # Instrumentations write through these two methods; the span is the SDK's own object.
     span.set_attribute = filtered_attribute  # type: ignore[method-assign]

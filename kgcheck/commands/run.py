@@ -110,7 +110,11 @@ def run(
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
+    from kgcheck.providers.secrets import redact_logs
     from kgcheck.tracing import setup_tracing
+
+    # httpx and the model clients log request URLs: mask their credentials first.
+    redact_logs()
 
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.

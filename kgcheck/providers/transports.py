@@ -16,10 +16,11 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
+
+from kgcheck.providers.secrets import redact_text, redact_url
 
 # The longest pause between two retries, whatever the backoff setting.
 RETRY_BACKOFF_MAX = 8.0
@@ -51,17 +52,6 @@ def backoff_delay(retry: int, initial: float) -> float:
     return delay * (0.75 + 0.25 * random.random())
 
 
-def redact_url(url: str) -> str:
-    """Drop any user:password part of a URL so it can go into messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
 def explain_failure(exc: BaseException, *, spec: str, url: str, attempts: int,
                     timeout: float | None) -> BaseException:
     """Rewrite a spent transport error's message to name the model, server and attempts.
@@ -70,7 +60,8 @@ def explain_failure(exc: BaseException, *, spec: str, url: str, attempts: int,
     """
     tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
     where = f"{spec} at {redact_url(url)}"
-    detail = str(exc).strip()
+    # Transport errors quote the URL they tried, query string and all.
+    detail = redact_text(str(exc).strip())
     said = f": {detail}" if detail else ""
     status = getattr(exc, "status_code", None)
     if isinstance(exc, httpx.TimeoutException | TimeoutError) or "timed out" in detail.lower():
