@@ -49,6 +49,15 @@ UNREACHABLE_ERRORS = {
     "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
 }
 
+# Errors of a server that answers, but not usefully: 5xx, 429, replies that are not JSON or
+# are cut short. A run of them stops the run as unreachable servers do.
+SERVER_ERRORS = {
+    "ResponseError", "InternalServerError", "RateLimitError", "APIStatusError",
+    "ServiceUnavailableError", "ModelReplyError", "JSONDecodeError",
+    "APIResponseValidationError", "HTTPStatusError", "OpenAIRateLimitError", "OpenAIAPIError",
+    "ModelRateLimitError", "ModelAPIError",
+}
+
 # Errors that no other fact will escape: a bad prompt file, model spec or strategy.
 CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
 
@@ -260,7 +269,7 @@ async def _run_locked(
     queue: asyncio.Queue[Fact] = asyncio.Queue()
     for fact in todo:
         queue.put_nowait(fact)
-    state = {"done": 0, "na": 0, "errors": 0, "unreachable_streak": 0}
+    state = {"done": 0, "na": 0, "errors": 0, "unreachable_streak": 0, "server_streak": 0}
     aborted: list[str] = []
     started = time.perf_counter()
 
@@ -290,8 +299,13 @@ async def _run_locked(
                     state["unreachable_streak"] += 1
                     if state["unreachable_streak"] >= limit and not aborted:
                         aborted.append(record["error"])
-                else:
+                elif error_type in SERVER_ERRORS:
                     state["unreachable_streak"] = 0
+                    state["server_streak"] += 1
+                    if state["server_streak"] >= limit and not aborted:
+                        aborted.append(record["error"])
+                else:
+                    state["unreachable_streak"] = state["server_streak"] = 0
                 elapsed = time.perf_counter() - started
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
                                 na=state["na"], errors=state["errors"])
@@ -306,13 +320,17 @@ async def _run_locked(
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:
-        summary["aborted_because"] = (
-            "unreachable" if state["unreachable_streak"] >= limit else "configuration"
-        )
-        summary["aborted"] = (
-            f"stopped: {aborted[0]}" if state["unreachable_streak"] < limit else
-            f"stopped after {limit} facts in a row could not reach the model: {aborted[0]}"
-        )
+        if state["unreachable_streak"] >= limit:
+            summary["aborted_because"] = "unreachable"
+            summary["aborted"] = (f"stopped after {limit} facts in a row could not reach the "
+                                  f"model: {aborted[0]}")
+        elif state["server_streak"] >= limit:
+            summary["aborted_because"] = "server"
+            summary["aborted"] = (f"stopped after {limit} facts in a row got no usable answer "
+                                  f"from the model server: {aborted[0]}")
+        else:
+            summary["aborted_because"] = "configuration"
+            summary["aborted"] = f"stopped: {aborted[0]}"
     summary = redact_value(summary)
     _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))
