@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
 import numpy as np
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
@@ -33,7 +33,7 @@ from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ModelReply, ask
 from kgcheck.graphs.context import LLM_HINT, Context, bind, context_of
 from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.prompting import PLACEHOLDERS, fence_untrusted, render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
@@ -60,7 +60,8 @@ class RAGContext(Context, RetrievalSettings):
     prompt: str = field(
         default="rag_verify.txt",
         metadata={"description": "Verification prompt in prompts/ or a path; needs {context}, "
-                  "{subject}, {predicate}, {object}; may use {sentence}, {fact}, {kg_note}."},
+                  "{subject}, {predicate}, {object}; may use {sentence}, {fact}, {kg_note}.",
+                  PLACEHOLDERS: VERIFY_FIELDS},
     )
     parser: str = field(
         default="yes-no-json",
@@ -69,16 +70,18 @@ class RAGContext(Context, RetrievalSettings):
     )
     sentence_prompt: str = field(
         default="rag_sentence.txt",
-        metadata={"description": "Prompt that turns the triple into one sentence."},
+        metadata={"description": "Prompt that turns the triple into one sentence; needs "
+                  "{subject}, {predicate}, {object}.", PLACEHOLDERS: TRIPLE_FIELDS},
     )
     questions_prompt: str = field(
         default="rag_questions.txt",
         metadata={"description": "Prompt that writes questions about the sentence; needs "
-                  "{sentence}; may use {max_questions}."},
+                  "{sentence}; may use {max_questions}.", PLACEHOLDERS: {"sentence"}},
     )
     dka_prompt: str = field(
         default="dka.txt",
-        metadata={"description": "Prompt of the DKA fallback (see no_evidence)."},
+        metadata={"description": "Prompt of the DKA fallback (see no_evidence).",
+                  PLACEHOLDERS: DKA_FIELDS},
     )
     sentence_model: Annotated[str, LLM_HINT] = field(
         default="",
@@ -179,9 +182,9 @@ async def to_sentence(state: RAGState, runtime: Runtime[RAGContext], *,
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
-    text = await render_prompt(ctx.sentence_prompt, TRIPLE_FIELDS, fact)
+    messages = await render_messages(ctx.sentence_prompt, TRIPLE_FIELDS, fact)
     try:
-        reply = await ask(ctx, [HumanMessage(text)], fact, "sentence",
+        reply = await ask(ctx, messages, fact, "sentence",
                           model=ctx.sentence_model or None)
     except Exception as exc:  # noqa: BLE001 - the step has a rule-based fallback
         return {"sentence": rule_sentence(fact), "sentence_source": "rule",
@@ -200,11 +203,11 @@ async def generate_questions(state: RAGState, runtime: Runtime[RAGContext], *,
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     sentence = state["sentence"]
-    text = await render_prompt(ctx.questions_prompt, {"sentence"}, fact, sentence=sentence,
-                               max_questions=ctx.max_questions)
+    messages = await render_messages(ctx.questions_prompt, {"sentence"}, fact,
+                                     sentence=sentence, max_questions=ctx.max_questions)
     fallback = template_questions(fact, sentence)[:ctx.max_questions]
     try:
-        reply = await ask(ctx, [HumanMessage(text)], fact, "questions",
+        reply = await ask(ctx, messages, fact, "questions",
                           model=ctx.questions_model or None)
     except Exception as exc:  # noqa: BLE001 - the step has a template fallback
         return {"questions": fallback, "questions_source": "template",
@@ -327,8 +330,13 @@ async def after_retrieval(state: RAGState) -> Literal["verify", "no_evidence"]:
 
 
 def context_text(chunks: list[dict[str, Any]]) -> str:
-    """Lay out the evidence for the prompt: each window under its document id."""
-    return "\n\n".join(f"[document {c['doc_id']}]\n{c['text']}" for c in chunks)
+    """Lay out the evidence for the prompt: each window under its document id, fenced.
+
+    Retrieved text is untrusted: it goes between the markers of ``fence_untrusted``, which
+    the verification prompt tells the model to treat as evidence only.
+    """
+    return fence_untrusted("\n\n".join(f"[document {c['doc_id']}]\n{c['text']}"
+                                         for c in chunks), "retrieved documents")
 
 
 def _details(state: RAGState, ctx: RAGContext) -> dict[str, Any]:
@@ -356,9 +364,9 @@ async def verify(state: RAGState, runtime: Runtime[RAGContext], *,
     """Ask the model whether the evidence supports the fact (JSON yes/no)."""
     ctx = context_of(runtime, context)
     fact = read_fact(state)
-    text = await render_prompt(ctx.prompt, VERIFY_FIELDS, fact, sentence=state["sentence"],
-                               context=context_text(state["chunks"]))
-    messages = [HumanMessage(text)]
+    messages = await render_messages(ctx.prompt, VERIFY_FIELDS, fact,
+                                     sentence=state["sentence"],
+                                     context=context_text(state["chunks"]))
     try:
         reply = await ask(ctx, messages, fact)
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
@@ -391,10 +399,10 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
         return {"verdict": verdicts.unanswered(fact, ctx.METHOD, ctx.model, reason,
                                                **_details(state, ctx))}
     details = {**_details(state, ctx), "reason": reason, "fallback": "DKA"}
-    text = await render_prompt(ctx.dka_prompt, DKA_FIELDS, fact)
+    messages = await render_messages(ctx.dka_prompt, DKA_FIELDS, fact)
     try:
         # Asked as DKA: replay serves the study's DKA answer for it.
-        reply = await ask(ctx, [HumanMessage(text)], fact, recorded="DKA")
+        reply = await ask(ctx, messages, fact, recorded="DKA")
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc, **details)}
     label = read_with("strict", reply.text).label

@@ -11,22 +11,25 @@ from kgcheck.providers.provider import Provider
 from kgcheck.providers.resolve import (
     PROVIDERS,
     UnknownProviderError,
+    reach_model,
     resolve_model,
     split_spec,
 )
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.secrets import redact_settings, redact_text, redact_url
-from kgcheck.providers.transports import UnknownModelError
+from kgcheck.providers.transports import ModelUnreachableError, UnknownModelError
 
 __all__ = [
     "PROVIDERS",
     "ModelSettings",
+    "ModelUnreachableError",
     "Provider",
     "UnknownModelError",
     "UnknownProviderError",
     "redact_settings",
     "redact_text",
     "redact_url",
+    "reach_model",
     "resolve_model",
     "split_spec",
 ]

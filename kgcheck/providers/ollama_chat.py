@@ -22,6 +22,7 @@ from kgcheck.providers.transports import (
     UnknownModelError,
     check_deadline,
     explain_failure,
+    reach,
     ssl_context,
 )
 
@@ -121,4 +122,12 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
 
 
 
-PROVIDER = Provider(build, env=("OLLAMA_HOST",))
+def reach_server(name: str, settings: ModelSettings) -> None:
+    """Ask the Ollama server for its version once: is anything there?"""
+    host = _ollama_host(settings.base_url or None)
+    reach(host.rstrip("/") + "/api/version", where=f"ollama:{name} at {redact_url(host)}",
+          timeout=settings.timeout,
+          hint="start Ollama (`ollama serve`) or point --base-url / OLLAMA_HOST at it")
+
+
+PROVIDER = Provider(build, env=("OLLAMA_HOST",), reach=reach_server)

@@ -24,6 +24,7 @@ from kgcheck.providers.transports import (
     explain_failure,
     is_transient,
     raise_bad_reply,
+    reach,
 )
 
 # Slack per client retry in the bound of a whole call: the client pauses between retries.
@@ -132,5 +133,25 @@ def build_compatible(name: str, settings: ModelSettings) -> BaseChatModel:
                          api_key=api_key, compatible=True)
 
 
-OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"))
-COMPATIBLE = Provider(build_compatible, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"))
+def _reach(spec: str, base_url: str, settings: ModelSettings) -> None:
+    key = os.environ.get("OPENAI_API_KEY")
+    reach(base_url.rstrip("/") + "/models", where=f"{spec} at {redact_url(base_url)}",
+          timeout=settings.timeout, headers={"Authorization": f"Bearer {key}"} if key else None,
+          hint="start the server or fix --base-url (it usually ends in /v1)")
+
+
+def reach_openai(name: str, settings: ModelSettings) -> None:
+    """List the server's models once (the answer is not read): is anything there?"""
+    _reach(f"openai:{name}", settings.base_url or os.environ.get("OPENAI_BASE_URL")
+           or "https://api.openai.com/v1", settings)
+
+
+def reach_compatible(name: str, settings: ModelSettings) -> None:
+    """List the server's models once (the answer is not read): is anything there?"""
+    _reach(f"openai-compatible:{name}",
+           settings.base_url or os.environ.get("OPENAI_BASE_URL") or "", settings)
+
+
+OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"), reach=reach_openai)
+COMPATIBLE = Provider(build_compatible, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                      reach=reach_compatible)

@@ -43,6 +43,28 @@ class UnknownModelError(ValueError):
     """A model spec names no known provider, is malformed, or names a model the server lacks."""
 
 
+class ModelUnreachableError(ValueError):
+    """Nothing answers at a live model's server (checked once before a run starts)."""
+
+# The longest wait for the one request that checks a server is there before a run.
+REACH_TIMEOUT = 10.0
+
+
+def reach(url: str, *, where: str, hint: str, timeout: float,
+          headers: dict[str, str] | None = None) -> None:
+    """GET ``url`` once; raise ModelUnreachableError unless some HTTP answer comes back.
+
+    Any status counts as reached (a server without the probed route still answers): what is
+    checked is that a server listens and speaks HTTP, before facts are sent to it.
+    """
+    try:
+        httpx.get(url, timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else REACH_TIMEOUT,
+                  headers=headers, verify=ssl_context())
+    except httpx.HTTPError as exc:
+        detail = redact_text(str(exc).strip()) or type(exc).__name__
+        raise ModelUnreachableError(f"cannot reach {where}: {detail}; {hint}") from None
+
+
 def is_transient(exc: BaseException) -> bool:
     """Tell whether a failed call is worth retrying: transport trouble, 5xx, 429 or 408."""
     if isinstance(exc, TRANSPORT_ERRORS):
