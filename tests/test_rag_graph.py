@@ -140,3 +140,30 @@ def test_question_parsing_and_rule_sentence():
     assert parse_questions(text, 2) == ["Here are questions:", "Who is X?"]
     fact = Fact.from_triple("1", "FactBench", ["Tony Blair", "birthPlace", "Edinburgh"])
     assert rule_sentence(fact) == "Tony Blair birth place Edinburgh."
+
+
+@pytest.mark.parametrize("junk", [
+    "T",
+    "Sure! Here is the sentence:\nArlene Alda is married to Alan Alda.",
+    "Is Arlene Alda married to Alan Alda?",
+    "She is an American photographer and writer.",
+    "I cannot rewrite this triple.",
+    "Arlene Alda is married to Alan Alda. " * 12,
+], ids=["verdict-letter", "preamble", "question", "no-names", "refusal", "paragraph"])
+async def test_a_junk_rewrite_falls_back_to_the_rule_sentence(scripted, yago, junk):
+    model = scripted("rag-junk", [junk, QUESTIONS, '{"output": "yes"}'])
+    verdict = (await run(yago["10143"], context(model)))["verdict"]
+    details = verdict["details"]
+    assert details["sentence_source"] == "rule"
+    assert details["sentence"] == rule_sentence(yago["10143"])
+    assert details["step_calls"][0]["rejected"] is True
+    assert verdict["label"] == "T"
+
+
+def test_a_plain_statement_of_the_triple_is_kept():
+    from kgcheck.retrievers.questions import is_statement_about
+
+    assert is_statement_about(SENTENCE, "Arlene Alda", "Alan Alda", "Arlene Alda is married to "
+                              "Alan Alda.")
+    assert is_statement_about("Paris is the capital of France.", "Paris", "France")
+    assert not is_statement_about("T", "Paris", "France")

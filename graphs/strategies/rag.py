@@ -39,7 +39,7 @@ from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS as DKA_FIELDS
 from kgcheck.retrievers.evidence import drop_domains, own_source_domains, retriever_for
-from kgcheck.retrievers.lexical import tokenize
+from kgcheck.retrievers.questions import is_statement_about
 from kgcheck.retrievers.questions import template_questions as templates
 from kgcheck.retrievers.search import SearchHit, merge_hits
 from kgcheck.retrievers.selection import get_selector
@@ -132,18 +132,13 @@ def rule_sentence(fact: Fact) -> str:
 
 
 def is_sentence_about(sentence: str, fact: Fact) -> bool:
-    """Tell whether a rewritten sentence is a sentence about the triple, not junk.
+    """Tell whether a model's rewrite is a sentence about the triple, not junk.
 
-    A model asked for one sentence may answer ``T`` or an apology; such text would become
-    the query of every search. A sentence counts when it has at least three words and
-    names the subject or the object (a word of either).
+    See ``is_statement_about``: one line, three words or more, not a question, naming the
+    subject and the object, not far longer than the rule-based sentence.
     """
-    words = sentence.split()
-    if len(words) < 3:
-        return False
     subject, _, obj = fact.readable_terms()
-    named = set(tokenize(subject)) | set(tokenize(obj))
-    return not named or bool(named & set(tokenize(sentence)))
+    return is_statement_about(sentence, subject, obj, rule_sentence(fact))
 
 
 def template_questions(fact: Fact, sentence: str) -> list[str]:
@@ -189,8 +184,9 @@ async def to_sentence(state: RAGState, runtime: Runtime[RAGContext], *,
     except Exception as exc:  # noqa: BLE001 - the step has a rule-based fallback
         return {"sentence": rule_sentence(fact), "sentence_source": "rule",
                 "step_calls": [_fallback_note("sentence", exc)]}
-    sentence = " ".join(reply.text.strip().strip('"').split())
-    if not is_sentence_about(sentence, fact):
+    text = reply.text.strip().strip('"').strip()
+    sentence = " ".join(text.split())
+    if not is_sentence_about(text, fact):
         return {"sentence": rule_sentence(fact), "sentence_source": "rule",
                 "step_calls": [{**_step_call("sentence", reply), "rejected": True}]}
     return {"sentence": sentence, "sentence_source": "model",
