@@ -393,3 +393,21 @@ async def test_openai_429_stops_a_run(server: OpenAIStub, tmp_path: Path) -> Non
                              show_progress=False)
     assert result.aborted and "HTTP 429" in result.aborted
     assert "no usable answer from the model server" in result.aborted
+
+
+def test_kgcheck_run_fails_a_dripping_fact_within_its_timeout(ollama: OllamaStub,
+                                                                tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kgcheck.cli import app
+
+    ollama.behaviour = Behaviour(drip=0.5)
+    result = CliRunner().invoke(app, [
+        "run", "--dataset", "yago", "--limit", "1", "--model", OLLAMA, "--base-url", ollama.url,
+        "--set", "timeout=1", "--set", "max_retries=0", "--no-progress",
+        "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    record = _records(tmp_path / "run")[0]
+    assert record["label"] == "NA" and record["details"]["error_type"] == "TimeoutError"
+    assert f"{OLLAMA} at {ollama.url} gave no answer within 1 s (1 attempt)" in record["error"]
+    assert "every fact failed" in result.stderr and f"{OLLAMA} at {ollama.url}" in result.stderr
