@@ -7,8 +7,9 @@ cannot pass for instructions:
   goes to the model as a system message, the part below (the fact) as the user message;
   a file without the line is one user message;
 - fact terms (and sentences about them) are quoted data: ``"Barack Obama" | "born in" |
-  "Kenya"``, with ``"``, ``\\`` and ``|`` inside a term escaped, line breaks and control
-  characters turned into spaces, and bidirectional-text and zero-width controls removed;
+  "Kenya"``, with double quotes, backslashes and ``|`` inside a term escaped, line breaks
+  and control characters turned into spaces, and bidirectional-text and zero-width
+  controls removed;
 - retrieved evidence goes between labelled markers that say it is untrusted text
   (:func:`fence_untrusted`, for every source of evidence).
 
@@ -47,7 +48,7 @@ def clean_text(text: str) -> str:
 
 
 def quote_term(text: str) -> str:
-    """Quote a term as prompt data: one line, ``"``, ``\\`` and ``|`` escaped, in quotes."""
+    """Quote a term as prompt data: one line; quotes, backslashes and ``|`` escaped."""
     one_line = " ".join(clean_text(str(text)).split())
     escaped = one_line.replace("\\", "\\\\").replace('"', '\\"').replace("|", "\\|")
     return f'"{escaped}"'

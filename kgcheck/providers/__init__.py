@@ -15,8 +15,8 @@ from kgcheck.providers.resolve import (
     resolve_model,
     split_spec,
 )
-from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.secrets import redact_settings, redact_text, redact_url
+from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import ModelUnreachableError, UnknownModelError
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers.provider import Provider
-from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.secrets import redact_url
+from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import (
     ModelReplyError,
     RetryingModel,
@@ -123,7 +123,7 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
 
 
 def reach_server(name: str, settings: ModelSettings) -> None:
-    """Ask the Ollama server for its version once: is anything there?"""
+    """Ask the Ollama server for its version once, to see that it answers."""
     host = _ollama_host(settings.base_url or None)
     reach(host.rstrip("/") + "/api/version", where=f"ollama:{name} at {redact_url(host)}",
           timeout=settings.timeout,

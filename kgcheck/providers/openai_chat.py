@@ -15,8 +15,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers.provider import Provider
-from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.secrets import redact_url
+from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import (
     BOUND_MARGIN,
     ExplainedModel,
@@ -141,13 +141,13 @@ def _reach(spec: str, base_url: str, settings: ModelSettings) -> None:
 
 
 def reach_openai(name: str, settings: ModelSettings) -> None:
-    """List the server's models once (the answer is not read): is anything there?"""
+    """List the server's models once to see that it answers (the list is not read)."""
     _reach(f"openai:{name}", settings.base_url or os.environ.get("OPENAI_BASE_URL")
            or "https://api.openai.com/v1", settings)
 
 
 def reach_compatible(name: str, settings: ModelSettings) -> None:
-    """List the server's models once (the answer is not read): is anything there?"""
+    """List the server's models once to see that it answers (the list is not read)."""
     _reach(f"openai-compatible:{name}",
            settings.base_url or os.environ.get("OPENAI_BASE_URL") or "", settings)
 
