@@ -41,6 +41,7 @@ _PAIR = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>\s*=\s*)"
                    r"(?P<quote>['\"]?)(?P<value>[^\s'\"&,;)]+)")
 # Credential headers as a message may quote them (``X-API-Key: ...``).
 _HEADER = re.compile(r"(?i)\b(authorization|x-api-key|api-key|cookie)(\s*:\s*)['\"]?[^\s'\",;]+")
+_HEADER_NAMES = ("authorization", "api-key", "cookie")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 
 
@@ -78,10 +79,17 @@ def redact_text(text: str) -> str:
     """Mask credentials in free text: inside URLs, ``api_key=...`` pairs, bearer tokens."""
     if not text:
         return text
-    text = _URL.sub(lambda m: redact_url(m[0]), text)
-    text = _BEARER.sub(lambda m: f"{m[1]} {MASK}", text)
-    text = _HEADER.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
-    return _PAIR.sub(_redact_pair, text)
+    # Each pattern runs only on text that can hold it: evidence texts are long and many.
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m[0]), text)
+    lowered = text.lower()
+    if "bearer" in lowered or "basic" in lowered:
+        text = _BEARER.sub(lambda m: f"{m[1]} {MASK}", text)
+    if ":" in text and any(name in lowered for name in _HEADER_NAMES):
+        text = _HEADER.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
+    if "=" in text:
+        text = _PAIR.sub(_redact_pair, text)
+    return text
 
 
 def redact_value(value: Any) -> Any:
