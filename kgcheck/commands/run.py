@@ -110,7 +110,7 @@ def run(
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
-    from kgcheck.providers.secrets import redact_logs
+    from kgcheck.providers.secrets import redact_logs, redact_text
     from kgcheck.tracing import setup_tracing
 
     # httpx and the model clients log request URLs: mask their credentials first.
@@ -147,7 +147,7 @@ def run(
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
         limit=limit, out=out, settings=values)
     for warning in plan.notes:
-        err_console.print(f"[bold yellow]warning:[/] {warning}")
+        err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
     out_dir = plan.out_dir
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
