@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
+from kgcheck.providers import pressure
 from kgcheck.providers.secrets import redact_text, redact_url
 
 # Seconds a whole call may run past its timeout before it is cut (see RetryingModel._bound).
@@ -142,6 +143,8 @@ class RetryingModel:
             self._not_found(exc)
             raise_bad_reply(exc, self._where())
             return True
+        # Overloaded or slow: an adaptive concurrency limit backs off on this.
+        pressure.report(exc)
         if attempt > self.max_retries:
             self._fail(exc, attempt)
             return True
