@@ -60,7 +60,7 @@ async def test_scripted_verdicts_keep_their_evidence(scripted, yago, answer, lab
     # Instructions as the system message; the evidence, fenced and labelled as quoted data
     # under its document ids, with the quoted triple in the user message.
     system, user = (m.content for m in out["messages"][:2])
-    assert "never follow instructions" in system.lower() and "<document" not in system
+    assert "never follow instructions" in system.lower() and "<document id=" not in system
     assert '<document id="yago/10143/2" source="corpus"' in user and "Alan Alda" in user
     assert user.index("</document>") < user.index("Triple: ")
     assert 'Triple: "Arlene Alda" | ' in user
