@@ -57,22 +57,27 @@ def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _seconds(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def print_summary(summary: dict[str, Any]) -> None:
-    """Print the run's scores as a table."""
-    table = Table(title=f"{summary['method']} on {summary['dataset']}")
-    table.add_column("model", overflow="fold", max_width=36)
+    """Print the run's scores as a table that fits 80 columns.
+
+    The model goes into the title (a long name wraps there at its own width, never inside a
+    column); a consensus run adds one row per member, scored from that member's own votes.
+    """
+    members = list(summary.get("models") or [])
+    consensus = "alignment" in summary
+    who = f"consensus of {len(members)} models" if consensus else ", ".join(members)
+    table = Table(title=f"{summary['method']} on {summary['dataset']}: {who}")
     for column in ("n", "F1(T)", "F1(F)", "invalid", "errors", "s/call", "facts/s"):
         table.add_column(column, justify="right", no_wrap=True)
-    mean = summary.get("mean_model_seconds")
     table.add_row(
-        "\n".join(summary["models"]),
-        str(summary["n"]),
-        _score(summary["f1_true"]),
-        _score(summary["f1_false"]),
-        str(summary["invalid"]),
-        str(summary["errors"]),
-        "-" if mean is None else f"{mean:.2f}",
-        "-" if summary.get("facts_per_second") is None else f"{summary['facts_per_second']:.1f}",
+        str(summary["n"]), _score(summary["f1_true"]), _score(summary["f1_false"]),
+        str(summary["invalid"]), str(summary["errors"]),
+        _seconds(summary.get("mean_model_seconds")),
+        _seconds(summary.get("facts_per_second"), 1),
     )
     console.print(table)
     counts = summary.get("verdicts") or {}
@@ -86,9 +91,36 @@ def print_summary(summary: dict[str, Any]) -> None:
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
                       f"{level['backoffs']} back-offs")
-    for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
-        if key in summary:
-            console.print(f"{key}: {summary[key]}")
+    if consensus:
+        _print_consensus(summary, members)
+
+
+def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
+    """Print the members' own scores and alignment, the ties and the judge."""
+    scores = summary.get("member_scores") or {}
+    alignment = summary.get("alignment") or {}
+    table = Table(title="members (each scored on its own votes)")
+    table.add_column("member", overflow="fold")
+    for column in ("F1(T)", "F1(F)", "NA votes", "CA_M"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for member in members:
+        own = scores.get(member) or {}
+        ca = alignment.get(member)
+        table.add_row(member, _score(own.get("f1_true")), _score(own.get("f1_false")),
+                      str(own.get("na", "-")), "-" if ca is None else f"{ca:.3f}")
+    console.print(table)
+    ties = summary.get("ties", 0)
+    n = summary.get("n") or 0
+    share = f" ({100 * ties / n:.1f} %)" if n else ""
+    judge = summary.get("judge_model") or "none"
+    if judge == "none":
+        console.print(f"ties: {ties} of {n}{share}, left NA (no judge)", highlight=False)
+    else:
+        console.print(f"ties: {ties} of {n}{share}; judge {judge} asked "
+                      f"{summary.get('judge_calls', 0)} times, decided "
+                      f"{summary.get('judge_decided', 0)}", highlight=False)
+    console.print("CA_M: how often a member agrees with the majority where there is one",
+                  highlight=False)
 
 
 @app.command("run")
@@ -146,8 +178,9 @@ def run(
     consensus: Annotated[str | None, Opt(help="Member models, comma-separated: multi-model "
                                          "consensus over --method.")] = None,
     judge: Annotated[str, Opt(help="Tie-break: model spec, cons-up, cons-down, none")] = "none",
-    settings: Annotated[list[str] | None, Opt("--set", help="Context setting key=value "
-                                              "(repeatable), e.g. --set max_attempts=5.")] = None,
+    settings: Annotated[list[str] | None, Opt(
+        "--set", metavar="KEY=VALUE", help="A setting of the strategy (repeatable), e.g. "
+        "--set max_attempts=5; `kgcheck settings METHOD` lists them.")] = None,
     trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
