@@ -189,7 +189,11 @@ def run(
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
+    from kgcheck.providers.secrets import redact_logs, redact_text
     from kgcheck.tracing import setup_tracing
+
+    # httpx and the model clients log request URLs: mask their credentials first.
+    redact_logs()
 
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
@@ -230,7 +234,7 @@ def run(
         ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
         settings=values, as_dataset=as_dataset)
     for warning in plan.notes:
-        err_console.print(f"[bold yellow]warning:[/] {warning}")
+        err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
     out_dir = plan.out_dir
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
