@@ -37,7 +37,7 @@ from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.sampling import Selection
 from kgcheck.data.sampling import select_facts as _select_facts
 from kgcheck.data.sources import base_name, check_input
-from kgcheck.data.sparql import SparqlClient, SparqlReader
+from kgcheck.data.sparql import SparqlClient, SparqlReader, redact_endpoint
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
@@ -72,7 +72,7 @@ from kgcheck.graphs.prompting import check_prompts
 from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
-from kgcheck.providers import reach_model, redact_url, resolve_model, split_spec
+from kgcheck.providers import reach_model, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
 from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
 from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path
@@ -395,7 +395,8 @@ def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
         return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
-        location = " ".join(x for x in (redact_url(sparql), graph and f"<{graph}>", where) if x)
+        location = " ".join(x for x in (redact_endpoint(sparql), graph and f"<{graph}>", where)
+                            if x)
         return _Source(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
     if facts is not None:
         loaded = as_facts(facts)

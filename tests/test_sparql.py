@@ -177,3 +177,10 @@ def test_transient_failures_are_retried(bad_endpoint) -> None:
 def test_async_select(bad_endpoint) -> None:
     rows = asyncio.run(SparqlClient(f"{bad_endpoint}/flaky", backoff=0.01).aselect("SELECT * {}"))
     assert rows[0]["o"]["value"] == "1"
+
+
+def test_an_endpoint_key_stays_out_of_messages(bad_endpoint) -> None:
+    client = SparqlClient(f"{bad_endpoint}/page?key=s3cret", retries=0)
+    with pytest.raises(SparqlError) as err:
+        client.select("SELECT * WHERE { ?s ?p ?o }")
+    assert f"{bad_endpoint}/page did not answer" in str(err.value) and "s3cret" not in str(err.value)

@@ -35,7 +35,8 @@ class _Retryable(Exception):
     """A failure worth another try (the message says what happened)."""
 
 
-def _redact(url: str) -> str:
+def redact_endpoint(url: str) -> str:
+    """Return an endpoint URL without user info and query string, for messages and run.json."""
     # An endpoint URL may carry a key (?key=...); the messages name the endpoint only.
     parsed = httpx.URL(url)
     return str(parsed.copy_with(query=None, userinfo=b"")) if parsed.query or parsed.userinfo \
@@ -61,7 +62,7 @@ class SparqlClient:
                 "headers": {"Accept": RESULTS_JSON, **self.headers}}
 
     def _rows(self, response: httpx.Response) -> list[Row]:
-        where = _redact(self.url)
+        where = redact_endpoint(self.url)
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if response.status_code in RETRY_STATUS:
             first = response.text.strip().splitlines()[:1]
@@ -82,7 +83,7 @@ class SparqlClient:
                               "not SPARQL JSON results") from None
 
     def _failed(self, last: str) -> SparqlError:
-        return SparqlError(f"SPARQL endpoint {_redact(self.url)} did not answer after "
+        return SparqlError(f"SPARQL endpoint {redact_endpoint(self.url)} did not answer after "
                            f"{self.retries + 1} tries: {last}")
 
     def select(self, query: str) -> list[Row]:
@@ -178,7 +179,7 @@ class SparqlReader:
                 try:
                     subject, predicate, obj = (binding_term(row[v]) for v in ("s", "p", "o"))
                 except (KeyError, ValueError, TypeError) as exc:
-                    raise SparqlError(f"SPARQL endpoint {_redact(self.client.url)}: a row "
+                    raise SparqlError(f"SPARQL endpoint {redact_endpoint(self.client.url)}: a row "
                                       f"lacks or mangles ?s ?p ?o ({exc})") from None
                 if is_name_triple(predicate):
                     self.names.offer(str(subject), predicate.value, obj)
