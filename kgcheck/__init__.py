@@ -16,7 +16,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 API = (
-    "acheck", "arun", "check", "datasets", "load_dataset", "read_triples", "report",
+    "acheck", "arun", "check", "datasets", "load_dataset", "open_review", "read_triples", "report",
     "reproduce", "run", "settings", "strategies", "strategy", "KgcheckWarning",
     "SettingsError",
 )

@@ -21,6 +21,7 @@ import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
 from kgcheck.evals.consensus_run import run_consensus
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
+from kgcheck.evals.review import ReviewSession, parse_only
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts, verdict_of
 from kgcheck.graphs.consensus import settings_class
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
@@ -348,3 +350,19 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
     return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+
+
+def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
+                sample: int | None = None, seed: int = 0,
+                reviewer: str | None = None) -> AbstractAsyncContextManager[ReviewSession]:
+    """Open a run for human review: ``async with kgcheck.open_review("runs/x") as review:``.
+
+    The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"``), optionally a
+    ``sample`` of them drawn with ``seed``. ``await review.decide(fact_id, "T")`` and
+    ``await review.undo()`` drive the ``review`` graph; decisions persist in
+    ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
+    """
+    filters = parse_only(only) if isinstance(only, str) or only is None else parse_only(
+        ",".join(only))
+    return ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
+                              reviewer=reviewer)
