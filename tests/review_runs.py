@@ -8,6 +8,14 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 SCRIPT = "<script>window.__xss = 'script'</script>"
@@ -65,3 +73,81 @@ def make_run(folder: Path, run_id: str = "run0001") -> Path:
         for fact_id in LABELS:
             fh.write(json.dumps(_verdict(fact_id, run_id)) + "\n")
     return folder
+
+
+@dataclass
+class Served:
+    """A `kgcheck review` process and the address it printed."""
+
+    url: str
+    token: str
+    proc: subprocess.Popen
+    output: list[str]
+
+    @property
+    def base(self) -> str:
+        return self.url.split("/?", 1)[0]
+
+
+STARTUP_SECONDS = 60
+
+
+def start_review(run_dir: Path, *args: str) -> Served:
+    """Start `kgcheck review RUN --port 0 ...` and wait for the address it prints."""
+    kgcheck = Path(sys.executable).parent / "kgcheck"
+    proc = subprocess.Popen([str(kgcheck), "review", str(run_dir), "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    output: list[str] = []
+    deadline = time.monotonic() + STARTUP_SECONDS
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        found = re.search(r"open (http://\S+)", line)
+        if found:
+            url = found.group(1)
+            threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True).start()
+            return Served(url, url.split("token=", 1)[1], proc, output)
+    proc.kill()
+    raise AssertionError("kgcheck review printed no address:\n" + "".join(output))
+
+
+def stop_review(served: Served) -> int:
+    """Stop the server as a person does (Ctrl-C); return its exit code."""
+    if served.proc.poll() is None:
+        os.killpg(served.proc.pid, signal.SIGINT)
+        try:
+            served.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(served.proc.pid, signal.SIGKILL)
+            served.proc.wait(timeout=10)
+    return served.proc.returncode
+
+
+def checkpoint_reviews(run_dir: Path, run_id: str = "run0001") -> dict[str, str | None]:
+    """Read the review graph's checkpoints: each fact's decided label (None: paused)."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from kgcheck.graphs.registry import get_graph
+
+    found: dict[str, str | None] = {}
+    with sqlite3.connect(run_dir / "review.sqlite") as conn:
+        graph = get_graph("review").compile(checkpointer=SqliteSaver(conn))
+        for fact_id in LABELS:
+            state = graph.get_state({"configurable": {"thread_id": f"{run_id}:{fact_id}"}})
+            if not state.values:
+                continue
+            review = (state.values.get("verdict") or {}).get("review")
+            found[fact_id] = None if state.interrupts else review["label"]
+    return found
+
+
+def label_rows(run_dir: Path) -> list[dict[str, str]]:
+    """Read RUN/labels.csv as rows of dicts."""
+    with (run_dir / "labels.csv").open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
