@@ -129,18 +129,19 @@ def _refusal(request: Request, token: str, hosts: set[str]) -> Response | None:
     if request.headers.get("host", "") not in hosts:
         return PlainTextResponse("unknown host", status_code=400)
     given = request.headers.get(TOKEN_HEADER) or request.query_params.get("token") or ""
-    if request.method != "GET":
+    posted = request.method != "GET"
+    if posted:
         origin = request.headers.get("origin")
         if origin is not None and origin.split("://", 1)[-1] not in hosts:
             return JSONResponse({"error": "cross-site request refused"}, status_code=403)
         # Only the page's script sets this header; a cross-site form or image cannot.
         given = request.headers.get(TOKEN_HEADER, "")
-        if "application/json" not in request.headers.get("content-type", ""):
-            return JSONResponse({"error": "expected a JSON body"}, status_code=415)
     if not secrets.compare_digest(given.encode(), token.encode()):
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": STALE, "stale_token": True}, status_code=403)
         return PlainTextResponse(STALE, status_code=403)
+    if posted and "application/json" not in request.headers.get("content-type", ""):
+        return JSONResponse({"error": "expected a JSON body"}, status_code=415)
     return None
 
 
