@@ -13,6 +13,7 @@ import io
 import os
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from typing_extensions import TypedDict
 
@@ -74,7 +75,7 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
     return rows
 
 
-def labels_text(rows: Iterable[Mapping[str, str]]) -> str:
+def labels_text(rows: Iterable[Mapping[str, Any]]) -> str:
     """Render rows as the CSV text of a labels file (header included)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
@@ -84,7 +85,7 @@ def labels_text(rows: Iterable[Mapping[str, str]]) -> str:
     return out.getvalue()
 
 
-def write_labels(path: str | Path, rows: Iterable[Mapping[str, str]]) -> None:
+def write_labels(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     """Replace the labels file atomically and durably: a crash leaves the old or the new."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

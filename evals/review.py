@@ -261,7 +261,8 @@ class ReviewSession:
 
     def progress(self) -> dict[str, int]:
         """Count the queue's facts and decisions."""
-        counts = {"total": len(self.items), "decided": 0, **{d: 0 for d in DECISIONS}}
+        counts: dict[str, int] = {"total": len(self.items), "decided": 0,
+                                  **{d: 0 for d in DECISIONS}}
         for item in self.items:
             if item.review:
                 counts["decided"] += 1

@@ -1,9 +1,9 @@
 """The graphs kgcheck serves (Studio, ``kgcheck graph``): the strategies and consensus.
 
-Every registered graph is served (the strategies and the ``review`` graph), and ``consensus``, which runs any of them as its
-members' method. One list, from the registry: ``langgraph.json`` is written from it
-(``kgcheck studio --write-config``), ``kgcheck.studio`` serves it, and a test fails when
-they disagree.
+Every registered graph is served (the strategies and the ``review`` graph), and
+``consensus``, which runs any strategy as its members' method. One list, from the
+registry: ``langgraph.json`` is written from it (``kgcheck studio --write-config``),
+``kgcheck.studio`` serves it, and a test fails when they disagree.
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def read_answer(value: Any) -> Answer:
             datetime.fromisoformat(str(when))
         except ValueError:
             raise MalformedAnswer(f"reviewed_at {when!r:.40} is not an ISO 8601 time") from None
-    return Answer(label=label, note=note.strip()[:MAX_NOTE_CHARS],  # type: ignore[typeddict-item]
+    return Answer(label=label, note=note.strip()[:MAX_NOTE_CHARS],
                   reviewer=(reviewer or "").strip() or None,
                   reviewed_at=str(when) if when else None)
 
