@@ -93,23 +93,24 @@ def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
 
 
 def run_facts_of(run_dir: Path, info: Mapping[str, Any]) -> dict[str, Fact]:
-    """Load the facts a run checked (its verdicts hold ids, not triples), by id."""
+    """Load the facts a run checked (its verdicts hold ids, not triples), by id.
+
+    A run's ``source`` is its triples file or data folder. Facts a script passed in memory
+    are looked up in the default data under the run's dataset name (they are usually a
+    slice of ``kgcheck.load_dataset``).
+    """
     source = str(info.get("source") or "")
+    dataset = str(info.get("dataset") or "")
     try:
         if source and Path(source).is_file():
-            facts = read_triples(source, str(info.get("dataset") or ""))
-        elif source and source != "memory":
-            facts = load_facts(str(info["dataset"]), as_source(source))
-        else:
-            raise ReviewError(f"{run_dir}: the run's facts were given in memory, so the "
-                              "review cannot show their triples; run them from a dataset or "
-                              "a triples file")
+            return {f.id: f for f in read_triples(source, dataset)}
+        return {f.id: f for f in load_facts(dataset, as_source(
+            None if source in ("", "memory") else source))}
     except (OSError, ValueError) as exc:
-        if isinstance(exc, ReviewError):
-            raise
-        raise ReviewError(f"{run_dir}: cannot load the facts the run checked from "
-                          f"{source}: {exc}") from None
-    return {f.id: f for f in facts}
+        where = "the run's facts were given in memory" if source in ("", "memory") else (
+            f"cannot load the facts the run checked from {source}")
+        raise ReviewError(f"{run_dir}: {where}, and the review cannot show their triples "
+                          f"({exc}); run them from a dataset or a triples file") from None
 
 
 def _thread(run_id: str, fact_id: str) -> RunnableConfig:
