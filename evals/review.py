@@ -1,10 +1,12 @@
 """A review of a run: a queue of its verdicts, each a paused ``review`` graph thread.
 
-``ReviewSession.open(RUN)`` locks the run folder for reviewing, picks the queue (all
-verdicts, or ``only`` F / NA / ties, optionally a seeded sample), and starts one thread of
-the ``review`` graph per fact in ``RUN/review.sqlite`` (langgraph-checkpoint-sqlite): each
-pauses at ``interrupt()`` with the question. ``decide`` resumes a thread with
-``Command(resume=...)``, ``undo`` deletes it and starts it again. The checkpoints hold the
+``ReviewSession.open(RUN)`` locks the run folder for reviewing and picks the queue (all
+verdicts, or ``only`` F / NA / ties, optionally a seeded sample). Each fact has a thread of
+the ``review`` graph in ``RUN/review.sqlite`` (langgraph-checkpoint-sqlite): ``decide``
+starts it, where it pauses at ``interrupt()`` with the question, and resumes it with
+``Command(resume=...)``; ``undo`` deletes it. Until its first decision a fact shows the
+question the graph will ask (the graph's own ``question_for``), so opening a large run
+writes nothing. The checkpoints hold the
 decisions; after each change ``RUN/labels.csv`` is rewritten from them (atomically), so a
 crash loses nothing: on the next open, decisions the checkpoints hold and the labels file
 lacks are written to it, and decisions the labels file holds and the checkpoints lack (a
@@ -34,7 +36,7 @@ from kgcheck.data.upstream import as_source
 from kgcheck.evals.labels import LABELS, LabelRow, read_labels, write_labels
 from kgcheck.evals.runner import RUN_INFO, VERDICTS, read_verdicts
 from kgcheck.graphs.registry import get_graph
-from kgcheck.graphs.strategies.review import DECISIONS, is_tie, read_answer
+from kgcheck.graphs.strategies.review import DECISIONS, is_tie, question_for, read_answer
 
 CHECKPOINTS = "review.sqlite"
 REVIEW_LOCK = ".review.lock"
@@ -54,7 +56,10 @@ class ReviewItem:
     position: int
     question: dict[str, Any]
     verdict: dict[str, Any]
+    fact: dict[str, Any]
     review: dict[str, Any] | None = None
+    # Whether the fact's review thread exists: threads start at the first decision.
+    started: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """Return what the review page shows of this item."""
@@ -173,8 +178,8 @@ class ReviewSession:
                      stored: Mapping[str, LabelRow]) -> None:
         for position, record in enumerate(queue):
             fact = facts[str(record["fact_id"])]
-            item = ReviewItem(fact.id, position, {}, _verdict_of(record))
-            item.question, item.review = await self._state(item, fact)
+            item = ReviewItem(fact.id, position, {}, _verdict_of(record), dict(fact.as_input()))
+            await self._load(item)
             self.items.append(item)
             row = stored.get(item.fact_id)
             if item.review is None and row is not None:
@@ -189,34 +194,37 @@ class ReviewSession:
         self._order = [i.fact_id for i in decided]
         self._write()
 
-    async def _state(self, item: ReviewItem, fact: Fact
-                     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """Return the item's question and decision, starting its thread if it has none."""
-        config = _thread(self.run_id, item.fact_id)
-        state = await self.graph.aget_state(config)
-        if not state.values:
-            await self.graph.ainvoke({"fact": fact.as_input(), "verdict": item.verdict}, config)
-            state = await self.graph.aget_state(config)
-        if state.interrupts:
-            return dict(state.interrupts[0].value), None
-        review = (state.values.get("verdict") or {}).get("review")
-        return dict(state.values.get("question") or {}), review
+    async def _load(self, item: ReviewItem) -> None:
+        """Read the item's question and decision from its thread, if it has one."""
+        state = await self.graph.aget_state(_thread(self.run_id, item.fact_id))
+        item.started = bool(state.values)
+        if not item.started:
+            # What the graph will pause with; its thread starts at the first decision, so
+            # opening a large run writes nothing.
+            item.question, item.review = question_for(item.fact, item.verdict), None  # type: ignore[arg-type]
+        elif state.interrupts:
+            item.question, item.review = dict(state.interrupts[0].value), None
+        else:
+            item.question = dict(state.values.get("question") or {})
+            item.review = (state.values.get("verdict") or {}).get("review")
 
     async def _resume(self, item: ReviewItem, answer: Mapping[str, Any]) -> dict[str, Any]:
-        out = await self.graph.ainvoke(Command(resume=dict(answer)),
-                                       _thread(self.run_id, item.fact_id))
+        config = _thread(self.run_id, item.fact_id)
+        if not item.started:
+            await self.graph.ainvoke({"fact": item.fact, "verdict": item.verdict}, config)
+            item.started = True
+        out = await self.graph.ainvoke(Command(resume=dict(answer)), config)
         if out.get("__interrupt__"):
             # The graph asks again: the answer was malformed (it says how).
             raise ReviewError(f"fact {item.fact_id}: {out['__interrupt__'][0].value['problem']}")
         item.review = dict(out["verdict"]["review"])
         return item.review
 
-    async def _restart(self, item: ReviewItem, fact_input: Mapping[str, Any]) -> None:
-        config = _thread(self.run_id, item.fact_id)
-        await self.graph.checkpointer.adelete_thread(config["configurable"]["thread_id"])
-        await self.graph.ainvoke({"fact": dict(fact_input), "verdict": item.verdict}, config)
-        state = await self.graph.aget_state(config)
-        item.question, item.review = dict(state.interrupts[0].value), None
+    async def _forget(self, item: ReviewItem) -> None:
+        """Delete the item's thread: the fact is undecided again, as before its first pause."""
+        thread = _thread(self.run_id, item.fact_id)["configurable"]["thread_id"]
+        await self.graph.checkpointer.adelete_thread(thread)
+        await self._load(item)
 
     def item(self, fact_id: str) -> ReviewItem:
         """Return the queue's item for a fact; one not in the queue is a ReviewError."""
@@ -238,7 +246,7 @@ class ReviewSession:
         async with self._lock:
             item = self.item(fact_id)
             if item.review is not None:
-                await self._restart(item, _fact_input(item))
+                await self._forget(item)
                 self._order.remove(fact_id)
             review = await self._resume(item, answer)
             self._order.append(fact_id)
@@ -255,7 +263,7 @@ class ReviewSession:
             item = self.item(fact_id)
             if item.review is None:
                 raise ReviewError(f"fact {fact_id} has no decision to undo")
-            await self._restart(item, _fact_input(item))
+            await self._forget(item)
             self._order.remove(fact_id)
             self._write()
             return fact_id
@@ -278,11 +286,6 @@ class ReviewSession:
 
     def _write(self) -> None:
         write_labels(self.labels_path, self.rows())
-
-
-def _fact_input(item: ReviewItem) -> dict[str, Any]:
-    fact = item.question["fact"]
-    return {k: fact[k] for k in ("id", "dataset", "subject", "predicate", "object")}
 
 
 def _verdict_of(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -176,14 +176,16 @@ def test_a_person_reviews_with_keyboard_and_mouse(browser, tmp_path: Path) -> No
     assert [(r["fact_id"], r["label"], r["note"], r["reviewer"]) for r in rows] == [
         ("1", "T", "", "ana"), ("2", "F", "", "ana"), ("3", "skip", "", "ana"),
         ("4", "F", "", "ana")]
-    assert checkpoint_reviews(run_dir) == {"1": "T", "2": "F", "3": "skip", "4": "F",
-                                           "5": None, "6": None}
+    # Fact 6's decision was undone (its thread deleted); fact 5 was never decided.
+    assert checkpoint_reviews(run_dir) == {"1": "T", "2": "F", "3": "skip", "4": "F"}
 
     # The server is gone: a decision made now is shown as not saved, never as saved.
     _click(browser, '#queue li[data-fact-id="5"]')
     _press(browser, "t")
     _wait(browser, lambda d: _state_of(d, "5") == "not saved",
           "a failed decision was not shown as not saved")
+    assert "not saved" in _text(browser, "#banner").lower()
+    _click(browser, '#queue li[data-fact-id="5"]')
     assert "not saved" in _text(browser, "#status").lower()
     assert browser.find_element("id", "retry").is_displayed()
     assert [r["fact_id"] for r in label_rows(run_dir)] == ["1", "2", "3", "4"]

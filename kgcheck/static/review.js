@@ -180,6 +180,8 @@ async function decide(label) {
   const note = noteBox ? noteBox.value : "";
   item.pending = { label, note };
   item.status = "saving";
+  // On to the next fact at once: this one shows its own saving / saved / not saved state.
+  move(1, true) || move(1, false);
   render();
   try {
     const data = await api("api/decide", { fact_id: item.fact_id, label, note });
@@ -187,8 +189,6 @@ async function decide(label) {
     item.status = null;
     item.pending = null;
     view.progress = data.progress;
-    banner(view.stale ? undefined : "");
-    if (view.items[view.current] === item) move(1, true) || move(1, false);
   } catch (error) {
     item.status = "failed";
     item.error = error.message;
