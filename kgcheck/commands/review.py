@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from kgcheck.api import open_review
-from kgcheck.app import app, console, user_errors
+from kgcheck.app import app, user_errors
 from kgcheck.review_server import Served, serve
 
 
@@ -41,15 +41,15 @@ def review(
     def ready(served: Served) -> None:
         # Plain print: the address must stay on one line, whatever the terminal width.
         print(f"reviewing {run_dir}: open {served.url}", flush=True)
-        console.print(f"decisions go to {run_dir / 'labels.csv'}; Ctrl-C stops (nothing is "
-                      "lost: start again to continue)", highlight=False)
+        print(f"decisions go to {run_dir / 'labels.csv'}; Ctrl-C stops (nothing is lost: "
+              "start again to continue)", flush=True)
 
     async def main() -> None:
         async with open_review(run_dir, only=only, sample=sample, seed=seed,
                                reviewer=reviewer) as session:
             progress = session.progress()
-            console.print(f"{progress['total']} facts in the queue, {progress['decided']} "
-                          "already decided", highlight=False)
+            print(f"{progress['total']} facts in the queue, {progress['decided']} already "
+                  "decided", flush=True)
             await serve(session, host=host, port=port, on_ready=ready)
 
     try:
