@@ -189,3 +189,46 @@ def test_a_person_reviews_with_keyboard_and_mouse(browser, tmp_path: Path) -> No
     assert "not saved" in _text(browser, "#status").lower()
     assert browser.find_element("id", "retry").is_displayed()
     assert [r["fact_id"] for r in label_rows(run_dir)] == ["1", "2", "3", "4"]
+
+
+def test_fifty_facts_by_keyboard_across_a_restart(browser, tmp_path: Path) -> None:
+    """A curator reviews 50 facts, stops the server half way, and finishes after a restart."""
+    import json
+
+    import kgcheck
+
+    run_dir = tmp_path / "yago-dka"
+    kgcheck.run(dataset="yago", strategy="dka", model="replay:gemma2:9b", limit=50,
+                out=run_dir)
+    order = [json.loads(line)["fact_id"] for line in
+             (run_dir / "verdicts.jsonl").read_text().splitlines()]
+    keys = {fid: "tfs"[n % 3] for n, fid in enumerate(order)}
+    expected = {fid: {"t": "T", "f": "F", "s": "skip"}[k] for fid, k in keys.items()}
+
+    server = start_review(run_dir)
+    try:
+        _open(browser, server.url)
+        for fact_id in order[:30]:
+            assert _current(browser) == fact_id
+            _press(browser, keys[fact_id])
+            _saved(browser, fact_id, expected[fact_id])
+    finally:
+        stop_review(server)
+    # The old page's server is gone; a new one on the same port has a new token.
+    port = server.base.rsplit(":", 1)[1]
+    server = start_review(run_dir, "--port", port)
+    try:
+        _press(browser, keys[order[30]])  # from the stale page: refused, and it says why
+        _wait(browser, lambda d: "open the address it printed" in (_text(d, "#banner") or ""),
+              "the stale page did not say to open the new address")
+        _open(browser, server.url)
+        assert _text(browser, "#progress-text").startswith("30 of 50 decided")
+        for fact_id in order[30:]:
+            assert _current(browser) == fact_id
+            _press(browser, keys[fact_id])
+            _saved(browser, fact_id, expected[fact_id])
+        assert _text(browser, "#progress-text").startswith("50 of 50 decided")
+    finally:
+        stop_review(server)
+    assert {r["fact_id"]: r["label"] for r in label_rows(run_dir)} == expected
+    assert [r["fact_id"] for r in label_rows(run_dir)] == order
