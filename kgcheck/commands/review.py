@@ -12,9 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kgcheck.api import open_review
 from kgcheck.app import app, user_errors
-from kgcheck.review_server import Served, serve
 
 
 @app.command("review")
@@ -35,6 +33,11 @@ def review(
         help="Your name or e-mail, kept with each decision.")] = None,
 ) -> None:
     """Serve a review page for a run; decisions go to RUN/labels.csv as they are made."""
+    # Imported here, as in every command: the CLI starts light, and no graph is built
+    # before a command that traces has started tracing.
+    from kgcheck.api import open_review
+    from kgcheck.review_server import Served, serve
+
     if not 0 <= port < 65536:
         raise ValueError(f"--port {port}: expected a TCP port from 0 to 65535")
 
