@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 from tests.stubs import Behaviour, OllamaStub, OpenAIStub
+from tests.stubs.base import serve_in_foreground
 
 
 def main() -> None:
@@ -19,14 +19,7 @@ def main() -> None:
     args = parser.parse_args()
     behaviour = Behaviour(answer=args.answer, fail_times=args.fail, fail_status=args.status,
                           hang=args.hang)
-    stub = (OllamaStub if args.kind == "ollama" else OpenAIStub)(behaviour)
-    with stub:
-        print(stub.url, flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    serve_in_foreground((OllamaStub if args.kind == "ollama" else OpenAIStub)(behaviour))
 
 
 if __name__ == "__main__":
