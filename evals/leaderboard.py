@@ -28,8 +28,10 @@ LEADERBOARD_MD = "tables.md"
 
 
 def _macro(summary: dict[str, Any]) -> float | None:
-    scores = [summary.get("f1_true"), summary.get("f1_false")]
-    return None if any(s is None for s in scores) else sum(scores) / 2  # type: ignore[misc]
+    f1_true, f1_false = summary.get("f1_true"), summary.get("f1_false")
+    if f1_true is None or f1_false is None:
+        return None
+    return (float(f1_true) + float(f1_false)) / 2
 
 
 def _accuracy(records: Sequence[dict[str, Any]]) -> float | None:

@@ -33,7 +33,7 @@ from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
-from kgcheck.evals.labels import LABELS, LabelRow, read_labels, write_labels
+from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels, write_labels
 from kgcheck.evals.runner import RUN_INFO, VERDICTS, read_verdicts
 from kgcheck.graphs.registry import get_graph
 from kgcheck.graphs.strategies.review import DECISIONS, is_tie, question_for, read_answer

@@ -19,7 +19,7 @@ API = (
     "acheck", "arun", "check", "datasets", "evidence_sources", "fetched_evidence",
     "iter_triples", "load_dataset", "open_review", "read_sparql", "read_triples", "report",
     "reproduce", "run", "select_facts", "settings", "strategies", "strategy", "KgcheckWarning",
-    "SettingsError",
+    "SettingsError", "sample", "import_verdicts", "estimate",
 )
 MODELS = ("Fact", "Verdict")
 SWEEPS = ("sweep", "asweep", "leaderboard")

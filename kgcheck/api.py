@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +41,19 @@ from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlClient, SparqlReader
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
-from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
+from kgcheck.evals.audit import (
+    EstimateResult,
+    SampleResult,
+    estimate_run,
+    run_verdicts,
+    write_sample,
+)
+from kgcheck.evals.audit import run_facts as _run_facts
 from kgcheck.evals.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.evals.consensus_run import run_consensus
 from kgcheck.evals.engines import Engine, GraphKey, make_engine
+from kgcheck.evals.importing import VerdictImportError, import_run, read_verdict_file
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.review import ReviewSession, parse_only
 from kgcheck.evals.runner import (
@@ -50,16 +61,20 @@ from kgcheck.evals.runner import (
     RunInfo,
     RunResult,
     amend_summary,
+    file_digest,
+    input_fingerprint,
+    public_settings,
     run_facts,
     verdict_of,
 )
 from kgcheck.graphs.consensus import settings_class
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
 from kgcheck.graphs.judges import CONS_JUDGES, JUDGE_NONE
+from kgcheck.graphs.prompting import check_prompts
 from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
-from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.providers import reach_model, redact_url, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
 from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
 from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path
@@ -120,13 +135,31 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
     return describe_datasets(data)
 
 
-def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
+def own_kg_name(path: str | Path, data: str | Path | None = None) -> str:
+    """Name the KG of a user's triples file: its stem, unless that names a benchmark.
+
+    A file called ``yago.csv`` is the user's KG, not the YAGO benchmark: it gets the name
+    ``yago.csv``, so none of YAGO's evidence, prompt notes, examples or recordings apply to
+    it. ``--as-dataset`` (``as_dataset=``) says otherwise explicitly.
+    """
+    path = Path(path)
+    stem, _ = base_name(path)
+    benchmarks = {name.lower() for name in dataset_names(as_source(None))}
+    if data:
+        benchmarks |= {name.lower() for name in dataset_names(as_source(data))}
+    return path.name if stem.lower() in benchmarks else stem
+
+
+def read_triples(path: str | Path, dataset: str = "", *,
+                 data: str | Path | None = None) -> list[Fact]:
     """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
 
     RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
-    (``rdfs:label``, ``skos:prefLabel``, ``schema:name``) are in ``Fact.names``.
+    (``rdfs:label``, ``skos:prefLabel``, ``schema:name``) are in ``Fact.names``. ``dataset``
+    names their KG; by default the file's stem (``own_kg_name``), never a benchmark's name
+    unless given here.
     """
-    return _read_triples(path, dataset)
+    return _read_triples(path, dataset or own_kg_name(path, data))
 
 
 def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:
@@ -206,17 +239,24 @@ def make_context(chosen: Strategy, model: str, values: Mapping[str, Any],
 
 
 def check_models(specs: Sequence[str], ctx: Context) -> None:
-    """Build every model once, so a missing key, URL or provider fails before the run."""
-    for spec in specs:
+    """Build every model and reach its server once, so that setting errors fail early.
+
+    A missing key, URL, provider or server is found before any fact is sent; replay
+    models need no server.
+    """
+    for spec in dict.fromkeys(specs):
         resolve_model(spec, ctx)
+    for spec in dict.fromkeys(specs):
+        reach_model(spec, ctx)
 
 
 def check_prompt_files(ctx: Context) -> None:
-    """Fail before the run when a prompt-file setting names no file."""
+    """Fail before the run when a prompt file is missing or lacks a placeholder it needs."""
     for item in dataclasses.fields(ctx):
         value = getattr(ctx, item.name)
         if (item.name == "prompt" or item.name.endswith("_prompt")) and value:
             prompt_path(value)
+    check_prompts(ctx)
 
 
 def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
@@ -241,12 +281,19 @@ def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
                     "facts. Recorded models: " + ", ".join(recorded_models(folder)))
 
 
-def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the settings to write into run.json: no data path, no URL credentials."""
-    kept = {k: v for k, v in values.items() if k != "data_dir"}
-    if kept.get("base_url"):
-        kept["base_url"] = redact_url(kept["base_url"])
-    return kept
+def recordable(ctx: Context) -> dict[str, Any]:
+    """Return a run's effective settings (every Context field) as run.json keeps them."""
+    values = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)}
+    values.pop("data_dir", None)
+    return public_settings(values)
+
+
+def prompt_digests(ctx: Context) -> dict[str, str]:
+    """Return the SHA-256 of every prompt file the settings name, by setting."""
+    return {item.name: file_digest(prompt_path(getattr(ctx, item.name)))
+            for item in dataclasses.fields(ctx)
+            if (item.name == "prompt" or item.name.endswith("_prompt"))
+            and getattr(ctx, item.name)}
 
 
 def cache_path(cache: CacheChoice) -> Path | None:
@@ -275,8 +322,8 @@ async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = 
     values = {**settings, "data_dir": str(data) if data else settings.get("data_dir", "")}
     ctx = make_context(chosen, model, values)
     check_replay([model], chosen, items, data)
-    check_models([model], ctx)
     check_prompt_files(ctx)
+    check_models([model], ctx)
     graph = chosen.compile()
     run_id = uuid.uuid4().hex[:12]
     gate = asyncio.Semaphore(concurrency)
@@ -336,14 +383,18 @@ class _Source:
 
 def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
             graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
-            data: str | Path | None) -> _Source:
+            data: str | Path | None, as_dataset: str | None = None) -> _Source:
     if triples is not None:
         path = check_input(triples)
-        stem, suffix = base_name(path)
+        _, suffix = base_name(path)
+        # A user's file is the user's KG unless as_dataset names the benchmark it is from.
+        stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
+                else own_kg_name(path, data))
+        own = not as_dataset
         if suffix in RDF_SUFFIXES:
             reader = RdfReader(path, stem)
-            return _Source(lambda: iter(reader), stem, str(path.resolve()), True, reader.named)
-        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), True)
+            return _Source(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
+        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
         location = " ".join(x for x in (redact_url(sparql), graph and f"<{graph}>", where) if x)
@@ -367,14 +418,17 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              stratify: str | None = None, per_stratum: int | None = None,
              ids: Sequence[str] | None = None, labels: str | Path | None = None,
              out: str | Path | None = None,
-             settings: Mapping[str, Any] | None = None) -> RunPlan:
+             settings: Mapping[str, Any] | None = None,
+             as_dataset: str | None = None) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
     own, RDF included), ``sparql`` (an endpoint URL, with optional ``graph`` and ``where``)
     or ``facts`` (in memory) gives the facts; ``limit``, ``sample``/``seed``, ``stratify``/
     ``per_stratum`` and ``ids`` choose among them (see ``select_facts``) while reading, and
-    ``labels`` is a file of gold labels for them. ``consensus`` lists member models that
+    ``labels`` is a file of gold labels for them. A triples file is your own KG, whatever its
+    name; ``as_dataset`` names a benchmark dataset its facts belong to (so that its
+    evidence, prompt notes and replay recordings apply). ``consensus`` lists member models that
     vote (with ``judge`` breaking ties); otherwise ``model`` answers alone.
     """
     if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
@@ -382,6 +436,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                             "or facts")
     if (graph is not None or where is not None) and sparql is None:
         raise SettingsError("graph and where apply to a SPARQL endpoint only")
+    if as_dataset is not None and triples is None:
+        raise SettingsError("as_dataset (--as-dataset) applies to a triples file only")
     if limit is not None and limit < 1:
         raise SettingsError(f"limit must be at least 1, got {limit}")
     values = dict(settings or {})
@@ -397,7 +453,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         split_spec(spec)
 
     gold = read_gold(labels) if labels is not None else None
-    origin = _source(dataset, triples, sparql, graph, where, facts, data)
+    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset)
     selection: Selection = _select_facts(origin.open, limit=limit, sample=sample, seed=seed,
                                          stratify=stratify, per_stratum=per_stratum, ids=ids)
     loaded = origin.named(selection.facts)
@@ -406,21 +462,27 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     source_name, source = origin.name, origin.location
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
+    # What a resume must match: the facts by content (each verdict keeps its fact's digest).
+    fingerprint = input_fingerprint(loaded)
     check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
     context_class = settings_class(chosen.context) if consensus else chosen.context
     ctx = make_context(chosen, members[0], values, context_class)
-    check_models(members + fixed_judge, ctx)
     check_prompt_files(ctx)
+    check_models(members + fixed_judge, ctx)
     notes = list(selection.notes)
     if gold is not None and not any(f.label is not None for f in loaded):
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
+    if triples is not None and not as_dataset and origin.name != base_name(Path(triples))[0]:
+        stem = base_name(Path(triples))[0]
+        notes.append(f"{triples} is read as your own KG {origin.name!r}, not the {stem} "
+                     f"benchmark; pass --as-dataset {stem} to check it as that dataset")
     notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
-                   settings=recordable({**values, "model": members[0]}))
+                   settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx))
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes)
 
@@ -429,7 +491,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
                   max_concurrency: int = 64, resume: bool = False, fresh: bool = False,
                   show_progress: bool = False, cache: CacheChoice = True,
                   engine: str | Engine = "local",
-                  engine_options: Mapping[str, Any] | None = None) -> RunResult:
+                  engine_options: Mapping[str, Any] | None = None,
+                  warn: Warn | None = None) -> RunResult:
     """Run a checked plan into its folder (resumable: see ``arun``).
 
     ``concurrency`` is a number of facts at once or ``"auto"``: adapt to the model server
@@ -437,7 +500,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     up to ``max_concurrency``. ``engine`` is where the graphs run: ``local`` (this process)
     or ``ray`` (a Ray cluster; ``engine_options``: ``address``, ``workers``,
     ``per_worker``), or an engine object the caller keeps (and closes) across runs; the run
-    folder and its guarantees are the same.
+    folder and its guarantees are the same. ``warn`` hears of what had to be ignored in the
+    folder (unreadable verdict lines).
     """
     if resume and fresh:
         raise SettingsError("resume and fresh contradict each other; pick one")
@@ -455,7 +519,7 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
             result = await _execute(plan, runner, concurrency=limit, resume=resume,
-                                    fresh=fresh, show_progress=show_progress)
+                                    fresh=fresh, show_progress=show_progress, warn=warn)
         stats = runner.stats()
     finally:
         if owned:
@@ -473,12 +537,13 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
 
 
 async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
-                   fresh: bool, show_progress: bool) -> RunResult:
+                   fresh: bool, show_progress: bool, warn: Warn | None) -> RunResult:
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
             values=plan.values, info=plan.info, out_dir=plan.out_dir, concurrency=concurrency,
-            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine)
+            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine,
+            warn=warn)
     ctx = plan.strategy.make_context(**plan.values)
     key: GraphKey = ("strategy", plan.strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
@@ -488,7 +553,7 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
         return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
 
     return await run_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
-                           resume=resume, fresh=fresh, show_progress=show_progress)
+                           resume=resume, fresh=fresh, show_progress=show_progress, warn=warn)
 
 
 async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
@@ -511,7 +576,7 @@ async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume:
             warn(message)
     return await execute(checked, concurrency=concurrency, max_concurrency=max_concurrency,
                          resume=resume, fresh=fresh, show_progress=show_progress, cache=cache,
-                         engine=engine, engine_options=engine_options)
+                         engine=engine, engine_options=engine_options, warn=warn)
 
 
 def run(**kwargs: Any) -> RunResult:
@@ -526,9 +591,21 @@ def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bo
 
 
 def reproduce(out: str | Path, *, data: str | Path | None = None,
-              datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
-    """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
-    return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+              datasets: Sequence[str] | None = None, plots: bool = True,
+              warn: Warn | None = None) -> Outputs:
+    """Recompute the study's tables 5 to 8 and figures from its recorded answers.
+
+    Answers that cannot be scored (a dataset without gold labels, an unreadable answers
+    file) are left out with a warning (to ``warn``, else ``KgcheckWarning``) that the
+    tables repeat; when nothing can be scored, a ``ValueError`` says why.
+    """
+    def note(message: str) -> None:
+        if warn is None:
+            warnings.warn(message, KgcheckWarning, stacklevel=3)
+        else:
+            warn(message)
+
+    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note)
 
 
 def evidence_sources() -> list[str]:
@@ -558,6 +635,89 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
                                opened.fetched_items(source, limit))
     finally:
         opened.close()
+
+
+def sample(*, n: int, out: str | Path, dataset: str | None = None,
+           triples: str | Path | None = None, facts: Iterable[FactLike] | None = None,
+           run: str | Path | None = None, design: str = "srs", stratify: str | None = None,
+           cluster: str = "subject", cluster_size: int = 3, seed: int = 0,
+           data: str | Path | None = None) -> SampleResult:
+    """Draw the facts a person should label; write them as an annotators' CSV.
+
+    The facts come from exactly one of ``dataset``, ``triples``, ``facts`` (any iterable,
+    read once) or ``run`` (the facts a run checked; allows ``stratify="verdict"``).
+    ``design`` is ``srs``, ``stratified`` (by ``stratify``) or ``twcs`` (clusters by
+    ``cluster``, up to ``cluster_size`` facts each). The same inputs and ``seed`` give the
+    same sample.
+    """
+    if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
+        raise SettingsError("give exactly one of a dataset, a triples file, facts or a run")
+    verdicts = None
+    source: Iterable[Fact]
+    if run is not None:
+        records = run_verdicts(Path(run))
+        verdicts = {fid: str(r["label"]) for fid, r in records.items()}
+        source = [f for f in _run_facts(Path(run), data) if f.id in verdicts]
+    elif triples is not None:
+        source = _iter_triples(triples)
+    elif facts is not None:
+        source = as_facts_lazy(facts)
+    else:
+        source = load_dataset(dataset or "", data)
+    return write_sample(source, Path(out), n=n, design=design, stratify=stratify,
+                        cluster=cluster, cluster_size=cluster_size, seed=seed,
+                        verdicts=verdicts)
+
+
+def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | None = None,
+                    dataset: str | None = None, data: str | Path | None = None,
+                    fresh: bool = False) -> RunResult:
+    """Turn verdicts made elsewhere into a run folder (scored like any run).
+
+    ``file`` is a FactCheck study result file (``.json``, any name) or a CSV/JSONL of
+    ``fact_id,label``. The facts and their gold labels come from ``triples`` or
+    ``dataset``; without either, from the dataset the study file's name gives.
+    """
+    found = read_verdict_file(file)
+    if triples is not None and dataset is not None:
+        raise SettingsError("give at most one of a triples file and a dataset")
+    if triples is not None:
+        facts = _read_triples(triples)
+        name, source = facts[0].dataset, str(Path(triples).resolve())
+    else:
+        wanted = dataset or found.dataset
+        if not wanted:
+            raise VerdictImportError(f"{file}: the file name names no dataset; pass --dataset "
+                                     "NAME or --triples FILE")
+        src = as_source(data)
+        name = canonical_dataset(src, wanted)
+        facts, source = load_facts(name, src), src.location
+    return asyncio.run(import_run(found, facts, Path(out), source=source, dataset=name,
+                                  fresh=fresh))
+
+
+def model_prices() -> dict[str, Any]:
+    """Read the shipped model prices (US dollars per 1,000 tokens), by model name."""
+    text = resources.files("kgcheck").joinpath("pricing.json").read_text(encoding="utf-8")
+    return dict(json.loads(text).get("chat", {}))
+
+
+def estimate(run: str | Path, *, labels: str | Path | None = None,
+             gold_sample: int | None = None, seed: int = 0, confidence: float = 0.95,
+             stratify: str | None = None, design: str = "srs", cluster: str = "subject",
+             cluster_size: int = 3, data: str | Path | None = None,
+             plots: bool = True) -> EstimateResult:
+    """Estimate the accuracy of a run's KG (llm, human and ppi); write ``RUN/estimate.json``.
+
+    Human labels come from ``labels`` (``kgcheck sample``'s CSV filled in, or a review's
+    ``labels.csv``), or ``gold_sample`` facts with known gold labels are drawn (seeded by
+    ``seed``, by ``design``) as if a person had labelled them.
+    """
+    return estimate_run(Path(run), labels=Path(labels) if labels else None,
+                        gold_sample=gold_sample, seed=seed, confidence=confidence,
+                        stratify=stratify, design=design, cluster=cluster,
+                        cluster_size=cluster_size, data=data, plots=plots,
+                        prices=model_prices())
 
 
 def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,

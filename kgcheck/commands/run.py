@@ -18,6 +18,7 @@ from rich.table import Table
 from kgcheck.app import app, console, err_console, user_errors
 from kgcheck.data.sampling import parse_ids
 from kgcheck.graphs.context import DEFAULT_MODEL
+from kgcheck.graphs.verdicts import is_defect
 
 Opt = typer.Option
 
@@ -57,22 +58,27 @@ def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _seconds(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def print_summary(summary: dict[str, Any]) -> None:
-    """Print the run's scores as a table."""
-    table = Table(title=f"{summary['method']} on {summary['dataset']}")
-    table.add_column("model", overflow="fold", max_width=36)
+    """Print the run's scores as a table that fits 80 columns.
+
+    The model goes into the title (a long name wraps there at its own width, never inside a
+    column); a consensus run adds one row per member, scored from that member's own votes.
+    """
+    members = list(summary.get("models") or [])
+    consensus = "alignment" in summary
+    who = f"consensus of {len(members)} models" if consensus else ", ".join(members)
+    table = Table(title=f"{summary['method']} on {summary['dataset']}: {who}")
     for column in ("n", "F1(T)", "F1(F)", "invalid", "errors", "s/call", "facts/s"):
         table.add_column(column, justify="right", no_wrap=True)
-    mean = summary.get("mean_model_seconds")
     table.add_row(
-        "\n".join(summary["models"]),
-        str(summary["n"]),
-        _score(summary["f1_true"]),
-        _score(summary["f1_false"]),
-        str(summary["invalid"]),
-        str(summary["errors"]),
-        "-" if mean is None else f"{mean:.2f}",
-        "-" if summary.get("facts_per_second") is None else f"{summary['facts_per_second']:.1f}",
+        str(summary["n"]), _score(summary["f1_true"]), _score(summary["f1_false"]),
+        str(summary["invalid"]), str(summary["errors"]),
+        _seconds(summary.get("mean_model_seconds")),
+        _seconds(summary.get("facts_per_second"), 1),
     )
     console.print(table)
     counts = summary.get("verdicts") or {}
@@ -86,9 +92,36 @@ def print_summary(summary: dict[str, Any]) -> None:
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
                       f"{level['backoffs']} back-offs")
-    for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
-        if key in summary:
-            console.print(f"{key}: {summary[key]}")
+    if consensus:
+        _print_consensus(summary, members)
+
+
+def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
+    """Print the members' own scores and alignment, the ties and the judge."""
+    scores = summary.get("member_scores") or {}
+    alignment = summary.get("alignment") or {}
+    table = Table(title="members (each scored on its own votes)")
+    table.add_column("member", overflow="fold")
+    for column in ("F1(T)", "F1(F)", "NA votes", "CA_M"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for member in members:
+        own = scores.get(member) or {}
+        ca = alignment.get(member)
+        table.add_row(member, _score(own.get("f1_true")), _score(own.get("f1_false")),
+                      str(own.get("na", "-")), "-" if ca is None else f"{ca:.3f}")
+    console.print(table)
+    ties = summary.get("ties", 0)
+    n = summary.get("n") or 0
+    share = f" ({100 * ties / n:.1f} %)" if n else ""
+    judge = summary.get("judge_model") or "none"
+    if judge == "none":
+        console.print(f"ties: {ties} of {n}{share}, left NA (no judge)", highlight=False)
+    else:
+        console.print(f"ties: {ties} of {n}{share}; judge {judge} asked "
+                      f"{summary.get('judge_calls', 0)} times, decided "
+                      f"{summary.get('judge_decided', 0)}", highlight=False)
+    console.print("CA_M: how often a member agrees with the majority where there is one",
+                  highlight=False)
 
 
 @app.command("run")
@@ -114,6 +147,9 @@ def run(
     per_stratum: Annotated[int | None, Opt(help="With --stratify: K facts of each stratum "
                                            "(default: proportional to --sample).")] = None,
     ids: Annotated[str | None, Opt(help="Only these fact ids: ID,ID,... or @FILE.")] = None,
+    as_dataset: Annotated[str | None, Opt(help="Check the --triples file as facts of this "
+                                          "benchmark dataset (its evidence, prompt notes, "
+                                          "replay); default: your own KG.")] = None,
     method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
                                "(`kgcheck graph list`).")] = "dka",
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
@@ -146,13 +182,18 @@ def run(
     consensus: Annotated[str | None, Opt(help="Member models, comma-separated: multi-model "
                                          "consensus over --method.")] = None,
     judge: Annotated[str, Opt(help="Tie-break: model spec, cons-up, cons-down, none")] = "none",
-    settings: Annotated[list[str] | None, Opt("--set", help="Context setting key=value "
-                                              "(repeatable), e.g. --set max_attempts=5.")] = None,
+    settings: Annotated[list[str] | None, Opt(
+        "--set", metavar="KEY=VALUE", help="A setting of the strategy (repeatable), e.g. "
+        "--set max_attempts=5; `kgcheck settings METHOD` lists them.")] = None,
     trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
+    from kgcheck.providers.secrets import redact_logs, redact_text
     from kgcheck.tracing import setup_tracing
+
+    # httpx and the model clients log request URLs: mask their credentials first.
+    redact_logs()
 
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
@@ -166,6 +207,9 @@ def run(
 
     if sum(x is not None for x in (dataset, triples, sparql)) != 1:
         raise ValueError("give exactly one of --dataset NAME, --triples FILE or --sparql URL")
+    if as_dataset is not None and triples is None:
+        raise ValueError("--as-dataset applies to a --triples file; --dataset already names "
+                         "a benchmark")
     if resume and fresh:
         raise ValueError("--resume and --fresh contradict each other; pick one")
     if limit is not None and limit < 1:
@@ -188,16 +232,17 @@ def run(
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
-        settings=values)
+        settings=values, as_dataset=as_dataset)
     for warning in plan.notes:
-        err_console.print(f"[bold yellow]warning:[/] {warning}")
+        err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
     out_dir = plan.out_dir
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
                       resume=resume, fresh=fresh, show_progress=progress,
                       cache=False if no_cache else (cache or True), engine=engine,
-                      engine_options=_engine_options(engine, ray_address, ray_workers))
+                      engine_options=_engine_options(engine, ray_address, ray_workers),
+                      warn=_warn)
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
@@ -207,6 +252,10 @@ def run(
         raise typer.Exit(130) from None
     print_summary(result.summary)
     console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
+    if result.summary["n"] > result.summary.get("asked", result.summary["n"]):
+        err_console.print(f"note: the summary covers all {result.summary['n']} verdicts in "
+                          f"{out_dir}; this run asked for {result.summary['asked']} facts "
+                          "(--limit)")
     _report_source_failures(result.records)
     if result.aborted:
         advice = (f"fix the setting and start again with --fresh --out {out_dir}"
@@ -217,6 +266,8 @@ def run(
     _report_errors(result.records, out_dir)
 
 
+def _warn(message: str) -> None:
+    err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False)
 def _engine_options(engine: str, address: str | None, workers: int | None) -> dict[str, Any]:
     """Check the engine flags; the Ray ones mean nothing to another engine."""
     if engine != "ray" and (address or workers):
@@ -246,12 +297,23 @@ def _report_source_failures(records: list[dict[str, Any]]) -> None:
 
 
 def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
-    """Say why facts failed (the commonest error); fail the command when every fact did."""
-    errors = [str(r["error"]) for r in records if r.get("error")]
+    """Say why facts failed (the commonest error); fail the command when every fact did.
+
+    Defective input (a triple that cannot be sent to a model) is reported as skipped: no
+    retry can change it, so the advice is to fix the input, not to resume.
+    """
+    skipped = [r for r in records if is_defect(r)]
+    if skipped:
+        shown = "; ".join(str(r["error"]) for r in skipped[:3])
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        err_console.print(f"note: {len(skipped)} fact(s) skipped as invalid input ({shown}"
+                          f"{more}); they cannot be checked as they are: fix them in the "
+                          "input", highlight=False)
+    errors = [str(r["error"]) for r in records if r.get("error") and not is_defect(r)]
     if not errors:
         return
     commonest, count = Counter(errors).most_common(1)[0]
-    if len(errors) == len(records):
+    if len(errors) == len(records) - len(skipped):
         err_console.print(f"[bold red]error:[/] every fact failed, e.g. {commonest}; rerun "
                           f"with --resume --out {out_dir} once the cause is fixed")
         raise typer.Exit(1)
