@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.data.upstream import DataError, DataSource, open_data
-from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels
 from kgcheck.evals.metrics import token_totals
 from kgcheck.evals.recorded import load_recorded, token_section, token_usage
+from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels
 from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
 from kgcheck.evals.tables import (
     STUDY,

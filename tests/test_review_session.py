@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import kgcheck
 from kgcheck.cli import app
-from kgcheck.evals.review_labels import COLUMNS, LabelsError, read_labels
 from kgcheck.evals.review import ReviewError, ReviewSession, parse_only
+from kgcheck.evals.review_labels import COLUMNS, LabelsError, read_labels
 from tests.review_runs import checkpoint_reviews, label_rows, make_run
 
 
