@@ -7,6 +7,10 @@ votes each verdict records, their alignment and ties, and the consensus F1 under
 With the study's rows added, those are computed over the same facts the runs checked, so a
 new prompt or model is compared with the study like for like.
 
+A run folder that a person reviewed (``kgcheck review``) also holds ``labels.csv``: the
+report then counts, per method and model, the verdicts reviewed and how often the person
+overturned the model.
+
 ``write_outputs`` writes ``tables.md``, ``tables.json`` and ``plots/`` for both
 ``kgcheck report`` and ``kgcheck reproduce``.
 """
@@ -15,13 +19,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.metrics import token_totals
 from kgcheck.evals.recorded import load_recorded, token_section, token_usage
+from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels
 from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
 from kgcheck.evals.tables import (
     STUDY,
@@ -192,14 +197,76 @@ def run_section(runs: Sequence[RunFolder]) -> str:
     return "\n".join(lines)
 
 
+def _review_row(run: str, method: str, model: str, labels: dict[str, str],
+                decisions: dict[str, LabelRow]) -> dict[str, Any]:
+    """Count one model's verdicts reviewed, confirmed and overturned by the person."""
+    mine = {fid: d["label"] for fid, d in decisions.items() if fid in labels}
+    decided = {fid: lab for fid, lab in mine.items() if lab in ("T", "F")}
+    judged = {fid: lab for fid, lab in decided.items() if labels[fid] in ("T", "F")}
+    overturned = sum(1 for fid, lab in judged.items() if labels[fid] != lab)
+    return {"run": run, "method": method, "model": model, "verdicts": len(labels),
+            "reviewed": len(mine), "skipped": len(mine) - len(decided),
+            "confirmed": len(judged) - overturned, "overturned": overturned,
+            "overturn_rate": overturned / len(judged) if judged else None,
+            "na_decided": len(decided) - len(judged)}
+
+
+def review_rows(runs: Sequence[RunFolder]) -> list[dict[str, Any]]:
+    """Per run, method and model: verdicts reviewed and the share the person overturned.
+
+    A consensus run gives a row for its final verdicts and one per member (their votes).
+    Overturned counts T/F verdicts the person labelled the other way; NA verdicts the
+    person decided are counted apart (there was no answer to overturn).
+    """
+    rows = []
+    for run in runs:
+        path = run.path / LABELS
+        if not path.is_file():
+            continue
+        decisions = read_labels(path, {str(r["fact_id"]) for r in run.records})
+        method, models = str(run.info["method"]), [str(m) for m in run.info["models"]]
+        final = {str(r["fact_id"]): str(r.get("label", "NA")) for r in run.records}
+        label = models[0] if len(models) == 1 else "consensus of " + ", ".join(models)
+        rows.append(_review_row(run.name, method, label, final, decisions))
+        if len(models) > 1:
+            members: dict[str, dict[str, str]] = {}
+            for record in run.records:
+                for vote in _votes(record):
+                    members.setdefault(vote["model"], {})[str(record["fact_id"])] = (
+                        vote.get("label") or "NA")
+            rows += [_review_row(run.name, method, m, votes, decisions)
+                     for m, votes in members.items()]
+    return rows
+
+
+def review_section(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown of ``review_rows``: empty when no run was reviewed."""
+    if not rows:
+        return ""
+    lines = ["## Human review", "",
+             "Overturned: T/F verdicts the person labelled the other way (rate over the T/F "
+             "verdicts they decided); NA decided: NA verdicts the person labelled T or F.", "",
+             "| run | method | model | verdicts | reviewed | skipped | confirmed | overturned "
+             "| overturn rate | NA decided |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        rate = "-" if row["overturn_rate"] is None else f"{row['overturn_rate']:.0%}"
+        cells = [row["run"], row["method"], row["model"], f"{row['verdicts']:,}",
+                 str(row["reviewed"]), str(row["skipped"]), str(row["confirmed"]),
+                 str(row["overturned"]), rate, str(row["na_decided"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 @dataclass
 class Outputs:
-    """What ``write_outputs`` wrote."""
+    """What ``write_outputs`` wrote (and, for runs a person reviewed, the review counts)."""
 
     markdown: Path
     json: Path
     plots: list[Path]
     records: list[dict[str, Any]]
+    reviews: list[dict[str, Any]] = field(default_factory=list)
 
 
 def output_folder(out_dir: str | Path) -> Path:
@@ -258,8 +325,12 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
         notes += found
         results = recorded + results
     _disambiguate(results)
-    return write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
-                         plots=plots, notes=notes, extra=[run_section(runs)])
+    reviews = review_rows(runs)
+    written = write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
+                            plots=plots, notes=notes,
+                            extra=[run_section(runs), review_section(reviews)])
+    written.reviews = reviews
+    return written
 
 
 def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,

@@ -7,6 +7,11 @@ Built-in strategies are the modules of ``kgcheck.graphs.strategies``, each regis
 own; installed packages add theirs under the ``kgcheck.strategies`` entry-point group
 (``dka-cot = "my_package.cot:strategy"``). Graphs take ``{"fact": FactInput}`` and return
 ``{"verdict": ...}``.
+
+An entry's ``kind`` says what its graph is for: ``check`` (a fact-checking strategy, what
+``kgcheck run``, the Python API and consensus members use) or ``review`` (a graph that
+pauses for a person, served in Studio and driven by ``kgcheck review``, never run as a
+method). ``strategies()`` lists the checking ones; ``graphs()`` lists every entry.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 
@@ -29,10 +34,16 @@ AnyStateGraph: TypeAlias = StateGraph[Any, Any, Any, Any]
 AnyCompiledGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
 # Checks a batch run makes before starting: (facts, context) -> warnings to print.
 Preflight = Callable[[Sequence[Fact], Any], list[str]]
+Kind = Literal["check", "review"]
+CHECK: Kind = "check"
 
 
 class UnknownStrategyError(UnknownNameError):
     """No strategy is registered under that name."""
+
+
+class NotAStrategyError(ValueError):
+    """The name is a registered graph that does not check facts (the ``review`` graph)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,8 @@ class Strategy:
         build: Build the (uncompiled) graph for a Context class.
         description: One line for listings and Studio.
         preflight: Optional checks before a batch run: ``(facts, context) -> warnings``.
+        kind: ``check`` for a fact-checking strategy, ``review`` for a graph that pauses
+            for a person (served, never run as a method).
 
     """
 
@@ -55,6 +68,7 @@ class Strategy:
     build: Callable[[Any], AnyStateGraph] = field(repr=False)
     description: str = ""
     preflight: Preflight | None = field(default=None, repr=False)
+    kind: Kind = CHECK
 
     @property
     def label(self) -> str:
@@ -104,11 +118,28 @@ def register(strategy: Strategy) -> Strategy:
     return strategy
 
 
-def strategies() -> dict[str, Strategy]:
-    """Every registered strategy, by name."""
+def graphs() -> dict[str, Strategy]:
+    """Every registered graph by name, whatever its kind (what Studio serves)."""
     return STRATEGIES.items()
 
 
-def get_strategy(name: str) -> Strategy:
-    """Look up a strategy; an unknown name lists the known ones."""
+def strategies() -> dict[str, Strategy]:
+    """Every registered fact-checking strategy, by name."""
+    return {name: s for name, s in STRATEGIES.items().items() if s.kind == CHECK}
+
+
+def get_graph(name: str) -> Strategy:
+    """Look up a registered graph of any kind; an unknown name lists the known ones."""
     return STRATEGIES.get(name)
+
+
+def get_strategy(name: str) -> Strategy:
+    """Look up a fact-checking strategy; an unknown name lists the known ones."""
+    found = STRATEGIES.get(name)
+    if found.kind != CHECK:
+        known = ", ".join(strategies())
+        raise NotAStrategyError(
+            f"{found.name} is a {found.kind} graph (it pauses for a person), not a "
+            f"fact-checking strategy: review a run with `kgcheck review RUN`; strategies: "
+            f"{known}")
+    return found

@@ -1,9 +1,9 @@
 """The graphs kgcheck serves (Studio, ``kgcheck graph``): the strategies and consensus.
 
-Every registered strategy is served, and ``consensus``, which runs any of them as its
-members' method. One list, from the registry: ``langgraph.json`` is written from it
-(``kgcheck studio --write-config``), ``kgcheck.studio`` serves it, and a test fails when
-they disagree.
+Every registered graph is served (the strategies and the ``review`` graph), and
+``consensus``, which runs any strategy as its members' method. One list, from the
+registry: ``langgraph.json`` is written from it (``kgcheck studio --write-config``),
+``kgcheck.studio`` serves it, and a test fails when they disagree.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgcheck.graphs import consensus
-from kgcheck.graphs.registry import AnyCompiledGraph, strategies
+from kgcheck.graphs.registry import AnyCompiledGraph, graphs
 
 CONSENSUS = "consensus"
 CONSENSUS_DESCRIPTION = ("Multi-model consensus: members vote in parallel through a strategy "
@@ -41,9 +41,9 @@ def attribute_of(name: str) -> str:
 
 
 def served_graphs() -> dict[str, ServedGraph]:
-    """Every graph served, by name: the registered strategies, then consensus."""
+    """Every graph served, by name: the registered graphs (review included), then consensus."""
     served = {name: ServedGraph(name, strategy.description, strategy.compile)
-              for name, strategy in strategies().items()}
+              for name, strategy in graphs().items()}
     served[CONSENSUS] = ServedGraph(CONSENSUS, CONSENSUS_DESCRIPTION,
                                     lambda: consensus.builder.compile(name=CONSENSUS))
     return served

@@ -17,8 +17,8 @@ __version__ = "0.1.0"
 
 API = (
     "acheck", "arun", "check", "datasets", "evidence_sources", "fetched_evidence",
-    "iter_triples", "load_dataset", "read_sparql", "read_triples", "report", "reproduce",
-    "run", "select_facts", "settings", "strategies", "strategy", "KgcheckWarning",
+    "iter_triples", "load_dataset", "open_review", "read_sparql", "read_triples", "report",
+    "reproduce", "run", "select_facts", "settings", "strategies", "strategy", "KgcheckWarning",
     "SettingsError", "sample", "import_verdicts", "estimate",
 )
 MODELS = ("Fact", "Verdict")

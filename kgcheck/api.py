@@ -22,6 +22,7 @@ import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -54,6 +55,7 @@ from kgcheck.evals.consensus_run import run_consensus
 from kgcheck.evals.engines import Engine, GraphKey, make_engine
 from kgcheck.evals.importing import VerdictImportError, import_run, read_verdict_file
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
+from kgcheck.evals.review import ReviewSession, parse_only
 from kgcheck.evals.runner import (
     RECURSION_LIMIT,
     RunInfo,
@@ -717,3 +719,19 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
                         stratify=stratify, design=design, cluster=cluster,
                         cluster_size=cluster_size, data=data, plots=plots,
                         prices=model_prices())
+
+
+def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
+                sample: int | None = None, seed: int = 0,
+                reviewer: str | None = None) -> AbstractAsyncContextManager[ReviewSession]:
+    """Open a run for human review: ``async with kgcheck.open_review("runs/x") as review:``.
+
+    The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"``), optionally a
+    ``sample`` of them drawn with ``seed``. ``await review.decide(fact_id, "T")`` and
+    ``await review.undo()`` drive the ``review`` graph; decisions persist in
+    ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
+    """
+    filters = parse_only(only) if isinstance(only, str) or only is None else parse_only(
+        ",".join(only))
+    return ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
+                              reviewer=reviewer)

@@ -34,6 +34,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "langgraph.json"
 GRAPHS = ("dka", "dka-sc", "giv-z", "giv-f", "rag", "consensus")
+# Served too, but it pauses for a person rather than checking a fact.
+SERVED = (*GRAPHS, "review")
 QUIET = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true",
          "LANGSMITH_TRACING": "false"}
 STARTUP_SECONDS = 90
@@ -147,8 +149,8 @@ def test_config_is_the_one_the_registry_gives(monkeypatch) -> None:
 
     # Rewrite it with `kgcheck studio --write-config langgraph.json` after adding a strategy.
     assert _config() == langgraph_config()
-    assert set(_config()["graphs"]) == set(GRAPHS)
-    for name in GRAPHS:
+    assert set(_config()["graphs"]) == set(SERVED)
+    for name in SERVED:
         # Served through kgcheck.studio, which starts tracing before the graphs are built.
         assert _graph_spec(name) == f"kgcheck.studio:{name.replace('-', '_')}"
     assert _config()["dependencies"] == ["."]
@@ -157,7 +159,7 @@ def test_config_is_the_one_the_registry_gives(monkeypatch) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     studio = importlib.import_module("kgcheck.studio")
-    for name in GRAPHS:
+    for name in SERVED:
         graph = getattr(studio, name.replace("-", "_"))
         assert graph.name == name
     with pytest.raises(AttributeError, match="serves no graph 'nope'"):
@@ -168,7 +170,45 @@ async def test_assistants_list_every_graph(studio: Studio) -> None:
     client = _client(studio)
     assistants = await client.assistants.search(limit=100)
     system = {a["graph_id"] for a in assistants if a["metadata"].get("created_by") == "system"}
-    assert system == set(studio.served) == set(GRAPHS)
+    assert system == set(studio.served) == set(SERVED)
+
+
+async def test_the_review_graph_pauses_for_a_person_and_resumes(studio: Studio) -> None:
+    client = _client(studio)
+    fact = _fact("5")
+    verdict = {"fact_id": "5", "label": "F", "method": "DKA", "model": "replay:gemma2:9b",
+               "raw": "F", "raws": ["F"], "attempts": 1, "seconds": 0.1, "error": None,
+               "details": {"evidence": [{"doc_id": "d1", "chunk_id": 0, "similarity": 0.8,
+                                         "text": "Alexander III married Dagmar in 1866."}],
+                           "documents": [{"doc_id": "d1", "url": "https://example.org/a"}]}}
+    thread = await client.threads.create()
+    paused = await asyncio.wait_for(client.runs.wait(
+        thread["thread_id"], "review", input={"fact": fact, "verdict": verdict}), 60)
+    assert "__error__" not in paused, paused.get("__error__")
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["ask_person"]
+    question = state["tasks"][0]["interrupts"][0]["value"]
+    assert question["fact"]["readable"]["text"] == (
+        "Alexander III of Russia is married to Maria Feodorovna (Dagmar of Denmark)")
+    assert question["model"]["label"] == "F"
+    assert question["evidence"][0]["source"] == "https://example.org/a"
+
+    # A malformed answer: the graph asks again, saying what was wrong.
+    await asyncio.wait_for(client.runs.wait(thread["thread_id"], "review",
+                                            command={"resume": {"label": "perhaps"}}), 60)
+    state = await client.threads.get_state(thread["thread_id"])
+    assert "label 'perhaps' is not one of T, F, skip" in (
+        state["tasks"][0]["interrupts"][0]["value"]["problem"])
+
+    done = await asyncio.wait_for(client.runs.wait(
+        thread["thread_id"], "review", command={"resume": {"label": "T", "note": "married"}},
+        context={"reviewer": "curator"}), 60)
+    assert done["verdict"]["review"]["label"] == "T"
+    assert done["verdict"]["review"]["note"] == "married"
+    assert done["verdict"]["review"]["reviewer"] == "curator"
+    assert done["verdict"]["label"] == "F"  # the model's label stays; the review says T
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["next"] == [] and not state["tasks"]
 
 
 async def test_consensus_graph_with_xray_shows_the_member_subgraph(studio: Studio) -> None:

@@ -33,3 +33,9 @@ def report(
     console.print(f"tables: {written.markdown}  {written.json}")
     if written.plots:
         console.print(f"plots: {len(written.plots)} files in {written.plots[0].parent}")
+    for row in written.reviews:
+        rate = "-" if row["overturn_rate"] is None else f"{row['overturn_rate']:.0%}"
+        console.print(f"reviewed {row['run']} {row['method']} {row['model']}: "
+                      f"{row['reviewed']} of {row['verdicts']}, overturned "
+                      f"{row['overturned']} of {row['confirmed'] + row['overturned']} ({rate})",
+                      highlight=False)

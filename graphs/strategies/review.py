@@ -1,0 +1,230 @@
+"""Review: a person confirms or overturns a verdict; the graph pauses until they answer.
+
+``{"fact": ..., "verdict": ...}`` in (a verdict record as a run writes it): ``ask_person``
+calls ``interrupt()`` with what a person needs to decide (the triple and its readable text,
+the model's label and raw answer, the evidence with its sources, the votes of a consensus)
+and waits. Resuming with ``Command(resume={"label": "T" | "F" | "skip", "note": "..."})``
+gives ``{"verdict": {..., "review": {"label", "note", "reviewer", "reviewed_at"}}}``. A
+malformed answer does not fail the run: the question is asked again, saying what was wrong.
+
+It is registered with ``kind="review"``: Studio serves it (a person sees the pause there and
+resumes it), ``kgcheck review`` drives it with a SQLite checkpointer, and ``kgcheck run``
+refuses it as a method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, NotRequired
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+from typing_extensions import TypedDict
+
+from kgcheck.data.facts import FactInput, VerdictDict
+from kgcheck.graphs.context import Context, bind, context_of
+from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
+from kgcheck.graphs.state import read_fact
+
+Decision = Literal["T", "F", "skip"]
+DECISIONS: tuple[Decision, ...] = ("T", "F", "skip")
+ANSWER_SHAPE = '{"label": "T" | "F" | "skip", "note": "... (optional)"}'
+# A note is for a sentence or two; a pasted page is cut rather than stored whole.
+MAX_NOTE_CHARS = 2_000
+
+
+@dataclass(kw_only=True)
+class ReviewContext(Context):
+    """Settings of a review: who is reviewing (the model settings are not used)."""
+
+    METHOD: ClassVar[str] = "REVIEW"
+
+    reviewer: str = field(
+        default="",
+        metadata={"description": "Who reviews (a name or e-mail), kept with each decision; "
+                  "an answer may name its own reviewer instead."},
+    )
+
+
+class ReviewInput(TypedDict):
+    """A fact and the verdict a run gave it."""
+
+    fact: FactInput
+    verdict: VerdictDict
+
+
+class Review(TypedDict):
+    """A person's decision on a verdict."""
+
+    label: Decision
+    note: str
+    reviewer: str | None
+    reviewed_at: str
+
+
+class ReviewOutput(TypedDict):
+    """The verdict, with the person's ``review`` added."""
+
+    verdict: dict[str, Any]
+
+
+class ReviewState(TypedDict):
+    """The fact and verdict in; the question asked, then the reviewed verdict out."""
+
+    fact: FactInput
+    verdict: dict[str, Any]
+    question: NotRequired[dict[str, Any]]
+
+
+class MalformedAnswer(ValueError):
+    """A resume value that is not a decision; the message says what is expected."""
+
+
+def _evidence(details: Mapping[str, Any]) -> list[dict[str, Any]]:
+    urls = {str(d.get("doc_id")): d.get("url") for d in details.get("documents") or []
+            if isinstance(d, Mapping)}
+    out = []
+    for chunk in details.get("evidence") or []:
+        if not isinstance(chunk, Mapping):
+            continue
+        doc = str(chunk.get("doc_id", ""))
+        out.append({"source": urls.get(doc) or doc, "doc_id": doc,
+                    "similarity": chunk.get("similarity"), "text": str(chunk.get("text", ""))})
+    return out
+
+
+def _votes(details: Mapping[str, Any]) -> list[dict[str, Any]]:
+    votes = details.get("votes")
+    if isinstance(votes, list):
+        return [{"model": v.get("model"), "label": v.get("label"), "raw": v.get("raw")}
+                for v in votes if isinstance(v, Mapping)]
+    if isinstance(votes, Mapping):  # self-consistency keeps counts, not voters
+        return [{"model": f"{n} samples", "label": label, "raw": None}
+                for label, n in votes.items()]
+    return []
+
+
+def is_tie(verdict: Mapping[str, Any]) -> bool:
+    """Tell whether the verdict's voters split evenly (consensus or self-consistency)."""
+    details = verdict.get("details") or {}
+    return bool(details.get("tie")) or details.get("decision") == "tie"
+
+
+def question_for(fact_input: FactInput, verdict: Mapping[str, Any]) -> dict[str, Any]:
+    """Lay out what a person needs to decide on one verdict."""
+    fact = read_fact({"fact": fact_input})
+    details = verdict.get("details") or {}
+    subject, predicate, obj = fact.readable_terms()
+    return {
+        "fact": {"id": fact.id, "dataset": fact.dataset, "subject": fact.subject,
+                 "predicate": fact.predicate, "object": fact.object,
+                 "readable": {"subject": subject, "predicate": predicate, "object": obj,
+                              "text": fact.readable},
+                 "sentence": fact.sentence or details.get("sentence")},
+        "model": {"label": verdict.get("label", "NA"), "method": verdict.get("method"),
+                  "model": verdict.get("model"), "raw": verdict.get("raw"),
+                  "error": verdict.get("error")},
+        "evidence": _evidence(details),
+        "votes": _votes(details),
+        "tie": is_tie(verdict),
+        "answer_with": ANSWER_SHAPE,
+        "problem": None,
+    }
+
+
+class Answer(TypedDict):
+    """A valid resume value, read."""
+
+    label: Decision
+    note: str
+    reviewer: str | None
+    reviewed_at: str | None
+
+
+def read_answer(value: Any) -> Answer:
+    """Read a resume value; raise MalformedAnswer if it is not a decision.
+
+    A bare ``"T"`` / ``"F"`` / ``"skip"`` is accepted too (what a person types in Studio).
+    ``reviewed_at`` (ISO 8601) may carry the time of a decision made earlier, when one is
+    restored from a labels file.
+    """
+    if isinstance(value, str):
+        value = {"label": value}
+    if not isinstance(value, Mapping):
+        raise MalformedAnswer(f"expected {ANSWER_SHAPE}, got {value!r:.80}")
+    raw_label = value.get("label")
+    label = str(raw_label).strip() if raw_label is not None else ""
+    label = {"t": "T", "f": "F", "skip": "skip", "s": "skip"}.get(label.lower(), label)
+    if label not in DECISIONS:
+        raise MalformedAnswer(f"label {raw_label!r} is not one of T, F, skip; answer with "
+                              f"{ANSWER_SHAPE}")
+    note = value.get("note") or ""
+    if not isinstance(note, str):
+        raise MalformedAnswer(f"note must be text, got {note!r:.80}")
+    reviewer = value.get("reviewer")
+    if reviewer is not None and not isinstance(reviewer, str):
+        raise MalformedAnswer(f"reviewer must be text, got {reviewer!r:.80}")
+    when = value.get("reviewed_at")
+    if when is not None:
+        try:
+            datetime.fromisoformat(str(when))
+        except ValueError:
+            raise MalformedAnswer(f"reviewed_at {when!r:.40} is not an ISO 8601 time") from None
+    return Answer(label=label, note=note.strip()[:MAX_NOTE_CHARS],
+                  reviewer=(reviewer or "").strip() or None,
+                  reviewed_at=str(when) if when else None)
+
+
+def now() -> str:
+    """Return the current UTC time as ISO 8601, to the millisecond (decisions sort by it)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+async def prepare(state: ReviewState) -> dict[str, Any]:
+    """Check the input and lay out the question once, before the pause."""
+    verdict = state.get("verdict")
+    if not isinstance(verdict, Mapping) or verdict.get("label") not in ("T", "F", "NA"):
+        raise MalformedAnswer('the review graph takes {"fact": {...}, "verdict": {...}} with '
+                              'the verdict a run wrote (its "label" T, F or NA)')
+    return {"question": question_for(state["fact"], verdict)}
+
+
+async def ask_person(state: ReviewState, runtime: Runtime[ReviewContext], *,
+                     context: type[ReviewContext] = ReviewContext) -> dict[str, Any]:
+    """Pause for the person's decision; ask again, saying why, until it is a valid one."""
+    ctx = context_of(runtime, context)
+    question = dict(state["question"])
+    while True:
+        # On resume the node runs again from the top: earlier answers replay in order.
+        answer = interrupt(question)
+        try:
+            read = read_answer(answer)
+        except MalformedAnswer as exc:
+            question = {**question, "problem": str(exc)}
+            continue
+        break
+    review = Review(label=read["label"], note=read["note"],
+                    reviewer=read["reviewer"] or ctx.reviewer or None,
+                    reviewed_at=read["reviewed_at"] or now())
+    return {"verdict": {**state["verdict"], "review": review}}
+
+
+def build(context: type[ReviewContext] = ReviewContext) -> AnyStateGraph:
+    """Build the review graph: prepare -> ask_person (interrupts) -> END."""
+    builder = StateGraph(ReviewState, context_schema=context, input_schema=ReviewInput,
+                         output_schema=ReviewOutput)
+    builder.add_node("prepare", prepare)
+    builder.add_node("ask_person", bind(ask_person, context))
+    builder.add_edge(START, "prepare")
+    builder.add_edge("prepare", "ask_person")
+    builder.add_edge("ask_person", END)
+    return builder
+
+
+strategy = register(Strategy(
+    "review", ReviewContext, build, kind="review",
+    description="Human review: pauses with the fact, the model's answer and its evidence; "
+                'resume with {"label": "T" | "F" | "skip", "note": "..."}.'))

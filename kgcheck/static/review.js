@@ -1,0 +1,250 @@
+// The review page: a queue of verdicts, decided with t / f / s, undone with u.
+// Every text from the KG, the model or the evidence goes in with textContent, never as HTML.
+"use strict";
+
+const token = document.querySelector('meta[name="review-token"]').content;
+const view = { items: [], progress: null, current: 0, filter: "all", stale: false };
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props || {})) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function banner(text) {
+  const box = document.getElementById("banner");
+  box.textContent = text || "";
+  box.hidden = !text;
+}
+
+async function api(path, body) {
+  const options = { headers: { "X-Review-Token": token }, cache: "no-store" };
+  if (body !== undefined) {
+    options.method = "POST";
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, options);
+  } catch (error) {
+    throw new Error("the review server does not answer (was it stopped?)");
+  }
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 403 && data.stale_token) {
+    view.stale = true;
+    banner(data.error);
+  }
+  if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+  return data;
+}
+
+function labelBadge(label) {
+  return el("span", { class: `label ${label}` }, label);
+}
+
+function visible(item) {
+  const model = item.question.model.label;
+  switch (view.filter) {
+    case "pending": return !item.review;
+    case "decided": return Boolean(item.review);
+    case "model-F": return model === "F";
+    case "model-T": return model === "T";
+    case "model-NA": return model === "NA";
+    case "ties": return Boolean(item.question.tie);
+    default: return true;
+  }
+}
+
+function statusText(item) {
+  if (item.status === "saving") return "saving…";
+  if (item.status === "failed") return "not saved";
+  if (item.review) return `${item.review.label} saved`;
+  return "";
+}
+
+function renderProgress() {
+  const p = view.progress;
+  if (!p) return;
+  document.getElementById("bar-fill").style.width = `${p.total ? (100 * p.decided) / p.total : 0}%`;
+  document.getElementById("progress-text").textContent =
+    `${p.decided} of ${p.total} decided · T ${p.T} · F ${p.F} · skip ${p.skip}`;
+}
+
+function renderQueue() {
+  const list = document.getElementById("queue");
+  list.replaceChildren(...view.items.map((item, index) => {
+    const row = el("li", {
+      dataset: { factId: item.fact_id },
+      class: index === view.current ? "current" : "",
+      onclick: () => { view.current = index; render(); },
+    },
+    el("span", { class: "what", title: item.question.fact.readable.text },
+      item.question.fact.readable.text),
+    labelBadge(item.question.model.label),
+    el("span", { class: `state ${item.status || (item.review ? "saved" : "")}` }, statusText(item)));
+    row.hidden = !visible(item);
+    return row;
+  }));
+}
+
+function renderCard() {
+  const card = document.getElementById("card");
+  const item = view.items[view.current];
+  if (!item) {
+    card.replaceChildren(el("p", { class: "muted" }, "No facts match this filter."));
+    return;
+  }
+  const q = item.question;
+  const fact = q.fact;
+  const term = (name) => el("dd", {}, fact.readable[name], el("span", { class: "raw" }, fact[name]));
+  const parts = [
+    el("p", { class: "meta" },
+      `Fact ${fact.id}${fact.dataset ? " · " + fact.dataset : ""} · ${item.position + 1} of ${view.items.length}`),
+    el("p", { class: "readable", id: "readable" }, fact.readable.text),
+    el("dl", { class: "triple" },
+      el("dt", {}, "subject"), term("subject"),
+      el("dt", {}, "predicate"), term("predicate"),
+      el("dt", {}, "object"), term("object")),
+  ];
+  if (fact.sentence) parts.push(el("p", { class: "muted" }, fact.sentence));
+  parts.push(el("div", { class: "answer" },
+    el("div", {}, "Model: ", labelBadge(q.model.label), ` ${q.model.method || ""} · ${q.model.model || ""}`),
+    q.model.raw ? el("pre", { id: "raw" }, q.model.raw) : null,
+    q.model.error ? el("pre", {}, `error: ${q.model.error}`) : null));
+  if (q.votes.length) {
+    parts.push(el("h2", {}, q.tie ? "Votes (a tie)" : "Votes"),
+      el("ul", { class: "votes" }, q.votes.map((v) =>
+        el("li", {}, labelBadge(v.label || "NA"), ` ${v.model || ""}`, v.raw ? ` — ${v.raw}` : ""))));
+  }
+  if (q.evidence.length) {
+    parts.push(el("h2", {}, `Evidence (${q.evidence.length})`),
+      el("ul", { class: "evidence", id: "evidence" }, q.evidence.map((e) =>
+        el("li", {},
+          el("div", { class: "source" }, e.source || e.doc_id || "",
+            e.similarity !== null && e.similarity !== undefined ? ` · similarity ${Number(e.similarity).toFixed(3)}` : ""),
+          el("div", { class: "text" }, e.text)))));
+  } else {
+    parts.push(el("p", { class: "muted" }, "No evidence was retrieved for this verdict."));
+  }
+  const chosen = item.review ? item.review.label : (item.pending ? item.pending.label : null);
+  const button = (label, text) => el("button", {
+    class: `${label}${chosen === label ? " chosen" : ""}`, id: `btn-${label}`, type: "button",
+    onclick: () => decide(label),
+  }, text);
+  const note = el("textarea", { id: "note", placeholder: "Note (optional)", rows: "2" });
+  note.value = item.review ? item.review.note || "" : (item.pending ? item.pending.note : "");
+  const status = el("span", { class: `status ${item.status || (item.review ? "saved" : "")}`, id: "status" },
+    item.status === "failed" ? `Not saved: ${item.error}. ` : "",
+    item.status === "failed" ? el("button", { type: "button", id: "retry", onclick: () => decide(item.pending.label) }, "Retry") : "",
+    item.status === "saving" ? "Saving…" : "",
+    !item.status && item.review ? `Saved: ${item.review.label}${item.review.reviewer ? " by " + item.review.reviewer : ""} at ${item.review.reviewed_at}` : "",
+    !item.status && !item.review ? "Not decided yet" : "");
+  parts.push(note, el("div", { class: "actions" },
+    button("T", "True (t)"), button("F", "False (f)"), button("skip", "Skip (s)"),
+    el("button", { type: "button", id: "btn-undo", onclick: () => undo() }, "Undo (u)"),
+    status));
+  card.replaceChildren(...parts);
+}
+
+function render() {
+  renderProgress();
+  renderQueue();
+  renderCard();
+}
+
+function move(step, onlyPending) {
+  const n = view.items.length;
+  for (let k = 1; k <= n; k += 1) {
+    const index = view.current + step * k;
+    if (index < 0 || index >= n) break;
+    const item = view.items[index];
+    if (visible(item) && (!onlyPending || !item.review)) { view.current = index; return true; }
+  }
+  return false;
+}
+
+async function decide(label) {
+  const item = view.items[view.current];
+  if (!item || view.stale || item.status === "saving") return;
+  const noteBox = document.getElementById("note");
+  const note = noteBox ? noteBox.value : "";
+  item.pending = { label, note };
+  item.status = "saving";
+  // On to the next fact at once: this one shows its own saving / saved / not saved state.
+  move(1, true) || move(1, false);
+  render();
+  try {
+    const data = await api("api/decide", { fact_id: item.fact_id, label, note });
+    item.review = data.review;
+    item.status = null;
+    item.pending = null;
+    view.progress = data.progress;
+  } catch (error) {
+    item.status = "failed";
+    item.error = error.message;
+    if (!view.stale) banner(`Decision on fact ${item.fact_id} not saved: ${error.message}`);
+  }
+  render();
+}
+
+async function undo() {
+  if (view.stale) return;
+  try {
+    const data = await api("api/undo", {});
+    view.progress = data.progress;
+    if (data.undone) {
+      const index = view.items.findIndex((i) => i.fact_id === data.undone);
+      const item = view.items[index];
+      item.review = null;
+      item.status = null;
+      item.pending = null;
+      view.current = index;
+    }
+    banner(data.undone ? "" : "Nothing to undo.");
+  } catch (error) {
+    if (!view.stale) banner(`Undo failed: ${error.message}`);
+  }
+  render();
+}
+
+document.addEventListener("keydown", (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const tag = event.target.tagName;
+  if (tag === "TEXTAREA" || tag === "INPUT" || tag === "SELECT") return;
+  const keys = { t: () => decide("T"), f: () => decide("F"), s: () => decide("skip"), u: undo,
+    j: () => { move(1, false); render(); }, ArrowDown: () => { move(1, false); render(); },
+    k: () => { move(-1, false); render(); }, ArrowUp: () => { move(-1, false); render(); } };
+  const action = keys[event.key];
+  if (action) { event.preventDefault(); action(); }
+});
+
+document.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("filter").addEventListener("change", (event) => {
+    view.filter = event.target.value;
+    if (!visible(view.items[view.current] || { question: { model: {} } })) move(1, false) || move(-1, false);
+    render();
+  });
+  try {
+    const data = await api("api/state");
+    view.items = data.items.map((item) => ({ ...item, status: null, pending: null }));
+    view.progress = data.progress;
+    document.getElementById("run").textContent = data.run;
+    document.getElementById("labels-path").textContent = `decisions: ${data.labels}`;
+    const first = view.items.findIndex((item) => !item.review);
+    view.current = first >= 0 ? first : 0;
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    if (!view.stale) banner(`Cannot load the queue: ${error.message}`);
+  }
+  render();
+});
