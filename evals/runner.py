@@ -30,7 +30,9 @@ from rich.progress import (
 )
 
 from kgcheck.data.facts import Fact
-from kgcheck.evals.metrics import classification_report
+from kgcheck.evals.cost import Pricing, cost_summary
+from kgcheck.evals.metrics import score_summary
+from kgcheck.evals.records import verdict_record
 from kgcheck.graphs import verdicts
 
 VERDICTS = "verdicts.jsonl"
@@ -84,6 +86,8 @@ class RunInfo:
     source: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # Prices for the summary's cost (None: the shipped pricing file); not part of the identity.
+    pricing: Pricing | None = None
 
     def identity(self) -> dict[str, Any]:
         """Return the fields a resumed run must share with the stored one."""
@@ -160,8 +164,7 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
 
 
 def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
-    return {**verdict, "fact_id": fact.id, "dataset": fact.dataset, "gold": gold_mark(fact),
-            "run_id": run_id}
+    return verdict_record(fact, verdict, run_id, gold_mark(fact))
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
@@ -317,9 +320,6 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
               ran: int) -> dict[str, Any]:
     """Compute the run's summary: scores, NA and error counts, time and throughput."""
     records = list(records)
-    scored = [r for r in records if r.get("gold") in ("T", "F")]
-    report = classification_report([r["gold"] == "T" for r in scored],
-                                   [r["label"] for r in scored])
     tokens_in = [r["tokens_in"] for r in records if r.get("tokens_in") is not None]
     tokens_out = [r["tokens_out"] for r in records if r.get("tokens_out") is not None]
     model_seconds = [r["seconds"] for r in records if r.get("seconds")]
@@ -331,11 +331,7 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "models": info.models,
         "judge": info.judge,
         "n": len(records),
-        "scored": len(scored),
-        # Without gold labels there is nothing to score: no F1 rather than a false 0.
-        **{k: report[k] if scored else None
-           for k in ("f1_true", "f1_false", "precision_true", "recall_true",
-                     "precision_false", "recall_false", "balanced_accuracy")},
+        **score_summary(records),
         "verdicts": {label: sum(1 for r in records if r["label"] == label)
                      for label in ("T", "F", "NA")},
         "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
@@ -344,6 +340,7 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "mean_model_seconds": sum(model_seconds) / len(model_seconds) if model_seconds else None,
         "tokens_in": sum(tokens_in) if tokens_in else None,
         "tokens_out": sum(tokens_out) if tokens_out else None,
+        **cost_summary(records, info.models, info.pricing),
         "ran_this_time": ran,
         "seconds": round(seconds, 3),
         "facts_per_second": round(ran / seconds, 2) if seconds > 0 else None,

@@ -52,6 +52,7 @@ class Fact(BaseModel):
     label: bool | None = None
     sentence: str | None = Field(default=None, description="A natural-language rendering, if any.")
     defect: str | None = Field(default=None, description="Why the triple cannot be sent.")
+    rdf: dict[str, str] | None = Field(default=None, description="The triple's RDF terms in N-Triples syntax, when read from RDF.")
 
     @classmethod
     def from_triple(
