@@ -136,7 +136,12 @@ def cost_summary(records: Iterable[Mapping[str, Any]], models: Sequence[str],
     prices = pricing or default_pricing()
     by_model: dict[str, dict[str, Any]] = {}
     unpriced = []
-    for model, (tokens_in, tokens_out) in _usage_by_model(records, models).items():
+    usage = _usage_by_model(records, models)
+    for model in models:
+        # Replayed answers count no tokens, and cost nothing.
+        if model.partition(":")[0] in FREE_PROVIDERS:
+            usage.setdefault(model, [0, 0])
+    for model, (tokens_in, tokens_out) in usage.items():
         price = prices.price(model)
         if price is None:
             unpriced.append(model)

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 API = (
     "acheck", "arun", "check", "datasets", "load_dataset", "read_triples", "report",
     "reproduce", "run", "settings", "strategies", "strategy", "KgcheckWarning",
-    "SettingsError",
+    "SettingsError", "estimate", "export",
 )
 MODELS = ("Fact", "Verdict")
 

@@ -33,8 +33,19 @@ from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
 from kgcheck.evals.consensus_run import run_consensus
+from kgcheck.evals.cost import Estimate, Pricing, load_pricing
+from kgcheck.evals.cost import estimate as _estimate
+from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts, verdict_of
+from kgcheck.evals.runner import (
+    RECURSION_LIMIT,
+    VERDICTS,
+    RunInfo,
+    RunResult,
+    read_verdicts,
+    run_facts,
+    verdict_of,
+)
 from kgcheck.graphs.consensus import settings_class
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
 from kgcheck.graphs.judges import CONS_JUDGES, JUDGE_NONE
@@ -237,18 +248,21 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              model: str = DEFAULT_MODEL, consensus: Sequence[str] | None = None,
              judge: str = JUDGE_NONE, data: str | Path | None = None,
              limit: int | None = None, out: str | Path | None = None,
-             settings: Mapping[str, Any] | None = None) -> RunPlan:
+             settings: Mapping[str, Any] | None = None,
+             pricing: str | Path | None = None) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
     own) or ``facts`` (in memory) gives the facts. ``consensus`` lists member models that
-    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone.
+    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. ``pricing`` is
+    a pricing file for the summary's cost (default: ``kgcheck/pricing.json``).
     """
     if sum(x is not None for x in (dataset, triples, facts)) != 1:
         raise SettingsError("give exactly one of a dataset, a triples file or facts")
     if limit is not None and limit < 1:
         raise SettingsError(f"limit must be at least 1, got {limit}")
     values = dict(settings or {})
+    prices = load_pricing(pricing) if pricing else None
     if float(values.get("replay_latency") or 0) < 0:
         raise SettingsError(f"replay_latency must be 0 or more, got {values['replay_latency']}")
     if judge != JUDGE_NONE and not consensus:
@@ -286,7 +300,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
-                   settings=recordable({**values, "model": members[0]}))
+                   settings=recordable({**values, "model": members[0]}), pricing=prices)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes)
 
@@ -348,3 +362,42 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
     return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+
+
+def estimate_run(plan: RunPlan, *, resume: bool = False) -> Estimate:
+    """Estimate what a checked plan will send: facts, calls, tokens and cost; sends nothing.
+
+    With ``resume`` the facts the run folder already holds verdicts for are left out.
+    """
+    done: set[str] = set()
+    if resume:
+        done = {fid for fid, r in read_verdicts(plan.out_dir / VERDICTS).items()
+                if not r.get("error")}
+    contexts = {m: plan.strategy.make_context(**{**plan.values, "model": m})
+                for m in plan.members}
+    found = _estimate(plan.facts, contexts, plan.info.pricing, done=done)
+    if len(plan.members) > 1 and plan.judge != JUDGE_NONE:
+        found.notes.append("consensus: the judge's calls on ties are not counted (ties are "
+                           "known only once the members have voted)")
+    return found
+
+
+def estimate(*, resume: bool = False, **plan: Any) -> Estimate:
+    """Estimate a run before it starts (takes what ``plan_run`` takes); sends nothing."""
+    return estimate_run(plan_run(**plan), resume=resume)
+
+
+def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
+           only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
+    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt`` or ``ttl`` (see ``evals.export``).
+
+    ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
+    ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
+    ``out`` None writes to standard output.
+    """
+    return export_run(run_dir, format, out, only=only, shape=rdf)
+
+
+def pricing(path: str | Path | None = None) -> Pricing:
+    """Read a pricing file (default: the shipped ``kgcheck/pricing.json``)."""
+    return load_pricing(path)

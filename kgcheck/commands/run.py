@@ -55,11 +55,15 @@ def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.4f}"
+
+
 def print_summary(summary: dict[str, Any]) -> None:
-    """Print the run's scores as a table."""
+    """Print the run's scores, confusion matrix and cost as tables."""
     table = Table(title=f"{summary['method']} on {summary['dataset']}")
-    table.add_column("model", overflow="fold", max_width=36)
-    for column in ("n", "F1(T)", "F1(F)", "invalid", "errors", "s/call", "facts/s"):
+    table.add_column("model", overflow="fold", min_width=12, max_width=36)
+    for column in ("n", "F1(T)", "F1(F)", "acc", "macro-F1", "invalid", "errors"):
         table.add_column(column, justify="right", no_wrap=True)
     mean = summary.get("mean_model_seconds")
     table.add_row(
@@ -67,18 +71,65 @@ def print_summary(summary: dict[str, Any]) -> None:
         str(summary["n"]),
         _score(summary["f1_true"]),
         _score(summary["f1_false"]),
+        _score(summary.get("accuracy")),
+        _score(summary.get("macro_f1")),
         str(summary["invalid"]),
         str(summary["errors"]),
-        "-" if mean is None else f"{mean:.2f}",
-        "-" if summary.get("facts_per_second") is None else f"{summary['facts_per_second']:.1f}",
     )
     console.print(table)
+    rate = summary.get("facts_per_second")
+    console.print(("" if mean is None else f"{mean:.2f} s/call, ")
+                  + ("" if rate is None else f"{rate:.1f} facts/s; ")
+                  + f"cost {_usd(summary.get('cost_usd'))}"
+                  + (f", tokens in {summary['tokens_in']:,}" if summary.get("tokens_in") else "")
+                  + (f", out {summary['tokens_out']:,}" if summary.get("tokens_out") else ""),
+                  highlight=False)
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    matrix = summary.get("confusion")
+    if matrix:
+        grid = Table(title="confusion (gold rows, verdict columns)", title_justify="left")
+        grid.add_column("gold")
+        for label in ("T", "F", "NA"):
+            grid.add_column(label, justify="right")
+        for gold in ("T", "F"):
+            grid.add_row(gold, *(str(matrix[gold][label]) for label in ("T", "F", "NA")))
+        console.print(grid)
+    cost = summary.get("cost") or {}
+    if cost.get("unpriced"):
+        console.print(f"cost: no price for {', '.join(cost['unpriced'])} in {cost['pricing']} "
+                      "(give one with --pricing FILE)", highlight=False)
     for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
         if key in summary:
             console.print(f"{key}: {summary[key]}")
+
+
+def print_estimate(found: Any, out_dir: Path) -> None:
+    """Print a dry run's estimate: facts, calls, tokens and cost per model."""
+    console.print(f"dry run: {found.facts:,} facts to check"
+                  + (f" ({found.skipped:,} unsendable, skipped)" if found.skipped else "")
+                  + f"; run folder {out_dir}", highlight=False)
+    table = Table(title="estimate before any call")
+    table.add_column("model", overflow="fold", min_width=12, max_width=36)
+    for column in ("calls", "at most", "tokens in", "cost in", "cost, at most"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for model, row in found.by_model.items():
+        table.add_row(model, f"{row['calls']:,}", f"{row['max_calls']:,}",
+                      f"{row['tokens_in']:,}", _usd(row["usd_in"]), _usd(None if row["usd_in"] is None
+                                                else row["usd_in"] + row["max_usd_out"]))
+    console.print(table)
+    console.print(f"total: {found.calls:,} calls (at most {found.max_calls:,}), "
+                  f"{found.tokens_in:,} input tokens, at most {found.max_tokens_out:,} output "
+                  f"tokens (max_tokens per call); cost {_usd(found.cost_in_usd)} for input, at "
+                  f"most {_usd(found.max_cost_usd)} in all",
+                  highlight=False)
+    console.print(f"tokens counted with {found.tokenizer}", highlight=False)
+    if found.unpriced:
+        console.print(f"no price for {', '.join(found.unpriced)} (give one with --pricing FILE)",
+                      highlight=False)
+    for note in found.notes:
+        console.print(f"note: {note}", highlight=False)
 
 
 @app.command("run")
@@ -108,6 +159,10 @@ def run(
                                               "(repeatable), e.g. --set max_attempts=5.")] = None,
     trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
+    pricing: Annotated[Path | None, Opt(help="Pricing file (US dollars per 1,000 tokens, "
+                                        "kgcheck/pricing.json's format) for the cost.")] = None,
+    dry_run: Annotated[bool, Opt(help="Print how many facts and calls the run will make and "
+                                 "the estimated tokens and cost, then exit.")] = False,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck.tracing import setup_tracing
@@ -141,10 +196,13 @@ def run(
     plan = api.plan_run(
         dataset=dataset, triples=triples, strategy=strategy.name, model=model,
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
-        limit=limit, out=out, settings=values)
+        limit=limit, out=out, settings=values, pricing=pricing)
     for warning in plan.notes:
         err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = plan.out_dir
+    if dry_run:
+        print_estimate(api.estimate_run(plan, resume=resume), out_dir)
+        return
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
     job = api.execute(plan, concurrency=concurrency, resume=resume, fresh=fresh,
