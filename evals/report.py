@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.data.upstream import DataError, DataSource, open_data
-from kgcheck.evals.metrics import token_totals
+from kgcheck.evals.metrics import by_predicate, token_totals
 from kgcheck.evals.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
 from kgcheck.evals.tables import (
@@ -38,6 +38,8 @@ from kgcheck.evals.tables import (
 TABLES_MD = "tables.md"
 TABLES_JSON = "tables.json"
 PLOTS_DIR = "plots"
+# Predicates listed per run in the report; the rest are counted in a closing line.
+MAX_PREDICATES = 30
 # A record's gold mark; None (no gold label) is looked up too and maps to nothing.
 GOLD_MARKS: dict[str | None, bool] = {"T": True, "F": False}
 
@@ -187,6 +189,35 @@ def run_section(runs: Sequence[RunFolder]) -> str:
     return "\n".join(lines)
 
 
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def predicate_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown breaking each run down per predicate: facts, share judged true, scores."""
+    parts = ["## Per predicate", ""]
+    for run in runs:
+        rows = by_predicate(run.records)
+        parts += [f"### {run.name}", ""]
+        if not rows:
+            parts += ["Its verdicts do not record their triples (a run of an older kgcheck).",
+                      ""]
+            continue
+        parts += ["| predicate | facts | judged T | NA | labelled | accuracy | F1(T) | F1(F) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for row in rows[:MAX_PREDICATES]:
+            name = str(row["predicate"]).replace("|", "\\|")
+            parts.append(f"| {name} | {row['n']:,} | {row['judged_true']:.0%} | {row['na']:,} | "
+                         f"{row['scored']:,} | {_cell(row['accuracy'])} | "
+                         f"{_cell(row['f1_true'])} | {_cell(row['f1_false'])} |")
+        if len(rows) > MAX_PREDICATES:
+            rest = sum(r["n"] for r in rows[MAX_PREDICATES:])
+            parts.append(f"\n{len(rows) - MAX_PREDICATES:,} more predicates with {rest:,} facts "
+                         "(all of them in the run's summary.json, `by_predicate`).")
+        parts.append("")
+    return "\n".join(parts).rstrip()
+
+
 @dataclass
 class Outputs:
     """What ``write_outputs`` wrote."""
@@ -241,7 +272,8 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
         results = recorded + results
     _disambiguate(results)
     return write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
-                         plots=plots, notes=notes, extra=[run_section(runs)])
+                         plots=plots, notes=notes,
+                         extra=[run_section(runs), predicate_section(runs)])
 
 
 def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
