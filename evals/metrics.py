@@ -23,6 +23,8 @@ import numpy as np
 from kgcheck.graphs.votes import TIE, tally
 
 LABELS = ("T", "F")
+# A record's gold mark as a label (anything else: unlabelled).
+GOLD = {"T": True, "F": False}
 
 
 class MetricInputError(ValueError):
@@ -170,7 +172,7 @@ def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for predicate, members in groups.items():
         labels = [str(r.get("label", "NA")) for r in members]
-        gold = [{"T": True, "F": False}.get(r.get("gold")) for r in members]
+        gold = [GOLD.get(str(r.get("gold"))) for r in members]
         scored = sum(1 for g in gold if g is not None)
         f1_t, f1_f = f1_true_false(gold, labels)
         rows.append({

@@ -15,8 +15,8 @@ from kgcheck.data.facts import Fact
 from kgcheck.evals.cost import (
     CHARS_PER_TOKEN,
     PricingError,
-    count_tokens,
     cost_summary,
+    count_tokens,
     default_pricing,
     estimate,
     load_pricing,

@@ -115,9 +115,9 @@ def print_estimate(found: Any, out_dir: Path) -> None:
     for column in ("calls", "at most", "tokens in", "cost in", "cost, at most"):
         table.add_column(column, justify="right", no_wrap=True)
     for model, row in found.by_model.items():
+        most = None if row["usd_in"] is None else row["usd_in"] + row["max_usd_out"]
         table.add_row(model, f"{row['calls']:,}", f"{row['max_calls']:,}",
-                      f"{row['tokens_in']:,}", _usd(row["usd_in"]), _usd(None if row["usd_in"] is None
-                                                else row["usd_in"] + row["max_usd_out"]))
+                      f"{row['tokens_in']:,}", _usd(row["usd_in"]), _usd(most))
     console.print(table)
     console.print(f"total: {found.calls:,} calls (at most {found.max_calls:,}), "
                   f"{found.tokens_in:,} input tokens, at most {found.max_tokens_out:,} output "

@@ -1,8 +1,9 @@
 """Turn ``provider:model`` into a chat model: the one place that knows the providers.
 
 ``ollama:gemma2:9b`` (Ollama tags keep their colon), ``openai:gpt-4o-mini``,
-``openai-compatible:<name>``, ``azure:<deployment>`` and ``replay:<model>`` are built in; other providers come from
-the ``kgcheck.providers`` entry-point group or ``PROVIDERS.register``.
+``openai-compatible:<name>``, ``azure:<deployment>`` and ``replay:<model>`` are built in;
+other providers come from the ``kgcheck.providers`` entry-point group or
+``PROVIDERS.register``.
 """
 
 from __future__ import annotations
