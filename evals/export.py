@@ -26,6 +26,7 @@ import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
@@ -155,6 +156,7 @@ def is_iri(term: str) -> bool:
                 and not any(c.isspace() or c in '<>"{}|\\^`' for c in term))
 
 
+@lru_cache(maxsize=65536)
 def mint_iri(dataset: str, term: str) -> ox.NamedNode:
     """Return the IRI kgcheck gives a non-IRI term of a dataset (percent-encoded UTF-8)."""
     space = quote(dataset or "local", safe="")
@@ -197,8 +199,13 @@ def _safe(text: str) -> str:
     return quote(text, safe="")
 
 
-def annotated_triples(row: Mapping[str, Any]) -> Iterator[ox.Triple]:
-    """Describe one verdict as a reified statement in the kgc vocabulary (with PROV-O)."""
+def annotated_triples(row: Mapping[str, Any],
+                      described: set[str] | None = None) -> Iterator[ox.Triple]:
+    """Describe one verdict as a reified statement in the kgc vocabulary (with PROV-O).
+
+    Models and runs are described once per ``described`` set (their IRIs are added to it).
+    """
+    described = set() if described is None else described
     s, p, o = triple_terms(row)
     run_id = str(row.get("run_id") or "run")
     node = ox.NamedNode(f"{VERDICT}{_safe(run_id)}:{_safe(str(row['fact_id']))}")
@@ -218,11 +225,15 @@ def annotated_triples(row: Mapping[str, Any]) -> Iterator[ox.Triple]:
         for spec in str(row["model"]).split(","):
             agent = ox.NamedNode(MODEL + _safe(spec))
             yield ox.Triple(node, ox.NamedNode(PROV + "wasAttributedTo"), agent)
-            yield ox.Triple(agent, a, ox.NamedNode(PROV + "SoftwareAgent"))
-            yield ox.Triple(agent, ox.NamedNode(RDFS + "label"), ox.Literal(spec))
+            if agent.value not in described:
+                described.add(agent.value)
+                yield ox.Triple(agent, a, ox.NamedNode(PROV + "SoftwareAgent"))
+                yield ox.Triple(agent, ox.NamedNode(RDFS + "label"), ox.Literal(spec))
     run = ox.NamedNode(RUN + _safe(run_id))
     yield ox.Triple(node, ox.NamedNode(PROV + "wasGeneratedBy"), run)
-    yield ox.Triple(run, a, ox.NamedNode(PROV + "Activity"))
+    if run.value not in described:
+        described.add(run.value)
+        yield ox.Triple(run, a, ox.NamedNode(PROV + "Activity"))
     if row.get("checked_at"):
         yield ox.Triple(node, ox.NamedNode(PROV + "generatedAtTime"),
                         ox.Literal(str(row["checked_at"]),
@@ -244,11 +255,12 @@ def annotated_triples(row: Mapping[str, Any]) -> Iterator[ox.Triple]:
 
 def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterator[ox.Triple]:
     """Turn export rows into RDF: the triples themselves, or annotated verdicts."""
+    described: set[str] = set()
     for row in export_rows:
         if shape == "plain":
             yield ox.Triple(*triple_terms(row))
         else:
-            yield from annotated_triples(row)
+            yield from annotated_triples(row, described)
 
 
 # --- writing --------------------------------------------------------------------------
@@ -281,7 +293,7 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
         ox.serialize(rdf_triples(counted(), shape), sink, format=RDF_FORMATS[fmt],
                      prefixes=prefixes)
         return count
-    text = io.TextIOWrapper(sink, encoding="utf-8", newline="", write_through=True)
+    text = io.TextIOWrapper(sink, encoding="utf-8", newline="")
     try:
         if fmt == "csv":
             writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore")
