@@ -176,7 +176,8 @@ async def run_consensus(
     # Phase 1: every member votes on every fact; no judge yet.
     votes_info = RunInfo(dataset=info.dataset, strategy=info.strategy, method=info.method,
                          models=list(info.models),
-                         judge=JUDGE_NONE, source=info.source, settings=dict(info.settings))
+                         judge=JUDGE_NONE, source=info.source, settings=dict(info.settings),
+                         pricing=info.pricing)
 
     async def vote(fact: Fact) -> dict[str, Any]:
         return await graph.ainvoke({"fact": fact.as_input()}, context=base_ctx, config=config)
