@@ -33,7 +33,7 @@ from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
 from kgcheck.evals.consensus_run import run_consensus
-from kgcheck.evals.cost import Estimate, Pricing, load_pricing
+from kgcheck.evals.cost import Estimate, load_pricing
 from kgcheck.evals.cost import estimate as _estimate
 from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
@@ -396,8 +396,3 @@ def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = No
     ``out`` None writes to standard output.
     """
     return export_run(run_dir, format, out, only=only, shape=rdf)
-
-
-def pricing(path: str | Path | None = None) -> Pricing:
-    """Read a pricing file (default: the shipped ``kgcheck/pricing.json``)."""
-    return load_pricing(path)

@@ -13,7 +13,8 @@ from kgcheck.app import app, err_console, user_errors
 @app.command("export")
 @user_errors
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="A folder written by `kgcheck run`.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN",
+                                            help="A folder written by `kgcheck run`.")],
     format: Annotated[str, typer.Option(
         "--format", "-f", help="csv, jsonl, nt (N-Triples) or ttl (Turtle).")] = "csv",
     only: Annotated[str | None, typer.Option(
