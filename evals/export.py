@@ -47,6 +47,8 @@ COLUMNS = ("fact_id", "subject", "predicate", "object", "verdict", "method", "mo
 # Longest reason text kept in an export; raw answers with reasoning can be long.
 MAX_REASON_CHARS = 2000
 
+# Schemes of the terms used as IRIs as they are (with ``://``), besides ``urn:``.
+IRI_SCHEMES = ("http", "https", "ftp", "file")
 KGC = "urn:kgcheck:vocab:"
 TERM = "urn:kgcheck:term:"
 VERDICT = "urn:kgcheck:verdict:"
@@ -149,11 +151,16 @@ def rows(records: Iterable[Mapping[str, Any]],
 
 
 def is_iri(term: str) -> bool:
-    """Tell whether a term is an absolute IRI (``scheme:...`` without spaces)."""
+    """Tell whether a term is an absolute IRI: ``http(s)://``, ``ftp://``, ``file://``, ``urn:``.
+
+    Other ``word:rest`` strings (``foaf:name``, ``Paris:France``) are names, not IRIs.
+    """
     scheme, sep, rest = term.partition(":")
-    return bool(sep and rest and scheme[:1].isalpha()
-                and all(c.isalnum() or c in "+-." for c in scheme)
-                and not any(c.isspace() or c in '<>"{}|\\^`' for c in term))
+    if not sep or not rest or any(c.isspace() or c in '<>"{}|\\^`' for c in term):
+        return False
+    if scheme.lower() == "urn":
+        return True
+    return scheme.lower() in IRI_SCHEMES and rest.startswith("//") and len(rest) > 2
 
 
 @lru_cache(maxsize=65536)
@@ -244,7 +251,7 @@ def annotated_triples(row: Mapping[str, Any],
             yield ox.Triple(node, _kgc(name), ox.Literal(str(row[key])))
     if row.get("gold") in ("T", "F"):
         yield ox.Triple(node, _kgc("goldLabel"), _kgc(LABEL_TERMS[row["gold"]]))
-    review = row.get("review_label")
+    review = str(row.get("review_label") or "").strip().upper()
     if review in ("T", "F"):
         yield ox.Triple(node, _kgc("reviewLabel"), _kgc(LABEL_TERMS[review]))
     elif review:

@@ -176,6 +176,10 @@ def test_dbpedia_like_terms_keep_iris_and_values_become_literals(tmp_path: Path)
                             "predicate": "produced", "object": "Stefania_Grodzieńska"})
     assert s == ox.NamedNode(TERM + "YAGO:FUBAR__film_")
     assert o == ox.NamedNode(TERM + "YAGO:Stefania_Grodzie%C5%84ska")
+    # A prefixed name is a name: minted, not taken for an IRI of scheme "foaf".
+    _, p, o = triple_terms({"fact_id": "2", "dataset": "kg", "subject": "Paris",
+                            "predicate": "foaf:name", "object": "urn:isbn:0451450523"})
+    assert (p, o) == (ox.NamedNode(TERM + "kg:foaf%3Aname"), ox.NamedNode("urn:isbn:0451450523"))
 
 
 @pytest.mark.parametrize(("args", "message"), [
