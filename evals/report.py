@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.data.upstream import DataError, DataSource, open_data
-from kgcheck.evals.metrics import by_predicate, token_totals
+from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
 from kgcheck.evals.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
 from kgcheck.evals.tables import (
@@ -170,27 +170,31 @@ def recorded_alongside(results: Sequence[MethodResults],
     return found, notes
 
 
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def run_section(runs: Sequence[RunFolder]) -> str:
-    """Markdown summarising each run: size, NA and errors, tokens, time."""
+    """Markdown summarising each run: size, NA and errors, tokens, accuracy, macro-F1, cost."""
     lines = ["## Runs", "",
              "| run | dataset | method | models | judge | facts | NA | errors | tokens in | "
-             "tokens out |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "tokens out | accuracy | macro-F1 | cost |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for run in runs:
         tokens = token_totals(run.records)
+        scores = score_summary(run.records)
+        cost = (run.summary or {}).get("cost_usd")
         na = sum(1 for r in run.records if r.get("label") not in ("T", "F"))
         errors = sum(1 for r in run.records if r.get("error"))
         cells = [run.name, str(run.info["dataset"]), str(run.info["method"]),
                  ", ".join(map(str, run.info["models"])), str(run.info.get("judge") or "-"),
                  f"{len(run.records):,}", str(na), str(errors),
                  "-" if tokens["tokens_in"] is None else f"{tokens['tokens_in']:,}",
-                 "-" if tokens["tokens_out"] is None else f"{tokens['tokens_out']:,}"]
+                 "-" if tokens["tokens_out"] is None else f"{tokens['tokens_out']:,}",
+                 _cell(scores["accuracy"]), _cell(scores["macro_f1"]),
+                 "-" if cost is None else f"${cost:,.4f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def predicate_section(runs: Sequence[RunFolder]) -> str:

@@ -202,6 +202,8 @@ def test_unlabelled_run_reports_no_scores_and_draws_no_empty_plots(tmp_path: Pat
     assert "kg DKA (run): no gold labels, so no F1 (shown as -)" in md
     # Per predicate: facts and the share judged true, no scores.
     assert "| capitalOf | 2 | 50% | 0 | 0 | - | - | - |" in md
+    # The runs table: no accuracy or macro-F1 without labels; a scripted model costs 0.
+    assert "| 3 | 0 | 0 | - | - | - | - | $0.0000 |" in md
     assert "| locatedIn | 1 | 100% | 0 | 0 | - | - | - |" in md
     records = json.loads((tmp_path / "rep" / "tables.json").read_text())
     f1 = [r for r in records if r["table"] == "f1"]
