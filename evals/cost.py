@@ -37,6 +37,7 @@ from kgcheck.graphs.strategies.rag import TRIPLE_FIELDS, VERIFY_FIELDS, RAGConte
 FREE_PROVIDERS = ("replay", "scripted")
 TIKTOKEN_ENCODING = "o200k_base"
 TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+TIKTOKEN_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 CHARS_PER_TOKEN = 4
 
 
@@ -168,7 +169,12 @@ def _tiktoken_encoder() -> Callable[[str], int] | None:
     # (the run must not reach the network), found where tiktoken itself looks.
     cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") \
         or os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    if not (Path(cache_dir) / hashlib.sha1(TIKTOKEN_URL.encode()).hexdigest()).is_file():
+    cached = Path(cache_dir) / hashlib.sha1(TIKTOKEN_URL.encode()).hexdigest()
+    # A damaged cached file would make tiktoken fetch the encoding again: check it first.
+    try:
+        if hashlib.sha256(cached.read_bytes()).hexdigest() != TIKTOKEN_SHA256:
+            return None
+    except OSError:
         return None
     try:
         encoding = tiktoken.get_encoding(TIKTOKEN_ENCODING)

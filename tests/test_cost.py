@@ -141,3 +141,24 @@ def test_bad_pricing_option_is_one_line(tmp_path: Path) -> None:
                                  str(tmp_path / "nope.json"), "--dry-run"])
     assert result.exit_code == 2
     assert "pricing file" in result.output and "not found" in result.output
+
+
+def test_a_damaged_tiktoken_cache_falls_back_to_characters(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from kgcheck.evals import cost
+
+    pytest.importorskip("tiktoken")
+    cached = tmp_path / hashlib.sha1(cost.TIKTOKEN_URL.encode()).hexdigest()
+    cached.write_bytes(b"not an encoding")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    cost._tiktoken_encoder.cache_clear()
+    try:
+        # Never a download: the damaged file is refused before tiktoken sees it.
+        assert cost._tiktoken_encoder() is None
+        assert tokenizer_name().startswith("characters / 4")
+        assert count_tokens("abcdefghi") == 3
+        assert cached.read_bytes() == b"not an encoding"
+    finally:
+        cost._tiktoken_encoder.cache_clear()
