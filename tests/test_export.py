@@ -199,3 +199,22 @@ def test_export_of_a_folder_that_is_no_run(tmp_path: Path) -> None:
         export_run(tmp_path, "csv", tmp_path / "x.csv")
     with pytest.raises(ExportError, match="run folder not found"):
         export_run(tmp_path / "missing", "csv")
+
+
+def test_run_table_shows_accuracy_macro_f1_confusion_and_cost(tmp_path: Path, scripted) -> None:
+    kg = tmp_path / "kg.csv"
+    kg.write_text(KG)
+    spec = scripted("table", ANSWERS)
+    result = runner.invoke(app, ["run", "--triples", str(kg), "--model", spec, "--concurrency",
+                                 "1", "--out", str(tmp_path / "run"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(line for line in lines if "F1(T)" in line)
+    assert "acc" in header and "macro-F1" in header
+    row = next(line for line in lines if "scripted" in line)
+    # n 4, F1(T) 0.67, F1(F) 0.00, accuracy 0.50, macro-F1 0.33
+    assert [cell.strip() for cell in row.split("│")[2:7]] == ["4", "0.67", "0.00", "0.50", "0.33"]
+    assert "confusion (gold rows, verdict columns)" in " ".join(result.output.split())
+    gold_t = next(line for line in lines if line.startswith("│ T "))
+    assert [cell.strip() for cell in gold_t.split("│")[1:5]] == ["T", "2", "1", "0"]
+    assert "cost $0.0000" in result.output  # a scripted model is free
