@@ -4,8 +4,9 @@ Prices come from ``kgcheck/pricing.json`` (OpenLIT's format: US dollars per 1,00
 ``promptPrice`` for input and ``completionPrice`` for output, under ``chat``), or from a
 file of the same shape given with ``--pricing FILE``. A model is priced by its name without
 the provider (``openai:gpt-4o-mini`` -> ``gpt-4o-mini``, ``azure:<deployment>`` -> the
-deployment's name); replayed answers cost nothing (no model is called); a model the file
-does not list has no cost (None, shown as "-") and is named in ``unpriced``.
+deployment's name); replayed answers cost nothing (no model is called), nor do Ollama
+models the file does not list (they run on your machine); any other model the file does not
+list has no cost (None, shown as "-") and is named in ``unpriced``.
 
 The estimate (``kgcheck run --dry-run``) fills the strategy's own prompt files with every
 fact and counts their tokens: with tiktoken's ``o200k_base`` encoding when tiktoken and that
@@ -34,7 +35,10 @@ from kgcheck.graphs.strategies.dka_sc import DKASCContext
 from kgcheck.graphs.strategies.giv import GIVContext, first_prompt
 from kgcheck.graphs.strategies.rag import TRIPLE_FIELDS, VERIFY_FIELDS, RAGContext
 
+# No model is called (recorded or scripted answers): always free.
 FREE_PROVIDERS = ("replay", "scripted")
+# Models on your own machine: free unless the pricing file lists them.
+LOCAL_PROVIDERS = ("ollama",)
 TIKTOKEN_ENCODING = "o200k_base"
 TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 TIKTOKEN_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -69,7 +73,10 @@ class Pricing:
         provider, _, name = spec.partition(":")
         if provider in FREE_PROVIDERS:
             return Price(0.0, 0.0)
-        return self.prices.get(name) or self.prices.get(spec)
+        listed = self.prices.get(name) or self.prices.get(spec)
+        if listed is None and provider in LOCAL_PROVIDERS:
+            return Price(0.0, 0.0)
+        return listed
 
 
 def _package_pricing() -> Path:

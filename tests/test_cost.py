@@ -42,6 +42,7 @@ def test_shipped_prices_and_a_cost_summary() -> None:
     prices = default_pricing()
     assert prices.price("openai:gpt-4o-mini").prompt == pytest.approx(0.00015)
     assert prices.price("ollama:gemma2:9b").prompt == 0.0
+    assert prices.price("ollama:phi3:mini").completion == 0.0  # local, unlisted
     assert prices.price("replay:anything").completion == 0.0
     assert prices.price("openai-compatible:my-own-model") is None
     records = [{"model": "openai:gpt-4o-mini", "tokens_in": 1000, "tokens_out": 100}] * 3
