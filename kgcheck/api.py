@@ -33,8 +33,9 @@ from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
 from kgcheck.evals.consensus_run import run_consensus
-from kgcheck.evals.cost import Estimate, load_pricing
-from kgcheck.evals.cost import estimate as _estimate
+from kgcheck.evals.cost import load_pricing
+from kgcheck.evals.estimate import Estimate
+from kgcheck.evals.estimate import estimate as _estimate
 from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.runner import (

@@ -12,16 +12,8 @@ from typer.testing import CliRunner
 import kgcheck
 from kgcheck.cli import app
 from kgcheck.data.facts import Fact
-from kgcheck.evals.cost import (
-    CHARS_PER_TOKEN,
-    PricingError,
-    cost_summary,
-    count_tokens,
-    default_pricing,
-    estimate,
-    load_pricing,
-    tokenizer_name,
-)
+from kgcheck.evals.cost import PricingError, cost_summary, default_pricing, load_pricing
+from kgcheck.evals.estimate import CHARS_PER_TOKEN, count_tokens, estimate, tokenizer_name
 from kgcheck.graphs.prompting import fill_prompt
 from kgcheck.graphs.registry import get_strategy
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS
@@ -148,7 +140,7 @@ def test_a_damaged_tiktoken_cache_falls_back_to_characters(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
 
-    from kgcheck.evals import cost
+    from kgcheck.evals import estimate as cost
 
     pytest.importorskip("tiktoken")
     cached = tmp_path / hashlib.sha1(cost.TIKTOKEN_URL.encode()).hexdigest()
@@ -163,3 +155,17 @@ def test_a_damaged_tiktoken_cache_falls_back_to_characters(tmp_path: Path,
         assert cached.read_bytes() == b"not an encoding"
     finally:
         cost._tiktoken_encoder.cache_clear()
+
+
+def test_the_runner_and_exports_build_no_graph_at_import() -> None:
+    # Tracing wraps the graphs' nodes only when they are added after it starts, and the CLI
+    # imports the runner before it starts tracing: pricing must not pull in a strategy.
+    import subprocess
+    import sys
+
+    code = ("import sys, kgcheck.evals.runner, kgcheck.evals.export, kgcheck.evals.cost; "
+            "print(sorted(m for m in sys.modules if m.startswith('kgcheck.graphs.strategies')))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
