@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from tests.stubs import Behaviour, OllamaStub, OpenAIStub
+from tests.stubs import AzureStub, Behaviour, OllamaStub, OpenAIStub
+from tests.stubs.azure import API_VERSION, KEY
 
 
 def main() -> None:
     """Start the stub named on the command line and print its URL until interrupted."""
     parser = argparse.ArgumentParser(prog="python -m tests.stubs")
-    parser.add_argument("kind", choices=["ollama", "openai"])
+    parser.add_argument("kind", choices=["ollama", "openai", "azure"])
     parser.add_argument("--answer", default="T", help="the text every call answers")
     parser.add_argument("--fail", type=int, default=0, help="fail this many calls first")
     parser.add_argument("--status", type=int, default=503, help="status of those failures")
@@ -19,9 +20,13 @@ def main() -> None:
     args = parser.parse_args()
     behaviour = Behaviour(answer=args.answer, fail_times=args.fail, fail_status=args.status,
                           hang=args.hang)
-    stub = (OllamaStub if args.kind == "ollama" else OpenAIStub)(behaviour)
+    kinds = {"ollama": OllamaStub, "openai": OpenAIStub, "azure": AzureStub}
+    stub = kinds[args.kind](behaviour)
     with stub:
         print(stub.url, flush=True)
+        if args.kind == "azure":
+            print(f"AZURE_OPENAI_ENDPOINT={stub.url} AZURE_OPENAI_API_KEY={KEY} "
+                  f"OPENAI_API_VERSION={API_VERSION}  (deployment: gpt-4o-mini)", flush=True)
         try:
             while True:
                 time.sleep(3600)
