@@ -19,9 +19,11 @@ from langchain_core.runnables import RunnableConfig
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import has_recordings
+from kgcheck.evals.concurrency import Limit
+from kgcheck.evals.engines import Engine, GraphKey, LocalEngine
 from kgcheck.evals.metrics import consensus_alignment, tie_rate
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
-from kgcheck.graphs.consensus import ConsensusContext, build, member_specs, member_values
+from kgcheck.graphs.consensus import ConsensusContext, member_specs, member_values
 from kgcheck.graphs.context import Context, make_context
 from kgcheck.graphs.judges import (
     CONS_JUDGES,
@@ -104,10 +106,11 @@ async def run_consensus(
     values: Mapping[str, Any],
     info: RunInfo,
     out_dir: Path,
-    concurrency: int = 4,
+    concurrency: int | Limit = 4,
     resume: bool = False,
     fresh: bool = False,
     show_progress: bool = True,
+    engine: Engine | None = None,
 ) -> RunResult:
     """Check every fact by consensus of ``members`` running ``strategy``; return the run.
 
@@ -126,7 +129,8 @@ async def run_consensus(
     # Bad members, method or settings fail here, before any fact is run.
     member_specs(base_ctx)
     member_values(base_ctx)
-    graph = build(strategy.name).compile(name="consensus")
+    engine = engine or LocalEngine()
+    graph_key: GraphKey = ("consensus", strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
                               "metadata": {"kgcheck_run_id": info.run_id}}
 
@@ -145,7 +149,7 @@ async def run_consensus(
             # A fact without recorded votes (a dirty triple) simply runs the whole graph.
             if votes_of is not None and fact.id in votes_of:
                 state["votes"] = votes_of[fact.id]
-            return await graph.ainvoke(state, context=ctx, config=config)
+            return await engine.invoke(graph_key, state, ctx, config)
 
         info.settings = {**info.settings, "judge_model": judge_spec or JUDGE_NONE}
         return run_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
@@ -180,7 +184,7 @@ async def run_consensus(
                          pricing=info.pricing)
 
     async def vote(fact: Fact) -> dict[str, Any]:
-        return await graph.ainvoke({"fact": fact.as_input()}, context=base_ctx, config=config)
+        return await engine.invoke(graph_key, {"fact": fact.as_input()}, base_ctx, config)
 
     phase1 = await run_facts(
         facts, vote, votes_info, out_dir / VOTES_DIR, concurrency=concurrency, resume=resume,

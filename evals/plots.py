@@ -50,6 +50,11 @@ def _save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
+def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Write a figure as ``<stem>.png`` and ``<stem>.svg`` in ``out_dir``; close it."""
+    return _save(fig, out_dir, stem)
+
+
 def _method_colours(methods: Sequence[str]) -> dict[str, Any]:
     palette = matplotlib.color_sequences["tab10"]  # the tab10 colormap's ten colours
     ordered = sorted(set(methods), key=method_rank)

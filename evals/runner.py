@@ -30,10 +30,12 @@ from rich.progress import (
 )
 
 from kgcheck.data.facts import Fact
+from kgcheck.evals.concurrency import OVERLOAD_ERRORS, AdaptiveLimit, FixedLimit, Limit
 from kgcheck.evals.cost import Pricing, cost_summary
 from kgcheck.evals.metrics import score_summary
 from kgcheck.evals.records import verdict_record
 from kgcheck.graphs import verdicts
+from kgcheck.providers import pressure
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
@@ -181,17 +183,26 @@ async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dic
     return dict(verdict)
 
 
-def _progress(disable: bool) -> Progress:
-    return Progress(
+def _progress(disable: bool, adaptive: bool = False) -> Progress:
+    columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[rate]:.1f} facts/s"),
         TextColumn("NA {task.fields[na]}  errors {task.fields[errors]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        disable=disable,
-    )
+    ]
+    if adaptive:
+        columns.append(TextColumn("at once {task.fields[level]}"))
+    return Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), disable=disable)
+
+
+def as_limit(concurrency: int | Limit) -> Limit:
+    """Accept a number of facts at once or a limit object (``AdaptiveLimit``)."""
+    if isinstance(concurrency, FixedLimit | AdaptiveLimit):
+        return concurrency
+    if concurrency < 1:
+        raise RunError(f"--concurrency must be at least 1, got {concurrency}")
+    return FixedLimit(concurrency)
 
 
 async def run_facts(
@@ -200,7 +211,7 @@ async def run_facts(
     info: RunInfo,
     out_dir: Path,
     *,
-    concurrency: int = 4,
+    concurrency: int | Limit = 4,
     resume: bool = False,
     fresh: bool = False,
     show_progress: bool = True,
@@ -211,9 +222,9 @@ async def run_facts(
 
     ``invoke`` runs one fact and returns the graph output (with ``verdict``). Stops early,
     with verdicts kept, when the model server is unreachable for many facts in a row.
+    ``concurrency`` is a number of facts at once or an ``AdaptiveLimit``.
     """
-    if concurrency < 1:
-        raise RunError(f"--concurrency must be at least 1, got {concurrency}")
+    concurrency = as_limit(concurrency)
     out_dir = Path(out_dir)
     with _exclusive(out_dir):
         return await _run_locked(
@@ -245,7 +256,7 @@ async def _run_locked(
     info: RunInfo,
     out_dir: Path,
     *,
-    concurrency: int,
+    concurrency: Limit,
     resume: bool,
     fresh: bool,
     show_progress: bool,
@@ -255,7 +266,8 @@ async def _run_locked(
     finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
     todo = [f for f in facts if f.id not in finished]
     model_label = ",".join(info.models)
-    limit = max_consecutive_unreachable or max(5, 2 * concurrency)
+    limit = max_consecutive_unreachable or max(5, 2 * concurrency.maximum)
+    adaptive = isinstance(concurrency, AdaptiveLimit)
     queue: asyncio.Queue[Fact] = asyncio.Queue()
     for fact in todo:
         queue.put_nowait(fact)
@@ -264,9 +276,10 @@ async def _run_locked(
     started = time.perf_counter()
 
     with (out_dir / VERDICTS).open("a", encoding="utf-8") as sink, \
-            _progress(not show_progress) as progress:
+            _progress(not show_progress, adaptive) as progress, \
+            pressure.listening(concurrency.signal):
         task = progress.add_task(f"{info.method} {info.dataset}", total=len(todo),
-                                 rate=0.0, na=0, errors=0)
+                                 rate=0.0, na=0, errors=0, level=concurrency.current)
 
         async def worker() -> None:
             while not aborted:
@@ -274,7 +287,11 @@ async def _run_locked(
                     fact = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                verdict = await verdict_of(invoke, fact, info.method, model_label)
+                async with concurrency.slot():
+                    asked = time.perf_counter()
+                    verdict = await verdict_of(invoke, fact, info.method, model_label)
+                concurrency.done(time.perf_counter() - asked, overloaded=(
+                    (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
                 record = _record(fact, verdict, info.run_id)
                 sink.write(json.dumps(record) + "\n")
                 sink.flush()
@@ -293,15 +310,21 @@ async def _run_locked(
                     state["unreachable_streak"] = 0
                 elapsed = time.perf_counter() - started
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
-                                na=state["na"], errors=state["errors"])
+                                na=state["na"], errors=state["errors"],
+                                level=concurrency.current)
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(todo))))))
+        workers = min(concurrency.maximum, max(1, len(todo)))
+        await asyncio.gather(*(worker() for _ in range(workers)))
 
     seconds = time.perf_counter() - started
     records_by_id = read_verdicts(out_dir / VERDICTS)
     wanted = {f.id for f in facts}
     records = [r for fid, r in records_by_id.items() if fid in wanted]
     summary = summarize(records, info, seconds=seconds, ran=state["done"])
+    if adaptive:
+        summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
+                                  "final": concurrency.current, "peak": concurrency.peak,
+                                  "backoffs": concurrency.cuts}
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:
@@ -314,6 +337,13 @@ async def _run_locked(
         )
     _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))
+
+
+def amend_summary(out_dir: Path, fields: dict[str, Any]) -> None:
+    """Add ``fields`` to a finished run's summary.json (what the runner cannot know)."""
+    path = Path(out_dir) / SUMMARY
+    summary = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    _write_atomic(path, json.dumps({**summary, **fields}, indent=1) + "\n")
 
 
 def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: float,

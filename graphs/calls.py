@@ -14,6 +14,11 @@ from typing_extensions import TypedDict
 from kgcheck.data.facts import Fact
 from kgcheck.graphs.context import Context
 from kgcheck.providers import metadata
+from kgcheck.providers.cache import CachedAnswer, active_cache, answer_key
+from kgcheck.providers.settings import ModelSettings
+
+# Replay already serves recorded answers (and scripted test models must run every time).
+UNCACHED_PREFIXES = ("replay:",)
 
 
 def call_config(fact: Fact, ctx: Context | type[Context], step: str = "verdict", *,
@@ -53,6 +58,8 @@ class ModelReply:
     seconds: float
     tokens_in: int | None
     tokens_out: int | None
+    # Served from the answer cache: nothing was sent, nothing was paid.
+    cached: bool = False
 
     def record(self) -> CallRecord:
         """Return the JSON-plain record of this call."""
@@ -78,6 +85,17 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
     ``recorded`` makes replay serve another method's recordings for this call (RAG's DKA
     fallback); ``extra`` goes into the call's metadata (``kgcheck_attempt=2``).
     """
+    spec = model or ctx.model
+    cache = active_cache()
+    key = None
+    if cache is not None and cache.enabled and not spec.startswith(UNCACHED_PREFIXES):
+        # The k samples of self-consistency are k draws, each cached on its own.
+        key = answer_key(spec, messages, vars(ModelSettings.of(ctx)),
+                         draw=int(extra.get(metadata.SAMPLE, 0)))
+        hit = await cache.aget(key)
+        if hit is not None:
+            return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,
+                              tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True)
     chat = ctx.chat_model(model)
     started = time.perf_counter()
     message = await chat.ainvoke(
@@ -85,7 +103,7 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
     elapsed = time.perf_counter() - started
     recorded = (message.response_metadata or {}).get("recorded_seconds")
     usage = getattr(message, "usage_metadata", None) or {}
-    return ModelReply(
+    reply = ModelReply(
         text=reply_text(message),
         message=message,
         # Replay reports the study's measured latency rather than its own lookup time.
@@ -93,3 +111,7 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
         tokens_in=usage.get("input_tokens"),
         tokens_out=usage.get("output_tokens"),
     )
+    if key is not None and cache is not None:
+        await cache.aput(key, spec, CachedAnswer(reply.text, reply.tokens_in, reply.tokens_out,
+                                                 reply.seconds))
+    return reply

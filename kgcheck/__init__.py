@@ -16,18 +16,22 @@ from typing import Any
 __version__ = "0.1.0"
 
 API = (
-    "acheck", "arun", "check", "datasets", "load_dataset", "read_triples", "report",
-    "reproduce", "run", "settings", "strategies", "strategy", "KgcheckWarning",
-    "SettingsError", "estimate", "export",
+    "acheck", "arun", "check", "datasets", "estimate", "evidence_sources", "export",
+    "fetched_evidence", "iter_triples", "load_dataset", "read_sparql", "read_triples",
+    "report", "reproduce", "run", "select_facts", "settings", "strategies", "strategy",
+    "KgcheckWarning", "SettingsError",
 )
 MODELS = ("Fact", "Verdict")
+SWEEPS = ("sweep", "asweep", "leaderboard")
 
-__all__ = [*API, *MODELS, "__version__"]
+__all__ = [*API, *MODELS, *SWEEPS, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     if name in API:
         return getattr(importlib.import_module("kgcheck.api"), name)
+    if name in SWEEPS:
+        return getattr(importlib.import_module("kgcheck.sweeps"), name)
     if name in MODELS:
         return getattr(importlib.import_module("kgcheck.data.facts"), name)
     raise AttributeError(f"module 'kgcheck' has no attribute {name!r}")

@@ -20,7 +20,7 @@ import dataclasses
 import re
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,20 @@ from langchain_core.runnables import RunnableConfig
 
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
+from kgcheck.data.gold import read_gold
+from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.recordings import has_recordings, recorded_models
+from kgcheck.data.sampling import Selection
+from kgcheck.data.sampling import select_facts as _select_facts
+from kgcheck.data.sources import base_name, check_input
+from kgcheck.data.sparql import SparqlClient, SparqlReader
+from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.evals.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.evals.consensus_run import run_consensus
 from kgcheck.evals.cost import load_pricing
+from kgcheck.evals.engines import Engine, GraphKey, make_engine
 from kgcheck.evals.estimate import Estimate
 from kgcheck.evals.estimate import estimate as _estimate
 from kgcheck.evals.export import Exported, export_run
@@ -43,6 +52,7 @@ from kgcheck.evals.runner import (
     VERDICTS,
     RunInfo,
     RunResult,
+    amend_summary,
     read_verdicts,
     run_facts,
     verdict_of,
@@ -54,9 +64,14 @@ from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
 from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.providers.cache import default_cache_path, use_cache
+from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
+from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
+# The answer cache: True = the default file, a path = that file, False or None = off.
+CacheChoice = bool | str | Path | None
 
 
 class SettingsError(ValueError):
@@ -110,8 +125,64 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
 
 
 def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
-    """Read your own facts from a ``.csv``, ``.tsv`` or ``.jsonl`` file."""
+    """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
+
+    RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
+    (``rdfs:label``, ``skos:prefLabel``, ``schema:name``) are in ``Fact.names``.
+    """
     return _read_triples(path, dataset)
+
+
+def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:
+    """Yield the facts of a triples file one by one (without names; see ``select_facts``)."""
+    return _iter_triples(path, dataset)
+
+
+def read_sparql(url: str, *, graph: str | None = None, where: str | None = None,
+                limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+                page_size: int = 10_000, timeout: float = 30.0, retries: int = 3
+                ) -> list[Fact]:
+    """Read facts from a SPARQL 1.1 endpoint, with their names from the same endpoint.
+
+    ``graph`` restricts to a named graph, ``where`` is a pattern binding ``?s ?p ?o``
+    (``?s a <http://dbpedia.org/ontology/Person> . ?s ?p ?o``); ``limit`` and ``sample``
+    choose as in ``select_facts``.
+    """
+    reader = SparqlReader(SparqlClient(url, timeout=timeout, retries=retries), graph=graph,
+                          where=where, page_size=page_size)
+    return reader.named(_select_facts(lambda: iter(reader), limit=limit, sample=sample,
+                                      seed=seed).facts)
+
+
+def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[Fact]], *,
+                 limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+                 stratify: str | None = None, per_stratum: int | None = None,
+                 ids: Sequence[str] | None = None) -> list[Fact]:
+    """Choose facts from a file or a stream: the first ``limit``, a seeded ``sample``, ``ids``.
+
+    ``facts`` is a triples file (read as a stream, with the names it gives its terms), facts,
+    or a function returning a fresh iterator of them. ``stratify="predicate"`` with
+    ``sample=N`` draws in proportion to the predicates, with ``per_stratum=K`` K facts of
+    each. Memory holds only the chosen facts.
+    """
+    named: Callable[[list[Fact]], list[Fact]] = list
+    source: Iterable[Fact] | Callable[[], Iterable[Fact]]
+    if isinstance(facts, str | Path):
+        origin = _source(None, facts, None, None, None, None, None)
+        source, named = origin.open, origin.named
+    else:
+        source = facts if callable(facts) else as_facts_lazy(facts)
+    return named(_select_facts(source, limit=limit, sample=sample, seed=seed,
+                               stratify=stratify, per_stratum=per_stratum, ids=ids).facts)
+
+
+def as_facts_lazy(facts: Iterable[FactLike]) -> Iterable[Fact]:
+    """Like ``as_facts``, one item at a time (a list stays a list)."""
+    if isinstance(facts, list) and all(isinstance(f, Fact) for f in facts):
+        return facts
+    if isinstance(facts, Sequence):
+        return as_facts(facts)
+    return (f if isinstance(f, Fact) else as_facts([f])[0] for f in facts)
 
 
 def as_facts(facts: Iterable[FactLike]) -> list[Fact]:
@@ -182,14 +253,24 @@ def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def cache_path(cache: CacheChoice) -> Path | None:
+    """Return the answer-cache file a ``cache=`` argument names (None: no cache)."""
+    if cache is True:
+        return default_cache_path()
+    if cache is False or cache is None:
+        return None
+    return Path(cache)
+
+
 async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL,
                  *, concurrency: int = 8, data: str | Path | None = None,
-                 **settings: Any) -> list[Verdict]:
+                 cache: CacheChoice = True, **settings: Any) -> list[Verdict]:
     """Check facts with a strategy; return their verdicts in the order of ``facts``.
 
     ``settings`` are the strategy's Context fields (``max_attempts=5``, ``temperature=0``).
     A fact whose check fails gets an NA verdict whose ``error`` says why; settings that
-    cannot work raise before any fact is sent.
+    cannot work raise before any fact is sent. Live models' answers are cached (``cache``:
+    see ``cache_path``), so asking the same again costs nothing.
     """
     chosen = get_strategy(strategy)
     items = as_facts(facts)
@@ -213,14 +294,16 @@ async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = 
         async with gate:
             return Verdict.model_validate(await verdict_of(invoke, fact, chosen.label, model))
 
-    return list(await asyncio.gather(*(one(f) for f in items)))
+    with use_cache(cache_path(cache)):
+        return list(await asyncio.gather(*(one(f) for f in items)))
 
 
 def check(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL, *,
-          concurrency: int = 8, data: str | Path | None = None, **settings: Any) -> list[Verdict]:
+          concurrency: int = 8, data: str | Path | None = None, cache: CacheChoice = True,
+          **settings: Any) -> list[Verdict]:
     """Check facts with a strategy (see ``acheck``); for scripts without an event loop."""
     return asyncio.run(acheck(facts, strategy, model, concurrency=concurrency, data=data,
-                              **settings))
+                              cache=cache, **settings))
 
 
 @dataclass
@@ -244,22 +327,67 @@ def default_out_dir(source: str, strategy: str, models: Sequence[str]) -> Path:
     return Path("runs") / slug.lower()
 
 
+@dataclass
+class _Source:
+    """Where a run's facts come from: a re-readable stream and how to name its terms."""
+
+    open: Callable[[], Iterable[Fact]]
+    name: str
+    location: str
+    own: bool
+    named: Callable[[list[Fact]], list[Fact]] = list
+
+
+def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
+            graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
+            data: str | Path | None) -> _Source:
+    if triples is not None:
+        path = check_input(triples)
+        stem, suffix = base_name(path)
+        if suffix in RDF_SUFFIXES:
+            reader = RdfReader(path, stem)
+            return _Source(lambda: iter(reader), stem, str(path.resolve()), True, reader.named)
+        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), True)
+    if sparql is not None:
+        endpoint = SparqlReader(sparql, graph=graph, where=where)
+        location = " ".join(x for x in (redact_url(sparql), graph and f"<{graph}>", where) if x)
+        return _Source(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
+    if facts is not None:
+        loaded = as_facts(facts)
+        name = loaded[0].dataset if loaded and loaded[0].dataset else "facts"
+        return _Source(lambda: loaded, name, "memory", False)
+    src = as_source(data)
+    name = canonical_dataset(src, dataset or "")
+    rows = load_facts(name, src)
+    return _Source(lambda: rows, name, src.location, False)
+
+
 def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
+             sparql: str | None = None, graph: str | None = None, where: str | None = None,
              facts: Iterable[FactLike] | None = None, strategy: str = "dka",
              model: str = DEFAULT_MODEL, consensus: Sequence[str] | None = None,
              judge: str = JUDGE_NONE, data: str | Path | None = None,
-             limit: int | None = None, out: str | Path | None = None,
+             limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+             stratify: str | None = None, per_stratum: int | None = None,
+             ids: Sequence[str] | None = None, labels: str | Path | None = None,
+             out: str | Path | None = None,
              settings: Mapping[str, Any] | None = None,
              pricing: str | Path | None = None) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
-    own) or ``facts`` (in memory) gives the facts. ``consensus`` lists member models that
+    own, RDF included), ``sparql`` (an endpoint URL, with optional ``graph`` and ``where``)
+    or ``facts`` (in memory) gives the facts; ``limit``, ``sample``/``seed``, ``stratify``/
+    ``per_stratum`` and ``ids`` choose among them (see ``select_facts``) while reading, and
+    ``labels`` is a file of gold labels for them. ``consensus`` lists member models that
     vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. ``pricing`` is
     a pricing file for the summary's cost (default: ``kgcheck/pricing.json``).
     """
-    if sum(x is not None for x in (dataset, triples, facts)) != 1:
-        raise SettingsError("give exactly one of a dataset, a triples file or facts")
+    if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
+        raise SettingsError("give exactly one of a dataset, a triples file, a SPARQL endpoint "
+                            "or facts")
+    if (graph is not None or where is not None) and sparql is None:
+        raise SettingsError("graph and where apply to a SPARQL endpoint only")
     if limit is not None and limit < 1:
         raise SettingsError(f"limit must be at least 1, got {limit}")
     values = dict(settings or {})
@@ -275,29 +403,27 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     for spec in members + fixed_judge:
         split_spec(spec)
 
-    if triples is not None:
-        loaded = _read_triples(triples)
-        source_name, source = loaded[0].dataset, str(Path(triples).resolve())
-    elif facts is not None:
-        loaded = as_facts(facts)
-        source_name = loaded[0].dataset if loaded and loaded[0].dataset else "facts"
-        source = "memory"
-    else:
-        src = as_source(data)
-        source_name = canonical_dataset(src, dataset or "")
-        loaded, source = load_facts(source_name, src), src.location
-    if limit is not None:
-        loaded = loaded[:limit]
+    gold = read_gold(labels) if labels is not None else None
+    origin = _source(dataset, triples, sparql, graph, where, facts, data)
+    selection: Selection = _select_facts(origin.open, limit=limit, sample=sample, seed=seed,
+                                         stratify=stratify, per_stratum=per_stratum, ids=ids)
+    loaded = origin.named(selection.facts)
+    if gold is not None:
+        loaded = gold.apply(loaded)
+    source_name, source = origin.name, origin.location
     if not loaded:
-        raise SettingsError("there are no facts to check")
-    check_replay(members, chosen, loaded, data, own_file=triples is not None)
+        raise SettingsError(f"{origin.location}: there are no facts to check")
+    check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
     context_class = settings_class(chosen.context) if consensus else chosen.context
     ctx = make_context(chosen, members[0], values, context_class)
     check_models(members + fixed_judge, ctx)
     check_prompt_files(ctx)
-    notes = chosen.preflight(loaded, ctx) if chosen.preflight else []
+    notes = list(selection.notes)
+    if gold is not None and not any(f.label is not None for f in loaded):
+        notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
+    notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
@@ -306,37 +432,83 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    out_dir, notes)
 
 
-async def execute(plan: RunPlan, *, concurrency: int = 4, resume: bool = False,
-                  fresh: bool = False, show_progress: bool = False) -> RunResult:
-    """Run a checked plan into its folder (resumable: see ``arun``)."""
+async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
+                  max_concurrency: int = 64, resume: bool = False, fresh: bool = False,
+                  show_progress: bool = False, cache: CacheChoice = True,
+                  engine: str | Engine = "local",
+                  engine_options: Mapping[str, Any] | None = None) -> RunResult:
+    """Run a checked plan into its folder (resumable: see ``arun``).
+
+    ``concurrency`` is a number of facts at once or ``"auto"``: adapt to the model server
+    (AIMD: more while throughput rises and latency holds, fewer on 429, 503 and timeouts),
+    up to ``max_concurrency``. ``engine`` is where the graphs run: ``local`` (this process)
+    or ``ray`` (a Ray cluster; ``engine_options``: ``address``, ``workers``,
+    ``per_worker``), or an engine object the caller keeps (and closes) across runs; the run
+    folder and its guarantees are the same.
+    """
     if resume and fresh:
         raise SettingsError("resume and fresh contradict each other; pick one")
+    try:
+        limit = (concurrency if isinstance(concurrency, FixedLimit | AdaptiveLimit)
+                 else parse_concurrency(concurrency, max_concurrency))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    path = cache_path(cache)
+    # An engine object is the caller's to close (workers reused across runs); a name is ours.
+    owned = isinstance(engine, str)
+    runner = make_engine(engine, cache=path, **dict(engine_options or {})) if isinstance(
+        engine, str) else engine
+    try:
+        # The local engine's calls see the driver's cache; remote workers open their own.
+        with use_cache(path if runner.name == "local" else None) as answers:
+            result = await _execute(plan, runner, concurrency=limit, resume=resume,
+                                    fresh=fresh, show_progress=show_progress)
+        stats = runner.stats()
+    finally:
+        if owned:
+            runner.close()
+    extra: dict[str, Any] = {"engine": {k: v for k, v in stats.items() if k != "cache"}}
+    if answers is not None:
+        extra["cache"] = answers.stats()
+    elif path is not None and stats.get("cache"):
+        asked = stats["cache"]["hits"] + stats["cache"]["misses"]
+        extra["cache"] = {"path": str(path), **stats["cache"],
+                          "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
+    result.summary.update(extra)
+    amend_summary(result.out_dir, extra)
+    return result
+
+
+async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
+                   fresh: bool, show_progress: bool) -> RunResult:
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
             values=plan.values, info=plan.info, out_dir=plan.out_dir, concurrency=concurrency,
-            resume=resume, fresh=fresh, show_progress=show_progress)
+            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine)
     ctx = plan.strategy.make_context(**plan.values)
-    graph = plan.strategy.compile()
+    key: GraphKey = ("strategy", plan.strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
                               "metadata": {"kgcheck_run_id": plan.info.run_id}}
 
     async def invoke(fact: Fact) -> dict[str, Any]:
-        return await graph.ainvoke({"fact": fact.as_input()}, context=ctx, config=config)
+        return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
 
     return await run_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
                            resume=resume, fresh=fresh, show_progress=show_progress)
 
 
-async def arun(*, concurrency: int = 4, resume: bool = False, fresh: bool = False,
-               show_progress: bool = False, warn: Warn | None = None,
-               **plan: Any) -> RunResult:
+async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
+               fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
+               cache: CacheChoice = True, engine: str = "local",
+               engine_options: Mapping[str, Any] | None = None, **plan: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
     Takes what ``plan_run`` takes (``dataset=``, ``strategy=``, ``model=``, ``out=``, ...).
     Each verdict is appended to ``OUT/verdicts.jsonl`` as it completes; ``resume=True``
     continues a stopped run in the same folder, ``fresh=True`` starts it over. ``warn``
-    receives warnings found before the run (e.g. facts without evidence).
+    receives warnings found before the run (e.g. facts without evidence). Live models'
+    answers are cached (``cache``, see ``cache_path``); the summary counts the hits.
     """
     checked = plan_run(**plan)
     for message in checked.notes:
@@ -344,8 +516,9 @@ async def arun(*, concurrency: int = 4, resume: bool = False, fresh: bool = Fals
             warnings.warn(message, KgcheckWarning, stacklevel=2)
         else:
             warn(message)
-    return await execute(checked, concurrency=concurrency, resume=resume, fresh=fresh,
-                         show_progress=show_progress)
+    return await execute(checked, concurrency=concurrency, max_concurrency=max_concurrency,
+                         resume=resume, fresh=fresh, show_progress=show_progress, cache=cache,
+                         engine=engine, engine_options=engine_options)
 
 
 def run(**kwargs: Any) -> RunResult:
@@ -363,6 +536,35 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
     return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+
+
+def evidence_sources() -> list[str]:
+    """Names the ``sources`` setting accepts: the stored corpus and every registered source."""
+    return [CORPUS, *EVIDENCE_SOURCES.names()]
+
+
+@dataclass(frozen=True)
+class FetchedEvidence:
+    """What the evidence sources fetched into a store: per-source counts and the items."""
+
+    store: Path
+    counts: dict[str, tuple[int, int, str]]
+    items: list[Fetched]
+
+
+def fetched_evidence(store: str | Path | None = None, *, source: str = "",
+                     limit: int = 1000) -> FetchedEvidence:
+    """List the results and pages fetched into the store (URL, title, fetch time, source)."""
+    path = Path(store) if store else default_store_path()
+    if not path.is_file():
+        raise SettingsError(f"{path}: no corpus store; import a corpus or run RAG with "
+                            "--set sources=... first")
+    opened = CorpusStore(path)
+    try:
+        return FetchedEvidence(path, opened.fetched_counts(),
+                               opened.fetched_items(source, limit))
+    finally:
+        opened.close()
 
 
 def estimate_run(plan: RunPlan, *, resume: bool = False) -> Estimate:

@@ -10,6 +10,7 @@ by similarity alone, as the study did.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -18,12 +19,22 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kgcheck.data.facts import Fact
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.embeddings import DEFAULT_EMBEDDING, Embedder, get_embedder
 from kgcheck.retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
 from kgcheck.retrievers.index import ChunkIndex, open_index
 from kgcheck.retrievers.search import MockSearch, SearchHit
 from kgcheck.retrievers.settings import RetrievalSettings
+from kgcheck.retrievers.sources.base import (
+    CORPUS,
+    EVIDENCE_SOURCES,
+    EvidenceRequest,
+    SourceSettings,
+    parse_sources,
+)
+from kgcheck.retrievers.sources.gather import Gathered, GatheredSource, gather, open_cache
+from kgcheck.retrievers.sources.net import NetPolicy, parse_allowed
 from kgcheck.retrievers.store import DocumentSource, open_source
 
 # The KGs' own sources, whose pages would let a model read the answer off the KG itself.
@@ -46,6 +57,8 @@ class EvidenceChunk:
     similarity: float
     lexical: float
     score: float
+    url: str = ""
+    source: str = "corpus"
 
     def as_dict(self) -> dict[str, object]:
         """Return the chunk as plain JSON."""
@@ -159,11 +172,22 @@ class Retriever:
         out = []
         for i in keep:
             chunk = chunks[int(i)]
+            document = corpus.document(chunk.doc_id)
             out.append(EvidenceChunk(
                 chunk_id=chunk.id, doc_id=chunk.doc_id, sentence=chunk.sentence,
                 text=corpus.window(chunk, window), similarity=round(float(sims[i]), 4),
-                lexical=round(float(pool_lex[i]), 4), score=round(float(scores[i]), 4)))
+                lexical=round(float(pool_lex[i]), 4), score=round(float(scores[i]), 4),
+                url=document.url if document else "",
+                source=document.meta.get("source", CORPUS) if document else CORPUS))
         return out
+
+    def put_gathered(self, dataset: str, fact_id: str, documents: list[Document]) -> None:
+        """Give the retriever a fact's fetched documents (live sources only)."""
+        if not isinstance(self.source, GatheredSource):
+            raise RetrievalError("this retriever reads a stored corpus only; choose live "
+                                 "sources with the sources setting")
+        if self.source.put(dataset, fact_id, documents):
+            self.corpora.forget(dataset, fact_id)
 
     def index_fact(self, dataset: str, fact_id: str, sentence: str, questions: Sequence[str],
                    *, candidates: int = 24, mode: str = "hybrid") -> int:
@@ -185,8 +209,14 @@ _RETRIEVERS_LOCK = threading.Lock()
 
 @lru_cache(maxsize=16)
 def _retriever(corpus: str, api_key: str, dataset: str, embedding: str, index: str,
-               chroma_path: str, chroma_url: str) -> Retriever:
-    source = open_source(corpus, api_key=api_key, dataset=dataset)
+               chroma_path: str, chroma_url: str, sources: str) -> Retriever:
+    names = sources.split(",")
+    source: DocumentSource | None = None
+    if CORPUS in names:
+        source = open_source(corpus, api_key=api_key, dataset=dataset)
+    if names != [CORPUS]:
+        source = GatheredSource(source, names)
+    assert source is not None
     return Retriever(source, get_embedder(embedding), index=index, chroma_path=chroma_path,
                      chroma_url=chroma_url)
 
@@ -195,13 +225,59 @@ def retriever_for(settings: RetrievalSettings, dataset: str) -> Retriever:
     """Return the retriever that ``settings`` describe, for one dataset's facts."""
     return get_retriever(settings.corpus, api_key=settings.api_key(), dataset=dataset,
                          embedding=settings.embedding, index=settings.index,
-                         chroma_path=settings.chroma_path, chroma_url=settings.chroma_url)
+                         chroma_path=settings.chroma_path, chroma_url=settings.chroma_url,
+                         sources=settings.sources)
 
 
 def get_retriever(corpus: str = "", *, api_key: str = "", dataset: str = "",
                   embedding: str = DEFAULT_EMBEDDING, index: str = "chroma",
-                  chroma_path: str = "", chroma_url: str = "") -> Retriever:
+                  chroma_path: str = "", chroma_url: str = "",
+                  sources: str = CORPUS) -> Retriever:
     """Return a retriever for these settings, built once per process (models load once)."""
+    names = ",".join(parse_sources(sources))
     with _RETRIEVERS_LOCK:
         return _retriever(corpus, api_key, dataset.lower(), embedding or DEFAULT_EMBEDDING,
-                          index, chroma_path, chroma_url)
+                          index, chroma_path, chroma_url, names)
+
+
+def uses_live_sources(settings: RetrievalSettings) -> bool:
+    """Tell whether a run fetches evidence (any source besides the stored corpus)."""
+    return parse_sources(settings.sources) != [CORPUS]
+
+
+def source_settings(settings: RetrievalSettings) -> SourceSettings:
+    """Collect what the evidence sources are configured with."""
+    policy = NetPolicy(allow_private=settings.allow_private_urls,
+                       timeout=settings.fetch_timeout, max_bytes=settings.max_page_bytes,
+                       host_interval=settings.host_interval, retries=settings.fetch_retries)
+    parse_allowed(settings.allow_private_urls)  # a malformed setting fails before any fetch
+    return SourceSettings(searxng_url=settings.searxng_url,
+                          wikipedia_url=settings.wikipedia_url, sparql_url=settings.sparql_url,
+                          results=settings.source_results, policy=policy)
+
+
+def check_sources(settings: RetrievalSettings) -> None:
+    """Build every chosen source once, so a missing URL fails before the first fact."""
+    config = source_settings(settings)
+    for name in parse_sources(settings.sources):
+        if name != CORPUS:
+            EVIDENCE_SOURCES.create(name, settings=config)
+
+
+def evidence_request(fact: Fact, queries: Sequence[str]) -> EvidenceRequest:
+    """Describe a fact to the evidence sources."""
+    return EvidenceRequest(dataset=fact.dataset, fact_id=fact.id,
+                           subject=fact.subject, predicate=fact.predicate, object=fact.object,
+                           readable=fact.readable_terms(), queries=tuple(queries))
+
+
+async def gather_evidence(settings: RetrievalSettings, fact: Fact,
+                          queries: Sequence[str]) -> Gathered:
+    """Fetch (or read from the cache) a fact's evidence and hand it to its retriever."""
+    names = parse_sources(settings.sources)
+    cache = await asyncio.to_thread(open_cache, settings.evidence_store)
+    gathered = await gather(evidence_request(fact, queries), names,
+                            source_settings(settings), cache)
+    retriever = await asyncio.to_thread(retriever_for, settings, fact.dataset)
+    retriever.put_gathered(fact.dataset, fact.id, gathered.documents)
+    return gathered

@@ -89,6 +89,11 @@ class FactCorpora:
                 self._cache.popitem(last=False)
         return corpus
 
+    def forget(self, dataset: str, fact_id: str) -> None:
+        """Drop a fact's prepared corpus (its documents changed)."""
+        with self._lock:
+            self._cache.pop((dataset.lower(), fact_id), None)
+
 
 class ChunkVectors:
     """Vectors of chunks: read from the index, embedding (and storing) only missing ones."""

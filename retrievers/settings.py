@@ -23,6 +23,45 @@ class RetrievalSettings:
                   ".sqlite store, or a search API URL; empty = $KGCHECK_CORPUS, else the "
                   "imported store (.kgcheck/corpus.sqlite), else the sample corpus."},
     )
+    sources: str = field(
+        default="corpus",
+        metadata={"description": "Where evidence comes from, in order, comma separated: "
+                  "corpus (the stored corpus), searxng (web search), web (fetch the "
+                  "result pages), wikipedia (MediaWiki API), sparql (a reference KG)."},
+    )
+    searxng_url: str = field(
+        default="",
+        metadata={"description": "SearxNG base URL (its JSON API); empty = $SEARXNG_URL."},
+    )
+    wikipedia_url: str = field(
+        default="https://en.wikipedia.org/w/api.php",
+        metadata={"description": "MediaWiki API endpoint of the wikipedia source."},
+    )
+    sparql_url: str = field(
+        default="",
+        metadata={"description": "SPARQL endpoint of the sparql source (a reference KG); "
+                  "empty = $KGCHECK_SPARQL_URL."},
+    )
+    allow_private_urls: str = field(
+        default="false",
+        metadata={"description": "Let the web source fetch private or loopback addresses: "
+                  "false, true, or a comma list of networks (127.0.0.0/8)."},
+    )
+    source_results: int = field(
+        default=5, metadata={"description": "Results kept per search of a web source."})
+    fetch_timeout: float = field(
+        default=10.0, metadata={"description": "Seconds a request may take, body included."})
+    max_page_bytes: int = field(
+        default=2_000_000, metadata={"description": "Bytes read of a page at most."})
+    host_interval: float = field(
+        default=1.0, metadata={"description": "Seconds between two requests to one host."})
+    fetch_retries: int = field(
+        default=2, metadata={"description": "Retries of a failed request (connection, 5xx)."})
+    evidence_store: str = field(
+        default="",
+        metadata={"description": "SQLite cache of fetched evidence; empty = the corpus store "
+                  "(.kgcheck/corpus.sqlite)."},
+    )
     search_api_key: str = field(
         default="",
         metadata={"description": "Key of the search API (X-API-Key); empty = "

@@ -7,10 +7,12 @@ instead of re-reading a tarball. Every source answers the same small protocol.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -83,7 +85,40 @@ CREATE TABLE IF NOT EXISTS documents (
     PRIMARY KEY (dataset, fact_id, doc_no)
 );
 CREATE INDEX IF NOT EXISTS documents_url ON documents (url);
+CREATE TABLE IF NOT EXISTS fetches (
+    source TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fetched_at TEXT NOT NULL,
+    PRIMARY KEY (source, key)
+);
+CREATE TABLE IF NOT EXISTS fetched (
+    source TEXT NOT NULL,
+    key TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    fetched_at TEXT NOT NULL,
+    PRIMARY KEY (source, key, rank)
+);
+CREATE TABLE IF NOT EXISTS fact_queries (
+    fact_key TEXT NOT NULL,
+    sources TEXT NOT NULL,
+    queries TEXT NOT NULL,
+    PRIMARY KEY (fact_key, sources)
+);
 """
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One result or page an evidence source fetched, with its provenance."""
+
+    source: str
+    url: str
+    title: str
+    text: str
+    fetched_at: str
 
 
 class CorpusStore:
@@ -170,6 +205,54 @@ class CorpusStore:
             rows = self._rows("SELECT dataset, fact_id, doc_no, url, title, text FROM documents "
                               "WHERE url = ? LIMIT 1", (link,))
         return self._doc(rows[0]) if rows else None
+
+    def cached(self, source: str, key: str) -> list[Fetched] | None:
+        """Return what ``source`` fetched for ``key`` before (None: never fetched)."""
+        if not self._rows("SELECT 1 FROM fetches WHERE source = ? AND key = ?", (source, key)):
+            return None
+        rows = self._rows("SELECT source, url, title, text, fetched_at FROM fetched "
+                          "WHERE source = ? AND key = ? ORDER BY rank", (source, key))
+        return [Fetched(*map(str, r)) for r in rows]
+
+    def save(self, source: str, key: str, items: Iterable[Fetched], fetched_at: str) -> None:
+        """Record what ``source`` fetched for ``key`` (an empty answer is an answer too)."""
+        rows = [(source, key, n, i.url, i.title, i.text, i.fetched_at)
+                for n, i in enumerate(items)]
+        with self._lock:
+            self._db.execute("DELETE FROM fetched WHERE source = ? AND key = ?", (source, key))
+            self._db.executemany("INSERT INTO fetched VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self._db.execute("INSERT OR REPLACE INTO fetches VALUES (?, ?, ?)",
+                             (source, key, fetched_at))
+            self._db.commit()
+
+    def fetched_counts(self) -> dict[str, tuple[int, int, str]]:
+        """Per source: (requests, results or pages, last fetch time)."""
+        rows = self._rows(
+            "SELECT f.source, COUNT(*), (SELECT COUNT(*) FROM fetched d WHERE d.source = "
+            "f.source), MAX(f.fetched_at) FROM fetches f GROUP BY f.source ORDER BY f.source")
+        return {str(r[0]): (int(r[1]), int(r[2]), str(r[3]))  # type: ignore[call-overload]
+                for r in rows}
+
+    def fetched_items(self, source: str = "", limit: int = 1000) -> list[Fetched]:
+        """List fetched results and pages (newest first), of one source or all."""
+        rows = self._rows(
+            "SELECT DISTINCT source, url, title, '', fetched_at FROM fetched "
+            "WHERE (? = '' OR source = ?) ORDER BY fetched_at DESC, url LIMIT ?",
+            (source, source, limit))
+        return [Fetched(*map(str, r)) for r in rows]
+
+    def recall_queries(self, fact_key: str, sources: str) -> list[str] | None:
+        """Return the queries an earlier run searched for this fact with these sources."""
+        rows = self._rows("SELECT queries FROM fact_queries WHERE fact_key = ? AND sources = ?",
+                          (fact_key, sources))
+        return [str(q) for q in json.loads(str(rows[0][0]))] if rows else None
+
+    def remember_queries(self, fact_key: str, sources: str, queries: list[str]) -> None:
+        """Keep the queries searched for a fact, so a re-run asks (and finds) the same."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO fact_queries VALUES (?, ?, ?)",
+                             (fact_key, sources, json.dumps(queries)))
+            self._db.commit()
 
 
 class FolderSource:

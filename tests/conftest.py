@@ -11,9 +11,19 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from tests.scripted import SCRIPTED, register_scripted
+from tests.virtuoso import virtuoso  # noqa: F401 - a fixture for the SPARQL tests
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"
+
+
+@pytest.fixture(autouse=True)
+def answer_cache_dir(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Give each test its own answer cache, so that no test is served another's answers."""
+    folder = tmp_path_factory.mktemp("answer-cache")
+    monkeypatch.setenv("KGCHECK_CACHE_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture

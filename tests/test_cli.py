@@ -36,7 +36,7 @@ def test_run_prints_the_f1_table_and_writes_the_summary(tmp_path) -> None:
         (["--dataset", "yago", "--model", "bard:x"], "unknown model provider 'bard'"),
         (["--dataset", "yago", "--model", "gemma"], "not of the form provider:model"),
         (["--dataset", "yago", "--model", "replay:gpt-5"], "replay:gpt-5 has no recorded DKA answers for YAGO"),
-        ([], "give exactly one of --dataset NAME or --triples FILE"),
+        ([], "give exactly one of --dataset NAME, --triples FILE or --sparql URL"),
         (["--dataset", "yago", "--set", "colour=blue"], "--set colour: unknown setting"),
         (["--dataset", "yago", "--set", "max_tokens=lots"], "expected a int"),
         (["--dataset", "yago", "--data", "/nonexistent/dir"], "data folder not found"),

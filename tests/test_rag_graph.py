@@ -56,9 +56,10 @@ async def test_scripted_verdicts_keep_their_evidence(scripted, yago, answer, lab
     assert evidence and evidence[0]["doc_id"] == "yago/10143/2"
     assert "married the actor Alan Alda" in evidence[0]["text"]
     assert all(e["chunk_id"].startswith(e["doc_id"] + "#") for e in evidence)
+    assert all(e["source"] == "corpus" for e in evidence)
     # The prompt the model saw holds the evidence under its document ids.
     prompt = out["messages"][0].content
-    assert "[document yago/10143/2]" in prompt and "Alan Alda" in prompt
+    assert '<document id="yago/10143/2" source="corpus"' in prompt and "Alan Alda" in prompt
     if label == "NA":
         assert "no readable yes/no" in details["reason"]
 

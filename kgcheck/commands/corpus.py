@@ -44,16 +44,42 @@ def import_(
 
 @corpus_app.command("list")
 @user_errors
-def list_(store: StoreOption = None) -> None:
-    """List the imported datasets with their fact and document counts."""
+def list_(
+    store: StoreOption = None,
+    fetched: Annotated[bool, typer.Option("--fetched", help="List every fetched result and "
+                                          "page (URL, title, fetch time, source).")] = False,
+    source: Annotated[str, typer.Option(help="With --fetched: only this source.")] = "",
+    limit: Annotated[int, typer.Option(help="With --fetched: at most this many rows.")] = 200,
+) -> None:
+    """List the imported datasets and what the evidence sources fetched (the cache)."""
+    from kgcheck.api import fetched_evidence
     from kgcheck.retrievers.store import CorpusStore, default_store_path
 
     path = store or default_store_path()
     if not path.is_file():
-        raise ValueError(f"{path}: no imported corpus; run `kgcheck corpus import` first")
-    table = Table(title=f"Evidence in {path}")
-    for column in ("dataset", "facts", "documents"):
-        table.add_column(column, justify="left" if column == "dataset" else "right")
-    for name, (facts, docs) in CorpusStore(path).counts().items():
-        table.add_row(name, f"{facts:,}", f"{docs:,}")
-    console.print(table)
+        raise ValueError(f"{path}: no corpus store; run `kgcheck corpus import` or a RAG run "
+                         "with --set sources=... first")
+    counts = CorpusStore(path).counts()
+    if counts:
+        table = Table(title=f"Evidence in {path}")
+        for column in ("dataset", "facts", "documents"):
+            table.add_column(column, justify="left" if column == "dataset" else "right")
+        for name, (facts, docs) in counts.items():
+            table.add_row(name, f"{facts:,}", f"{docs:,}")
+        console.print(table)
+    evidence = fetched_evidence(path, source=source, limit=limit)
+    if evidence.counts:
+        table = Table(title="Fetched by evidence sources (cached)")
+        for column in ("source", "requests", "results", "last fetched"):
+            table.add_column(column, justify="left" if column in ("source", "last fetched")
+                             else "right")
+        for name, (asked, results, last) in evidence.counts.items():
+            table.add_row(name, f"{asked:,}", f"{results:,}", last)
+        console.print(table)
+    elif not counts:
+        console.print(f"{path}: holds no documents and no fetched evidence")
+    if fetched:
+        # One line per item, never wrapped: URLs stay whole for copying and grepping.
+        for item in evidence.items:
+            console.print(f"{item.source}\t{item.fetched_at}\t{item.url}\t{item.title[:80]}",
+                          markup=False, highlight=False, soft_wrap=True)

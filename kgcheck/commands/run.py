@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,7 @@ import typer
 from rich.table import Table
 
 from kgcheck.app import app, console, err_console, user_errors
+from kgcheck.data.sampling import parse_ids
 from kgcheck.graphs.context import DEFAULT_MODEL
 
 Opt = typer.Option
@@ -100,6 +102,14 @@ def print_summary(summary: dict[str, Any]) -> None:
     if cost.get("unpriced"):
         console.print(f"cost: no price for {', '.join(cost['unpriced'])} in {cost['pricing']} "
                       "(give one with --pricing FILE)", highlight=False)
+    cached = summary.get("cache")
+    if cached and (cached.get("hits") or cached.get("misses")):
+        console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
+                      f"({cached['path']})")
+    level = summary.get("concurrency")
+    if level:
+        console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
+                      f"{level['backoffs']} back-offs")
     for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
         if key in summary:
             console.print(f"{key}: {summary[key]}")
@@ -137,13 +147,45 @@ def print_estimate(found: Any, out_dir: Path) -> None:
 def run(
     dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
     triples: Annotated[Path | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
-                                        "subject, predicate, object[, id, label].")] = None,
+                                        "subject, predicate, object[, id, label], or RDF: "
+                                        ".nt .nq .ttl .trig .rdf (also .gz).")] = None,
+    sparql: Annotated[str | None, Opt(help="Read the facts from this SPARQL 1.1 endpoint "
+                                      "URL.")] = None,
+    graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
+    where: Annotated[str | None, Opt(help="With --sparql: a pattern binding ?s ?p ?o, e.g. "
+                                     "'?s a <http://ex.org/Person> . ?s ?p ?o'.")] = None,
+    labels: Annotated[Path | None, Opt(help="Gold labels: .csv/.jsonl with id or subject, "
+                                       "predicate, object, and label.")] = None,
+    sample: Annotated[int | None, Opt(help="Check a uniform random sample of N facts (one "
+                                      "pass over the input).")] = None,
+    seed: Annotated[int, Opt(help="Seed of --sample / --stratify: the same seed, the same "
+                             "sample.")] = 0,
+    stratify: Annotated[str | None, Opt(help="Sample per stratum: predicate, subject, "
+                                        "dataset or label.")] = None,
+    per_stratum: Annotated[int | None, Opt(help="With --stratify: K facts of each stratum "
+                                           "(default: proportional to --sample).")] = None,
+    ids: Annotated[str | None, Opt(help="Only these fact ids: ID,ID,... or @FILE.")] = None,
     method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
                                "(`kgcheck graph list`).")] = "dka",
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
     data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
     limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
-    concurrency: Annotated[int, Opt(help="Facts checked at once.")] = 4,
+    concurrency: Annotated[str, Opt(help="Facts checked at once: a number, or auto (adapt "
+                                    "to the server, up to --max-concurrency).")] = "4",
+    max_concurrency: Annotated[int, Opt(help="With --concurrency auto: the most facts at "
+                                        "once.")] = 64,
+    cache: Annotated[Path | None, Opt(help="Answer cache file (default: "
+                                      "$KGCHECK_CACHE_DIR/answers.sqlite, else "
+                                      "~/.cache/kgcheck/answers.sqlite).")] = None,
+    no_cache: Annotated[bool, Opt("--no-cache", help="Ask the model every time; neither "
+                                  "read nor write the answer cache.")] = False,
+    engine: Annotated[str, Opt(help="Where the graphs run: local (this process) or ray (a "
+                               "Ray cluster; pip install 'kgcheck[ray]').")] = "local",
+    ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
+                                           "(host:6379 or ray://host:10001); default: "
+                                           "start a local one.")] = None,
+    ray_workers: Annotated[int | None, Opt(help="With --engine ray: worker actors "
+                                           "(default: the cluster's CPUs, at most 8).")] = None,
     out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
         None
     ),
@@ -170,13 +212,15 @@ def run(
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
     setup_tracing(force=trace)
+    # The command reports failed evidence sources itself, once, after the run.
+    logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
 
     from kgcheck import api
     from kgcheck.evals.runner import VERDICTS, read_verdicts
     from kgcheck.graphs.consensus import settings_class
 
-    if (dataset is None) == (triples is None):
-        raise ValueError("give exactly one of --dataset NAME or --triples FILE")
+    if sum(x is not None for x in (dataset, triples, sparql)) != 1:
+        raise ValueError("give exactly one of --dataset NAME, --triples FILE or --sparql URL")
     if resume and fresh:
         raise ValueError("--resume and --fresh contradict each other; pick one")
     if limit is not None and limit < 1:
@@ -194,9 +238,12 @@ def run(
         if value:
             values[key] = value
     plan = api.plan_run(
-        dataset=dataset, triples=triples, strategy=strategy.name, model=model,
+        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy.name, model=model,
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
-        limit=limit, out=out, settings=values, pricing=pricing)
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
+        settings=values, pricing=pricing)
     for warning in plan.notes:
         err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = plan.out_dir
@@ -205,8 +252,10 @@ def run(
         return
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
-    job = api.execute(plan, concurrency=concurrency, resume=resume, fresh=fresh,
-                      show_progress=progress)
+    job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
+                      resume=resume, fresh=fresh, show_progress=progress,
+                      cache=False if no_cache else (cache or True), engine=engine,
+                      engine_options=_engine_options(engine, ray_address, ray_workers))
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
@@ -216,6 +265,7 @@ def run(
         raise typer.Exit(130) from None
     print_summary(result.summary)
     console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
+    _report_source_failures(result.records)
     if result.aborted:
         advice = (f"fix the setting and start again with --fresh --out {out_dir}"
                   if result.summary.get("aborted_because") == "configuration" else
@@ -223,6 +273,34 @@ def run(
         err_console.print(f"[bold red]error:[/] {result.aborted}; {advice}")
         raise typer.Exit(1)
     _report_errors(result.records, out_dir)
+
+
+def _engine_options(engine: str, address: str | None, workers: int | None) -> dict[str, Any]:
+    """Check the engine flags; the Ray ones mean nothing to another engine."""
+    if engine != "ray" and (address or workers):
+        raise ValueError("--ray-address and --ray-workers need --engine ray")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--ray-workers must be at least 1, got {workers}")
+    options: dict[str, Any] = {}
+    if address:
+        options["address"] = address
+    if workers:
+        options["workers"] = workers
+    return options
+
+
+def _report_source_failures(records: list[dict[str, Any]]) -> None:
+    """Say once per evidence source that it failed, for how many facts, and why."""
+    failed: dict[str, Counter[str]] = {}
+    for record in records:
+        gathering = (record.get("details") or {}).get("gathering") or {}
+        for source, reason in (gathering.get("failed") or {}).items():
+            failed.setdefault(source, Counter())[str(reason)] += 1
+    for source, reasons in failed.items():
+        reason, _ = reasons.most_common(1)[0]
+        err_console.print(f"[bold yellow]warning:[/] evidence source {source} failed for "
+                          f"{sum(reasons.values())} of {len(records)} facts: {reason}",
+                          markup=True, highlight=False)
 
 
 def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:

@@ -50,6 +50,9 @@ class Fact(BaseModel):
     predicate: str
     object: str
     label: bool | None = None
+    names: dict[str, str] | None = Field(
+        default=None, description="Readable names of the terms (subject, predicate, object), "
+        "e.g. from rdfs:label; preferred over names derived from the terms.")
     sentence: str | None = Field(default=None, description="A natural-language rendering, if any.")
     defect: str | None = Field(default=None, description="Why the triple cannot be sent.")
     rdf: dict[str, str] | None = Field(default=None, description="The triple's RDF terms in N-Triples syntax, when read from RDF.")
@@ -89,17 +92,16 @@ class Fact(BaseModel):
     @property
     def readable(self) -> str:
         """The triple as readable text: ``subject predicate object``."""
-        return " ".join(
-            readable_term(t) for t in (self.subject, self.predicate, self.object)
-        )
+        return " ".join(self.readable_terms())
 
     def readable_terms(self) -> tuple[str, str, str]:
-        """Return the three terms, each rendered readable."""
-        return (
-            readable_term(self.subject),
-            readable_term(self.predicate),
-            readable_term(self.object),
-        )
+        """Return the three terms rendered readable: a known name first, else from the term."""
+        names = self.names or {}
+        subject, predicate, obj = (
+            names.get(key) or readable_term(value)
+            for key, value in (("subject", self.subject), ("predicate", self.predicate),
+                               ("object", self.object)))
+        return subject, predicate, obj
 
     def as_input(self) -> FactInput:
         """Return the JSON-plain form used as graph input."""
@@ -114,6 +116,8 @@ class Fact(BaseModel):
             data["sentence"] = self.sentence
         if self.defect:
             data["defect"] = self.defect
+        if self.names:
+            data["names"] = dict(self.names)
         return data
 
 
@@ -144,6 +148,7 @@ class FactInput(TypedDict):
     dataset: NotRequired[str]
     sentence: NotRequired[str]
     defect: NotRequired[str]
+    names: NotRequired[dict[str, str]]
 
 
 class VerdictDict(TypedDict, total=False):

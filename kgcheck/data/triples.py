@@ -1,28 +1,39 @@
-"""Read a user's own facts: CSV, TSV or JSON Lines with subject, predicate, object.
+"""Read a user's own facts: CSV, TSV or JSON Lines with subject, predicate, object, or RDF.
 
 Optional columns: ``id`` (default: the row number) and ``label`` (true/false, 1/0, T/F).
-A malformed row is an error naming the file and the row, never a silent skip.
+RDF files (N-Triples, N-Quads, Turtle, TriG, RDF/XML) go to ``kgcheck.data.rdf``. Every
+format may be gzipped (``kg.nt.gz``). Facts are yielded one at a time, so that a sample of a
+large file never holds the file in memory. A malformed row is an error naming the file and
+the row, never a silent skip or a silently shortened fact.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import json
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kgcheck.data.facts import Fact
+from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
+from kgcheck.data.sources import TriplesError, base_name, check_input, open_binary
 
 REQUIRED = ("subject", "predicate", "object")
 TRUE_WORDS = {"1", "true", "t", "yes", "y"}
 FALSE_WORDS = {"0", "false", "f", "no", "n"}
+TABLE_SUFFIXES = (".csv", ".tsv")
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+SUFFIXES = (*TABLE_SUFFIXES, *JSONL_SUFFIXES, *RDF_SUFFIXES)
+QUOTING_HINT = 'a field holding the delimiter must be quoted, e.g. "Paris, France"'
+
+__all__ = ["TriplesError", "iter_triples", "read_triples", "parse_label"]
 
 
-class TriplesError(ValueError):
-    """A triples file that cannot be read as facts."""
-
-
-def _label(value: Any, where: str) -> bool | None:
+def parse_label(value: Any, where: str) -> bool | None:
+    """Read a gold label (true/false, 1/0, T/F, yes/no); blank is unknown."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
@@ -35,54 +46,135 @@ def _label(value: Any, where: str) -> bool | None:
     raise TriplesError(f"{where}: label {value!r} is not true/false, 1/0 or T/F")
 
 
+def _fact_id(row: dict[str, Any], where: str, row_number: int) -> str:
+    if "id" not in row or row["id"] is None:
+        return str(row_number)
+    text = str(row["id"]).strip()  # 0 is an id like any other
+    if not text:
+        raise TriplesError(f"{where}: id is blank; give every row an id or leave the id "
+                           "out (then the row number is the id)")
+    return text
+
+
 def _fact(row: dict[str, Any], where: str, row_number: int, dataset: str) -> Fact:
     missing = [k for k in REQUIRED if row.get(k) is None or not str(row.get(k)).strip()]
     if missing:
         raise TriplesError(f"{where}: missing {', '.join(missing)}")
-    fact_id = str(row.get("id") or row_number)
-    return Fact.from_triple(
-        fact_id, dataset, [str(row[k]).strip() for k in REQUIRED], _label(row.get("label"), where)
-    )
+    return Fact.from_triple(_fact_id(row, where, row_number), dataset,
+                            [str(row[k]).strip() for k in REQUIRED],
+                            parse_label(row.get("label"), where))
 
 
-def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
-    """Load facts from a .csv, .tsv or .jsonl file; ``dataset`` defaults to the file stem."""
-    path = Path(path)
-    if not path.is_file():
-        raise TriplesError(f"{path}: file not found")
-    dataset = dataset or path.stem
-    suffix = path.suffix.lower()
-    facts: list[Fact] = []
-    if suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise TriplesError(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise TriplesError(f"{path}, line {n}: expected a JSON object")
-                facts.append(_fact(row, f"{path}, line {n}", n, dataset))
-    elif suffix in (".csv", ".tsv"):
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            header = [h.strip().lower() for h in reader.fieldnames or []]
+def _text_lines(fh: IO[bytes], path: Path) -> Iterator[str]:
+    """Decode a file line by line, so that bad bytes are reported with their line."""
+    number = 0
+    try:
+        for number, raw in enumerate(fh, start=1):  # noqa: B007 - the count is the location
+            if b"\x00" in raw:
+                raise TriplesError(f"{path}, line {number}: holds NUL bytes, so it is a binary "
+                                   "file, not text; give a CSV, TSV or JSON Lines file")
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise TriplesError(
+                    f"{path}, line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                    f"column {exc.start + 1}); save the file as UTF-8") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise TriplesError(f"{path}, line {number + 1}: broken gzip data ({exc})") from None
+
+
+def _table_rows(path: Path, dataset: str, delimiter: str) -> Iterator[Fact]:
+    kind = "TSV" if delimiter == "\t" else "CSV"
+    with open_binary(path) as fh:
+        reader = csv.reader(_text_lines(fh, path), delimiter=delimiter)
+        rows = records = 0
+        try:
+            header = [h.strip().lower() for h in next(reader, [])]
+            seen: set[str] = set()
+            for name in header:
+                if name and name in seen:
+                    raise TriplesError(f"{path}, row 1: the header names column {name!r} "
+                                       "twice; give each column once")
+                seen.add(name)
             absent = [k for k in REQUIRED if k not in header]
             if absent:
                 raise TriplesError(
-                    f"{path}: header lacks {', '.join(absent)} (found: {', '.join(header)})"
-                )
-            for n, raw in enumerate(reader, start=2):
-                row = {str(k).strip().lower(): v for k, v in raw.items() if k is not None}
-                facts.append(_fact(row, f"{path}, row {n}", n - 1, dataset))
+                    f"{path}: header lacks {', '.join(absent)} (found: {', '.join(header)})")
+            for fields in reader:
+                rows += 1
+                n = rows + 1  # the header is row 1, as in a spreadsheet
+                if not fields or not any(f.strip() for f in fields):
+                    continue
+                if len(fields) > len(header) and any(f.strip() for f in fields[len(header):]):
+                    raise TriplesError(
+                        f"{path}, row {n}: {len(fields)} fields but the header has "
+                        f"{len(header)}; {QUOTING_HINT}")
+                records += 1
+                row = dict(zip(header, fields, strict=False))
+                yield _fact(row, f"{path}, row {n}", records, dataset)
+        except csv.Error as exc:
+            detail = str(exc)
+            if "field limit" in detail:
+                detail = (f"a field is longer than {csv.field_size_limit():,} characters "
+                          "(128 KiB); an unclosed quote makes the rest of the file one field")
+            raise TriplesError(f"{path}, row {rows + 2}: malformed {kind} ({detail})") from None
+
+
+def _jsonl_rows(path: Path, dataset: str) -> Iterator[Fact]:
+    with open_binary(path) as fh:
+        for n, line in enumerate(_text_lines(fh, path), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TriplesError(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise TriplesError(f"{path}, line {n}: expected a JSON object")
+            yield _fact(row, f"{path}, line {n}", n, dataset)
+
+
+def _unique(facts: Iterator[Fact], path: Path) -> Iterator[Fact]:
+    """Refuse a second fact with an id already seen (one dictionary look-up per fact)."""
+    first: dict[str, int] = {}
+    for n, fact in enumerate(facts, start=1):
+        earlier = first.setdefault(fact.id, n)
+        if earlier != n:
+            raise TriplesError(f"{path}: fact id {fact.id!r} appears more than once (facts "
+                               f"{earlier:,} and {n:,}); ids must be unique")
+        yield fact
+
+
+def iter_triples(path: str | Path, dataset: str = "", *, reader: RdfReader | None = None
+                 ) -> Iterator[Fact]:
+    """Yield facts from a triples file one by one; ``dataset`` defaults to the file stem.
+
+    For RDF, ``reader`` may be an ``RdfReader`` of the file (to read its names afterwards).
+    """
+    path = check_input(path)
+    stem, suffix = base_name(path)
+    dataset = dataset or stem
+    if suffix in RDF_SUFFIXES:
+        yield from (reader or RdfReader(path, dataset))
+    elif suffix in TABLE_SUFFIXES:
+        yield from _unique(_table_rows(path, dataset, "\t" if suffix == ".tsv" else ","), path)
+    elif suffix in JSONL_SUFFIXES:
+        yield from _unique(_jsonl_rows(path, dataset), path)
     else:
-        raise TriplesError(f"{path}: unsupported format {suffix!r}; use .csv, .tsv or .jsonl")
-    ids = [f.id for f in facts]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise TriplesError(f"{path}: fact id {dup!r} appears more than once")
+        raise TriplesError(f"{path}: unsupported format {suffix!r}; use "
+                           f"{', '.join(SUFFIXES)} (optionally .gz)")
+
+
+def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
+    """Load every fact of a triples file (CSV, TSV, JSON Lines or RDF)."""
+    reader = None
+    path = check_input(path)
+    if base_name(path)[1] in RDF_SUFFIXES:
+        reader = RdfReader(path, dataset or base_name(path)[0])
+    facts = list(iter_triples(path, dataset, reader=reader))
     if not facts:
         raise TriplesError(f"{path}: no facts found")
-    return facts
+    if reader is None:
+        return facts
+    # A triple written twice is one fact (ids are the triples' hashes).
+    return reader.named(list({f.id: f for f in facts}.values()))

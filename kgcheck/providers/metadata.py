@@ -15,4 +15,6 @@ METHOD = "kgcheck_method"
 # absent for strategies the study did not run.
 RECORDED_METHOD = "kgcheck_recorded"
 STEP = "kgcheck_step"
+# Which of k independent draws of the same call this is (self-consistency's sample index).
+SAMPLE = "kgcheck_sample"
 RUN_ID = "kgcheck_run_id"

@@ -12,6 +12,7 @@ from functools import cache
 
 from langchain_core.language_models import BaseChatModel
 
+from kgcheck.providers import pressure
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import (
@@ -82,6 +83,9 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
         num_predict=settings.max_tokens,
         repeat_penalty=settings.repeat_penalty,
         client_kwargs={"timeout": settings.timeout, "verify": ssl_context()},
+        # 429 and 503 answers tell an adaptive concurrency limit to back off.
+        async_client_kwargs={"event_hooks": pressure.async_hooks()},
+        sync_client_kwargs={"event_hooks": pressure.sync_hooks()},
         max_retries=max(0, settings.max_retries),
         retry_backoff=settings.retry_backoff,
         request_timeout=settings.timeout,

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 
+from kgcheck.providers import pressure
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import (
@@ -22,6 +24,7 @@ from kgcheck.providers.transports import (
     explain_failure,
     is_transient,
     redact_url,
+    ssl_context,
 )
 
 
@@ -82,6 +85,13 @@ def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: st
         kwargs["max_completion_tokens"] = settings.max_tokens
     # The class is made at first use, so its extra pydantic fields are not known statically.
     chat_openai: Callable[..., BaseChatModel] = explained_chat_openai()
+    # Own clients: langchain-openai's default async client is cached process-wide and bound
+    # to the first event loop, so a second run in one process (a new loop) would meet dead
+    # pooled connections and send each call twice. Models are built once per event loop.
+    kwargs["http_async_client"] = httpx.AsyncClient(
+        timeout=settings.timeout, verify=ssl_context(), event_hooks=pressure.async_hooks())
+    kwargs["http_client"] = httpx.Client(timeout=settings.timeout, verify=ssl_context(),
+                                         event_hooks=pressure.sync_hooks())
     return chat_openai(
         spec=spec,
         model=name,

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
+from kgcheck.providers import pressure
+
 # The longest pause between two retries, whatever the backoff setting.
 RETRY_BACKOFF_MAX = 8.0
 
@@ -115,6 +117,8 @@ class RetryingModel:
         if not is_transient(exc):
             self._not_found(exc)
             return True
+        # Overloaded or slow: an adaptive concurrency limit backs off on this.
+        pressure.report(exc)
         if attempt > self.max_retries:
             self._fail(exc, attempt)
             return True

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 
 from tests.stubs import AzureStub, Behaviour, OllamaStub, OpenAIStub
 from tests.stubs.azure import API_VERSION, KEY
+from tests.stubs.base import serve_in_foreground
 
 
 def main() -> None:
@@ -21,17 +22,12 @@ def main() -> None:
     behaviour = Behaviour(answer=args.answer, fail_times=args.fail, fail_status=args.status,
                           hang=args.hang)
     kinds = {"ollama": OllamaStub, "openai": OpenAIStub, "azure": AzureStub}
-    stub = kinds[args.kind](behaviour)
-    with stub:
-        print(stub.url, flush=True)
-        if args.kind == "azure":
-            print(f"AZURE_OPENAI_ENDPOINT={stub.url} AZURE_OPENAI_API_KEY={KEY} "
-                  f"OPENAI_API_VERSION={API_VERSION}  (deployment: gpt-4o-mini)", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    if args.kind == "azure":
+        # On stderr: standard output's first line is the URL, for the process reading it.
+        print(f"set AZURE_OPENAI_ENDPOINT=<the URL below>, AZURE_OPENAI_API_KEY={KEY}, "
+              f"OPENAI_API_VERSION={API_VERSION}; deployment: gpt-4o-mini", file=sys.stderr,
+              flush=True)
+    serve_in_foreground(kinds[args.kind](behaviour))
 
 
 if __name__ == "__main__":

@@ -282,3 +282,14 @@ def pieces(text: str, size: int) -> list[str]:
     """Split ``text`` into streamed pieces of ``size`` characters (at least one piece)."""
     size = max(1, size)
     return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def serve_in_foreground(stub: StubServer) -> None:
+    """Run ``stub``, print its URL (for the process that started this one), until Ctrl-C."""
+    with stub:
+        print(stub.url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,111 @@
+"""Gold labels from a separate file (``--labels FILE``), for facts read from RDF or SPARQL.
+
+A CSV/TSV or JSON Lines file whose rows give a ``label`` and either the fact's ``id`` or its
+triple (``subject``, ``predicate``, ``object``: plain values as kgcheck shows them, or RDF
+terms in N-Triples syntax such as ``<http://ex.org/a>`` and ``"5"^^<...#integer>``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgcheck.data.facts import Fact
+from kgcheck.data.sources import TriplesError, base_name, check_input, open_binary
+
+TERMS = ("subject", "predicate", "object")
+
+
+def _label(value: Any, where: str) -> bool:
+    text = str(value).strip().lower() if value is not None else ""
+    if isinstance(value, bool):
+        return value
+    if text in {"1", "true", "t", "yes", "y"}:
+        return True
+    if text in {"0", "false", "f", "no", "n"}:
+        return False
+    raise TriplesError(f"{where}: label {value!r} is not true/false, 1/0 or T/F")
+
+
+@dataclass
+class GoldLabels:
+    """Labels by fact id and by triple; ``apply`` sets them on the facts they match."""
+
+    by_id: dict[str, bool] = field(default_factory=dict)
+    by_triple: dict[tuple[str, str, str], bool] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.by_id) + len(self.by_triple)
+
+    def label_of(self, fact: Fact) -> bool | None:
+        """Return the gold label of a fact, matched by id, then RDF terms, then values."""
+        if fact.id in self.by_id:
+            return self.by_id[fact.id]
+        if fact.rdf:
+            key = (fact.rdf["subject"], fact.rdf["predicate"], fact.rdf["object"])
+            if key in self.by_triple:
+                return self.by_triple[key]
+        return self.by_triple.get((fact.subject, fact.predicate, fact.object))
+
+    def apply(self, facts: Iterable[Fact]) -> list[Fact]:
+        """Return the facts with their gold labels set where this file has one."""
+        out = []
+        for fact in facts:
+            label = self.label_of(fact)
+            out.append(fact if label is None else fact.model_copy(update={"label": label}))
+        return out
+
+
+def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    suffix = base_name(path)[1]
+    with open_binary(path) as fh:
+        try:
+            text = [line.decode("utf-8-sig") for line in fh]
+        except UnicodeDecodeError:
+            raise TriplesError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
+    if suffix in (".jsonl", ".ndjson"):
+        for n, line in enumerate(text, start=1):
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise TriplesError(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise TriplesError(f"{path}, line {n}: expected a JSON object")
+                yield f"{path}, line {n}", row
+    elif suffix in (".csv", ".tsv"):
+        reader = csv.reader(text, delimiter="\t" if suffix == ".tsv" else ",")
+        header = [h.strip().lower() for h in next(reader, [])]
+        for n, fields in enumerate(reader, start=2):
+            if len(fields) > len(header) and any(f.strip() for f in fields[len(header):]):
+                raise TriplesError(f"{path}, row {n}: {len(fields)} fields but the header has "
+                                   f"{len(header)}; quote fields holding the delimiter")
+            if any(f.strip() for f in fields):
+                yield f"{path}, row {n}", dict(zip(header, fields, strict=False))
+    else:
+        raise TriplesError(f"{path}: labels must be .csv, .tsv or .jsonl, not {suffix!r}")
+
+
+def read_gold(path: str | Path) -> GoldLabels:
+    """Read a labels file; each row needs a label and an id or a full triple."""
+    path = check_input(path)
+    gold = GoldLabels()
+    for where, row in _rows(path):
+        if row.get("label") is None or not str(row["label"]).strip():
+            raise TriplesError(f"{where}: missing label")
+        label = _label(row["label"], where)
+        if row.get("id") is not None and str(row["id"]).strip():
+            gold.by_id[str(row["id"]).strip()] = label
+        elif all(row.get(k) is not None and str(row[k]).strip() for k in TERMS):
+            subject, predicate, obj = (str(row[k]).strip() for k in TERMS)
+            gold.by_triple[(subject, predicate, obj)] = label
+        else:
+            raise TriplesError(f"{where}: give the fact's id or its subject, predicate and "
+                               "object")
+    if not gold:
+        raise TriplesError(f"{path}: no labels found")
+    return gold

@@ -1,0 +1,218 @@
+"""Choose which facts of a stream to check, without holding the stream in memory.
+
+``--limit N`` takes the first N; ``--sample N --seed S`` a uniform random sample in one pass
+(reservoir sampling, Algorithm R); ``--stratify KEY`` a sample per stratum, either
+proportional to the strata (a counting pass, then one reservoir per stratum) or
+``--per-stratum K``; ``--ids`` the facts with the given ids. The same seed over the same
+stream gives the same sample, and the chosen facts keep the stream's order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+
+from kgcheck.data.facts import Fact
+
+Stream = Callable[[], Iterable[Fact]]
+
+STRATA: dict[str, Callable[[Fact], str]] = {
+    "predicate": lambda f: f.predicate,
+    "subject": lambda f: f.subject,
+    "dataset": lambda f: f.dataset,
+    "label": lambda f: "unknown" if f.label is None else ("T" if f.label else "F"),
+}
+
+
+class SelectionError(ValueError):
+    """A selection that cannot be made (bad sizes, an unknown key, ids not in the input)."""
+
+
+@dataclass
+class Selection:
+    """The chosen facts, in input order, and notes about the choice for the user."""
+
+    facts: list[Fact]
+    seen: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_ids(text: str) -> list[str]:
+    """Read ``ID,ID,...`` or ``@FILE`` (one id per line, or comma-separated) into ids."""
+    text = text.strip()
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SelectionError(f"--ids {path}: cannot be read ({exc})") from None
+    ids = [part.strip() for line in text.splitlines() for part in line.split(",")]
+    ids = [i for i in ids if i]
+    if not ids:
+        raise SelectionError("--ids names no id")
+    return ids
+
+
+def _stratum_key(name: str) -> Callable[[Fact], str]:
+    try:
+        return STRATA[name]
+    except KeyError:
+        raise SelectionError(f"unknown --stratify key {name!r}; known: "
+                             f"{', '.join(sorted(STRATA))}") from None
+
+
+def _reservoir(items: Iterable[tuple[int, Fact]], size: int, rng: random.Random
+               ) -> tuple[list[tuple[int, Fact]], int]:
+    """Keep a uniform sample of ``size`` items (Algorithm R); return it and the count seen."""
+    kept: list[tuple[int, Fact]] = []
+    seen = 0
+    for seen, item in enumerate(items, start=1):  # noqa: B007 - seen is the total
+        if len(kept) < size:
+            kept.append(item)
+        else:
+            slot = rng.randrange(seen)
+            if slot < size:
+                kept[slot] = item
+    return kept, seen
+
+
+def _quotas(counts: Counter[str], total: int) -> dict[str, int]:
+    """Split ``total`` over strata in proportion to their sizes (largest remainders)."""
+    size = sum(counts.values())
+    exact = {key: total * n / size for key, n in counts.items()}
+    quotas = {key: int(value) for key, value in exact.items()}
+    short = total - sum(quotas.values())
+    by_remainder = sorted(exact, key=lambda k: (-(exact[k] - quotas[k]), k))
+    for key in by_remainder[:short]:
+        quotas[key] += 1
+    return quotas
+
+
+def _stratified(stream: Stream, key: Callable[[Fact], str], rng: random.Random, *,
+                total: int | None, per_stratum: int | None, notes: list[str]
+                ) -> tuple[list[tuple[int, Fact]], int]:
+    if per_stratum is not None:
+        quota: Callable[[str], int] = lambda _k: per_stratum  # noqa: E731
+        counts = None
+    else:
+        counts = Counter(key(f) for f in stream())
+        quotas = _quotas(counts, min(total or 0, sum(counts.values())))
+        quota = quotas.__getitem__
+    reservoirs: dict[str, list[tuple[int, Fact]]] = {}
+    seen: Counter[str] = Counter()
+    n = -1
+    for n, fact in enumerate(stream()):
+        stratum = key(fact)
+        size = quota(stratum)
+        seen[stratum] += 1
+        kept = reservoirs.setdefault(stratum, [])
+        if len(kept) < size:
+            kept.append((n, fact))
+        elif size:
+            slot = rng.randrange(seen[stratum])
+            if slot < size:
+                kept[slot] = (n, fact)
+    small = sorted(k for k, c in seen.items() if per_stratum and c < per_stratum)
+    if small:
+        notes.append(f"{len(small)} of {len(seen)} strata have fewer than {per_stratum} facts "
+                     f"(e.g. {small[0]!r}): all of their facts are checked")
+    chosen = [item for kept in reservoirs.values() for item in kept]
+    if counts is not None and len(counts) > len(chosen):
+        notes.append(f"{len(counts)} strata but a sample of {len(chosen)}: the smallest strata "
+                     "get no fact; use --per-stratum K for K facts of each")
+    return chosen, n + 1
+
+
+def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
+                 sample: int | None = None, seed: int | None = 0,
+                 stratify: str | None = None, per_stratum: int | None = None,
+                 ids: Sequence[str] | None = None) -> Selection:
+    """Choose facts from a stream; see the module docstring for each way.
+
+    ``facts`` is an iterable, or a function returning a fresh iterator (needed only for a
+    proportional ``stratify``, which counts the strata first). ``ids`` filters first, then
+    ``sample``/``stratify`` draw, then ``limit`` caps the result.
+    """
+    for name, value in (("limit", limit), ("sample", sample), ("per_stratum", per_stratum)):
+        if value is not None and value < 1:
+            raise SelectionError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if per_stratum is not None and stratify is None:
+        raise SelectionError("--per-stratum needs --stratify KEY")
+    if stratify is not None and sample is None and per_stratum is None:
+        raise SelectionError(f"--stratify {stratify} needs --sample N (proportional) or "
+                             "--per-stratum K")
+    key = _stratum_key(stratify) if stratify is not None else None
+    if callable(facts):
+        opener: Stream = facts
+    elif isinstance(facts, Sequence):
+        opener = lambda: facts  # noqa: E731 - a list can be read twice
+    else:
+        once = facts
+        opener = lambda: once  # noqa: E731 - a one-shot iterator: read once only
+        if key is not None and per_stratum is None:
+            kept_all = list(once)
+            opener = lambda: kept_all  # noqa: E731
+    wanted = set(ids) if ids else None
+
+    def stream() -> Iterator[Fact]:
+        source = iter(opener())
+        if wanted is None:
+            return source
+        return _by_ids(source, wanted)
+
+    notes: list[str] = []
+    rng = random.Random(seed)
+    seen: int | None = None
+    if key is not None:
+        chosen, seen = _stratified(stream, key, rng, total=sample, per_stratum=per_stratum,
+                                   notes=notes)
+    elif sample is not None:
+        chosen, seen = _reservoir(enumerate(stream()), sample, rng)
+        if seen <= sample:
+            notes.append(f"--sample {sample} asks for more facts than there are ({seen:,}): "
+                         "all of them are checked")
+    else:
+        source: Iterable[Fact] = stream()
+        if limit is not None and wanted is None:
+            # Read no further than needed: the first N of a huge file are there at once.
+            source, limit = islice(source, limit), None
+        chosen = list(enumerate(source))
+    result = _distinct([fact for _n, fact in sorted(chosen, key=lambda item: item[0])], notes)
+    if wanted is not None:
+        found = {f.id for f in result} if sample is None and key is None else None
+        if found is not None and (missing := [i for i in ids or [] if i not in found]):
+            raise SelectionError(f"--ids: {len(missing)} id(s) not in the input, e.g. "
+                                 f"{', '.join(missing[:3])}")
+    if limit is not None:
+        result = result[:limit]
+    return Selection(result, seen, notes)
+
+
+def _distinct(facts: list[Fact], notes: list[str]) -> list[Fact]:
+    """Drop repeats of a fact id among the chosen (a line repeated in an RDF file)."""
+    first: dict[str, Fact] = {}
+    for fact in facts:
+        first.setdefault(fact.id, fact)
+    kept = list(first.values())
+    if len(kept) < len(facts):
+        notes.append(f"{len(facts) - len(kept)} chosen fact(s) repeat another (the same "
+                     "triple twice in the input): each is checked once")
+    return kept
+
+
+def _by_ids(facts: Iterator[Fact], wanted: set[str]) -> Iterator[Fact]:
+    """Yield the facts whose id is wanted, stopping once all of them were found."""
+    left = set(wanted)
+    for fact in facts:
+        if fact.id in left:
+            left.discard(fact.id)
+            yield fact
+            if not left:
+                return
+
+
+__all__ = ["STRATA", "Selection", "SelectionError", "parse_ids", "select_facts"]

@@ -1,0 +1,49 @@
+"""Open a user's input file: one check for what the path is, and the error every reader raises.
+
+A missing path, a folder or a device (``/dev/zero``) is named as such before any reading;
+``.gz`` files are read through gzip, so every format can be compressed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import stat
+from pathlib import Path
+from typing import IO, cast
+
+
+class TriplesError(ValueError):
+    """A triples file (or endpoint) that cannot be read as facts; the message says where."""
+
+
+def check_input(path: str | Path) -> Path:
+    """Return ``path`` when it is a regular file, else raise a precise ``TriplesError``."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise TriplesError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise TriplesError(f"{path}: cannot be read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise TriplesError(f"{path}: is a folder, not a file; give the triples file in it")
+    if not stat.S_ISREG(mode):
+        raise TriplesError(f"{path}: is not a regular file (a device, pipe or socket); "
+                           "give a file of triples")
+    return path
+
+
+def base_name(path: Path) -> tuple[str, str]:
+    """Return the file's stem and its format suffix, looking through a ``.gz`` ending."""
+    name = path.name
+    if name.lower().endswith(".gz"):
+        name = name[:-3]
+    stem, dot, suffix = name.rpartition(".")
+    return (stem, "." + suffix.lower()) if dot and stem else (name, "")
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """Open a file for reading bytes, decompressing ``.gz`` files on the fly."""
+    if path.name.lower().endswith(".gz"):
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return path.open("rb")

@@ -1,0 +1,69 @@
+"""Back-pressure signals: a model server saying it is overloaded (429, 503, timeouts).
+
+The retrying transports report every transient failure here, retried or not, so that an
+adaptive concurrency limit can back off before failures reach a verdict. Listeners are
+per run (a context variable), so two runs in one process do not slow each other down.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+Listener = Callable[[BaseException], None]
+# Responses that say "fewer requests, please", whatever retries the client then makes.
+OVERLOAD_STATUS = frozenset({408, 429, 502, 503, 504})
+
+
+class Overloaded(Exception):
+    """A server answered with an overload status (the signal; nothing raises it)."""
+
+    def __init__(self, status_code: int, url: str) -> None:
+        super().__init__(f"{url} answered {status_code}")
+        self.status_code = status_code
+
+_LISTENERS: contextvars.ContextVar[tuple[Listener, ...]] = contextvars.ContextVar(
+    "kgcheck_pressure_listeners", default=())
+
+
+def report(exc: BaseException) -> None:
+    """Tell the current run's listeners that a call failed in a way worth backing off for."""
+    for listener in _LISTENERS.get():
+        listener(exc)
+
+
+@contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """Call ``listener`` with every overload signal raised inside this block."""
+    token = _LISTENERS.set((*_LISTENERS.get(), listener))
+    try:
+        yield
+    finally:
+        _LISTENERS.reset(token)
+
+
+async def _on_response(response: httpx.Response) -> None:
+    if response.status_code in OVERLOAD_STATUS:
+        report(Overloaded(response.status_code, str(response.request.url.host)))
+
+
+def _on_response_sync(response: httpx.Response) -> None:
+    if response.status_code in OVERLOAD_STATUS:
+        report(Overloaded(response.status_code, str(response.request.url.host)))
+
+
+def async_hooks() -> dict[str, list[Any]]:
+    """Return httpx event hooks that report overload statuses, for an ``AsyncClient``.
+
+    SDK clients retry 429 and 503 on their own; the hook sees every such answer.
+    """
+    return {"response": [_on_response]}
+
+
+def sync_hooks() -> dict[str, list[Any]]:
+    """Return the same hooks for a blocking ``httpx.Client``."""
+    return {"response": [_on_response_sync]}

@@ -1,0 +1,1 @@
+"""Evidence sources for any KG: web search, page fetching, Wikipedia and a reference KG."""
