@@ -218,3 +218,41 @@ def test_run_table_shows_accuracy_macro_f1_confusion_and_cost(tmp_path: Path, sc
     gold_t = next(line for line in lines if line.startswith("│ T "))
     assert [cell.strip() for cell in gold_t.split("│")[1:5]] == ["T", "2", "1", "0"]
     assert "cost $0.0000" in result.output  # a scripted model is free
+
+
+TTL = """@prefix ex: <http://example.org/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+ex:Paris ex:capitalOf ex:France ; rdfs:label "Paris"@en .
+ex:Paris ex:population "2100000"^^<http://www.w3.org/2001/XMLSchema#integer> .
+_:b1 ex:name "Rome"@it .
+"""
+
+
+def test_a_turtle_run_exports_its_own_terms_unchanged(tmp_path: Path, scripted) -> None:
+    kg = tmp_path / "kg.ttl"
+    kg.write_text(TTL)
+    spec = scripted("ttl", ["F", "F", "T"])
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--triples", str(kg), "--model", spec, "--concurrency",
+                                 "1", "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    records = _lines(out / "verdicts.jsonl")
+    assert all(r["rdf"] and r["checked_at"] for r in records)
+    result = runner.invoke(app, ["export", str(out), "-f", "nt", "--rdf", "plain", "--out", "-"])
+    assert result.exit_code == 0, result.output
+    exported = {q.triple for q in ox.parse(result.stdout, format=ox.RdfFormat.N_TRIPLES)}
+    given = {q.triple for q in ox.parse(TTL, format=ox.RdfFormat.TURTLE)
+             if q.predicate != ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#label")}
+    named = {t for t in given if not isinstance(t.subject, ox.BlankNode)}
+    assert named <= exported and len(exported) == len(given) == 3
+    (blank,) = [t for t in exported if isinstance(t.subject, ox.BlankNode)]
+    assert blank.object == ox.Literal("Rome", language="it")
+    # The false ones only, annotated: their verdict nodes point at the same terms.
+    kgcheck.export(out, "ttl", tmp_path / "false.ttl", only="F")
+    store = ox.Store()
+    store.load(path=str(tmp_path / "false.ttl"), format=ox.RdfFormat.TURTLE)
+    objects = {row["o"] for row in store.query(
+        "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> "
+        "SELECT ?o WHERE { ?v rdf:object ?o }")}
+    assert len(objects) == 2
+    assert objects <= {t.object for t in exported}
