@@ -24,7 +24,7 @@ import pyoxigraph as ox
 
 import kgcheck
 from kgcheck.data.facts import Fact
-from kgcheck.evals.estimate import estimate
+from kgcheck.evals.cost_estimate import estimate
 from kgcheck.graphs.registry import get_strategy
 
 

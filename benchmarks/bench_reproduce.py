@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rag_corpus import fail, skip  # noqa: E402
+
 DEFAULT_DATA = ROOT.parent / "shared" / "factcheck-data"
 
 
@@ -39,7 +42,7 @@ def measure(data: Path, plots: bool) -> dict[str, object]:
                               text=True, env=env, cwd=ROOT)
         seconds = time.perf_counter() - started
         if done.returncode != 0:
-            raise SystemExit(f"reproduce failed: {done.stderr}")
+            fail(f"reproduce failed: {done.stderr.strip()}")
         cpu, peak_kb = done.stdout.strip().splitlines()[-1].split()
         records = json.loads((out / "tables.json").read_text(encoding="utf-8"))
         files = list((out / "plots").iterdir()) if plots else []
@@ -59,8 +62,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     args = parser.parse_args()
+    if not args.data.is_dir() and args.data == DEFAULT_DATA:
+        skip(f"no full upstream data folder at {args.data}; the vendored copy is too small "
+             "to measure: clone https://github.com/FactCheck-AI/FactCheck (dataset/ and "
+             "results/paper_results/) and pass it with --data DIR")
     if not args.data.is_dir():
-        raise SystemExit(f"{args.data}: data folder not found")
+        fail(f"--data {args.data}: data folder not found")
     runs = [measure(args.data, plots=True), measure(args.data, plots=False)]
     print(json.dumps({
         "benchmark": "reproduce",

@@ -21,7 +21,7 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import has_recordings
 from kgcheck.evals.concurrency import Limit
 from kgcheck.evals.engines import Engine, GraphKey, LocalEngine
-from kgcheck.evals.metrics import consensus_alignment, tie_rate
+from kgcheck.evals.metrics import consensus_alignment, f1_true_false, tie_rate
 from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
 from kgcheck.graphs.consensus import ConsensusContext, member_specs, member_values
 from kgcheck.graphs.context import Context, make_context
@@ -54,6 +54,22 @@ def alignment_of(records: Sequence[Mapping[str, Any]], members: Sequence[str]) -
     return {m: round(scores.get(m, 0.0), 4) for m in members}
 
 
+def member_scores(records: Sequence[Mapping[str, Any]],
+                  members: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each member's own F1(T), F1(F) (None without gold labels) and NA votes, from its votes."""
+    scores: dict[str, dict[str, Any]] = {}
+    for member in members:
+        labels = [(r.get("gold"), vote["label"]) for r in records
+                  for vote in (r.get("details") or {}).get("votes") or []
+                  if vote.get("model") == member]
+        scored = [(g == "T", p) for g, p in labels if g in ("T", "F")]
+        f1_t, f1_f = f1_true_false([g for g, _ in scored], [p for _, p in scored]) if scored \
+            else (None, None)
+        scores[member] = {"f1_true": f1_t, "f1_false": f1_f, "votes": len(labels),
+                          "na": sum(1 for _, p in labels if p == "NA")}
+    return scores
+
+
 def consensus_summary(records: Sequence[Mapping[str, Any]], members: Sequence[str],
                       **extra: Any) -> dict[str, Any]:
     """Summarize a consensus run: ties, CA_M per member, judge calls, member errors."""
@@ -63,6 +79,7 @@ def consensus_summary(records: Sequence[Mapping[str, Any]], members: Sequence[st
         "tie_rate": round(tie_rate(votes), 4),
         "ties": sum(1 for d in details if d.get("decision") == "tie"),
         "alignment": alignment_of(records, members),
+        "member_scores": member_scores(records, members),
         "judge_calls": sum(1 for d in details if d.get("judge_called")),
         "judge_decided": sum(1 for d in details if d.get("judge_decided")),
         "member_errors": sum(int(d.get("member_errors") or 0) for d in details),
@@ -142,7 +159,7 @@ async def run_consensus(
         return extras
 
     def final_run(ctx: ConsensusContext, judge_spec: str | None, source: str,
-                  votes_of: Mapping[str, list[Any]] | None = None,
+                  votes_of: Mapping[str, list[Any]] | None = None, phase: str = "members",
                   **more: Any) -> Any:
         async def invoke(fact: Fact) -> dict[str, Any]:
             state: dict[str, Any] = {"fact": fact.as_input()}
@@ -153,7 +170,7 @@ async def run_consensus(
 
         info.settings = {**info.settings, "judge_model": judge_spec or JUDGE_NONE}
         return run_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
-                         fresh=fresh, show_progress=show_progress,
+                         fresh=fresh, show_progress=show_progress, phase=phase,
                          summary_extras=summary_extras(judge_spec, source, **more))
 
     def judged_context(
@@ -175,7 +192,8 @@ async def run_consensus(
             given = {m: given[m] if m in given else given[split_spec(m)[1]] for m in members
                      if m in given or split_spec(m)[1] in given}
         ctx, spec = judged_context(given)
-        return await final_run(ctx, spec, "given" if setting in CONS_JUDGES else "fixed")
+        return await final_run(ctx, spec, "given" if setting in CONS_JUDGES else "fixed",
+                               phase="members" if spec is None else "consensus")
 
     # Phase 1: every member votes on every fact; no judge yet.
     votes_info = RunInfo(dataset=info.dataset, strategy=info.strategy, method=info.method,
@@ -188,7 +206,7 @@ async def run_consensus(
 
     phase1 = await run_facts(
         facts, vote, votes_info, out_dir / VOTES_DIR, concurrency=concurrency, resume=resume,
-        fresh=fresh, show_progress=show_progress,
+        fresh=fresh, show_progress=show_progress, phase="members",
         summary_extras=summary_extras(None, "phase 1: votes only"),
     )
     if phase1.aborted:
@@ -200,7 +218,7 @@ async def run_consensus(
     votes_of = {str(r["fact_id"]): r["details"]["votes"] for r in phase1.records
                 if (r.get("details") or {}).get("votes")}
     return await final_run(
-        ctx, spec, "measured", votes_of,
+        ctx, spec, "measured", votes_of, phase="judge",
         votes_phase={"out_dir": str(out_dir / VOTES_DIR),
                      "ran_this_time": phase1.summary.get("ran_this_time"),
                      "seconds": phase1.summary.get("seconds")},

@@ -8,7 +8,7 @@ deployment's name); replayed answers cost nothing (no model is called), nor do O
 models the file does not list (they run on your machine); any other model the file does not
 list has no cost (None, shown as "-") and is named in ``unpriced``.
 
-The estimate before a run (``kgcheck run --dry-run``) is ``evals.estimate``'s; this module
+The estimate before a run (``kgcheck run --dry-run``) is ``evals.cost_estimate``'s; this module
 imports no graph, so that the runner can use it without building any.
 """
 

@@ -1,173 +1,365 @@
-"""Estimate a run before it starts: facts, model calls, tokens and cost (``--dry-run``).
+"""Estimate a KG's accuracy (the share of its facts that are true) with confidence intervals.
 
-The strategy's own prompt files are filled with every fact and their tokens counted: with
-tiktoken's ``o200k_base`` encoding when tiktoken and that encoding are available offline
-(already cached; nothing is downloaded), else as characters / 4. Output is bounded by
-``max_tokens`` per call, so the estimated cost is an upper bound for output and a close
-figure for input. Prices are ``evals.cost``'s.
+Three estimators, each an ``Interval``:
+
+- ``llm``: the share of checked facts the model judged ``T`` (NA verdicts left out), with a
+  Wilson interval over the verdicts. Flagged ``biased``: the interval describes the model,
+  not the KG, and however many facts are checked it does not shrink towards the truth.
+- ``human``: the human labels alone. Simple random samples: Wilson interval (statsmodels).
+  Stratified samples: the strata's shares combined by their sizes, with each stratum's
+  variance from Agresti-Coull-adjusted counts (a stratum whose labels all agree still has
+  a variance). Cluster samples (TWCS): the mean of the drawn clusters' shares, with the
+  variance between draws (never below the simple-random one).
+- ``ppi``: prediction-powered inference with power tuning (PPI++ of ``ppi-python``): the
+  verdicts on every fact, corrected by the gap between labels and verdicts on the labelled
+  facts. Valid whatever the model's bias; narrower than ``human`` when the verdicts carry
+  information. Strata are estimated one by one and combined by their sizes; TWCS works on
+  the drawn clusters' means.
+
+NA verdicts enter ``ppi`` as 0.5 (a fixed score, neither T nor F). PPI stays valid for any
+fixed scoring of the verdicts: only its width depends on how informative the score is.
+PPI's interval is a normal one, widened to Student's t with ``n - 1`` degrees of freedom
+(the tuned power and the variance come from the same few labels). Where the labels hold
+fewer than ``MIN_CLASS`` facts of either class (an accuracy near 0 or 1 with few labels),
+that normal approximation fails, and ``ppi`` uses the labels' own (Wilson-type) interval
+instead (``fallback`` says so).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import Any
 
-from kgcheck.data.facts import Fact
-from kgcheck.evals.cost import Pricing, default_pricing
-from kgcheck.graphs.context import Context
-from kgcheck.graphs.prompting import fill_prompt
-from kgcheck.graphs.strategies.dka import PROMPT_FIELDS as DKA_FIELDS
-from kgcheck.graphs.strategies.dka_sc import DKASCContext
-from kgcheck.graphs.strategies.giv import GIVContext, first_prompt
-from kgcheck.graphs.strategies.rag import TRIPLE_FIELDS, VERIFY_FIELDS, RAGContext
+import numpy as np
 
-TIKTOKEN_ENCODING = "o200k_base"
-TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
-TIKTOKEN_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-CHARS_PER_TOKEN = 4
+from kgcheck.evals.designs import DESIGNS
+
+# Below this many labels of either class, a normal interval on them is unreliable.
+MIN_CLASS = 5
+# Fewer usable labels than this give no interval at all.
+MIN_LABELS = 10
+VERDICT_SCORE = {"T": 1.0, "F": 0.0, "NA": 0.5}
+ESTIMATORS = ("llm", "human", "ppi")
+PPI_EXTRA = "estimate"
 
 
-@cache
-def _tiktoken_encoder() -> Callable[[str], int] | None:
-    """Return tiktoken's counter when tiktoken and its encoding are on this machine."""
-    try:
-        import tiktoken
-    except ImportError:
-        return None
-    # tiktoken downloads an encoding on first use; use it only when it is already cached
-    # (the run must not reach the network), found where tiktoken itself looks.
-    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") \
-        or os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    cached = Path(cache_dir) / hashlib.sha1(TIKTOKEN_URL.encode()).hexdigest()
-    # A damaged cached file would make tiktoken fetch the encoding again: check it first.
-    try:
-        if hashlib.sha256(cached.read_bytes()).hexdigest() != TIKTOKEN_SHA256:
-            return None
-    except OSError:
-        return None
-    try:
-        encoding = tiktoken.get_encoding(TIKTOKEN_ENCODING)
-    except Exception:  # noqa: BLE001 - any failure means: count characters instead
-        return None
-    return lambda text: len(encoding.encode(text, disallowed_special=()))
+class EstimateError(ValueError):
+    """Labels or verdicts from which no valid interval can be computed."""
 
 
-def tokenizer_name() -> str:
-    """Say how tokens are counted: tiktoken's encoding, or characters / 4."""
-    return (f"tiktoken {TIKTOKEN_ENCODING}" if _tiktoken_encoder()
-            else f"characters / {CHARS_PER_TOKEN} (tiktoken encoding not available offline)")
+@dataclass(frozen=True)
+class Labeled:
+    """One human (or gold) label on a fact of the run, with its place in the design."""
 
-
-def count_tokens(text: str) -> int:
-    """Count a text's tokens (see ``tokenizer_name``)."""
-    encoder = _tiktoken_encoder()
-    if encoder is not None:
-        return encoder(text)
-    return -(-len(text) // CHARS_PER_TOKEN)
+    fact_id: str
+    true: bool
+    stratum: str = ""
+    cluster: str = ""
 
 
 @dataclass
-class CallPlan:
-    """The model calls one fact costs under a strategy: prompts sent, and at most how many."""
+class Interval:
+    """One estimator's accuracy estimate and confidence interval."""
 
-    prompts: list[str]
-    max_calls: int
-    note: str = ""
+    estimator: str
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    n_labeled: int
+    n_unlabeled: int
+    interval: str
+    biased: bool = False
+    fallback: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
 
-
-def fact_calls(ctx: Context, fact: Fact) -> CallPlan:
-    """Fill the strategy's prompt files with a fact: the calls it makes, at the least."""
-    if isinstance(ctx, RAGContext):
-        sentence = fill_prompt(ctx.sentence_prompt, TRIPLE_FIELDS, fact)
-        questions = fill_prompt(ctx.questions_prompt, {"sentence"}, fact,
-                                sentence=fact.readable, max_questions=ctx.max_questions)
-        verify = fill_prompt(ctx.prompt, VERIFY_FIELDS, fact, sentence=fact.readable)
-        return CallPlan([sentence, questions, verify], 3,
-                        "RAG: the retrieved evidence in the verification prompt is not counted")
-    if isinstance(ctx, GIVContext):
-        text, _ = first_prompt(ctx, fact)
-        return CallPlan([text], ctx.max_attempts,
-                        f"GIV: one call per fact, up to {ctx.max_attempts} when answers do not "
-                        "comply")
-    if isinstance(ctx, DKASCContext):
-        text = fill_prompt(ctx.prompt, DKA_FIELDS, fact)
-        return CallPlan([text] * ctx.samples, ctx.samples)
-    # DKA and strategies from plugins: one prompt, filled from the fact.
-    return CallPlan([fill_prompt(ctx.prompt or "dka.txt", set(), fact)], 1)
-
-
-@dataclass
-class Estimate:
-    """What a run will send before it sends anything: facts, calls, tokens and cost."""
-
-    facts: int
-    skipped: int
-    calls: int
-    max_calls: int
-    tokens_in: int
-    max_tokens_out: int
-    by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cost_in_usd: float | None = None
-    max_cost_usd: float | None = None
-    unpriced: list[str] = field(default_factory=list)
-    tokenizer: str = ""
-    notes: list[str] = field(default_factory=list)
+    @property
+    def width(self) -> float:
+        """The interval's width."""
+        return self.ci_high - self.ci_low
 
     def as_dict(self) -> dict[str, Any]:
-        """Return the estimate as JSON-plain data."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        """Return the JSON form written into ``estimate.json``."""
+        return {**asdict(self), "width": self.width}
 
 
-def estimate(facts: Sequence[Fact], contexts: Mapping[str, Context],
-             pricing: Pricing | None = None, *, done: Iterable[str] = ()) -> Estimate:
-    """Estimate a run: every fact not ``done`` and not defective, for each model's Context.
+def z_value(confidence: float) -> float:
+    """Return the two-sided normal quantile of a confidence level (1.96 for 0.95)."""
+    check_confidence(confidence)
+    return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
 
-    ``contexts`` maps each model that answers (consensus members: each of them) to its
-    Context. Input tokens are the filled prompts' tokens; output tokens at most
-    ``max_tokens`` per call at most ``max_calls`` times, so ``max_cost_usd`` bounds the
-    cost from above (retrieved evidence and judges aside: see ``notes``).
+
+def t_value(confidence: float, df: int) -> float:
+    """Return the two-sided Student t quantile: normal intervals from few units are too short."""
+    try:
+        # Imported on use: scipy is part of the optional `estimate` extra.
+        from scipy.stats import t as student_t
+    except ImportError:
+        raise _missing_extra("scipy") from None
+    return float(student_t.ppf(1 - (1 - confidence) / 2, df))
+
+
+def check_confidence(confidence: float) -> None:
+    """Refuse a confidence level outside (0, 1)."""
+    if not 0 < confidence < 1:
+        raise EstimateError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
+
+
+def _clip(low: float, high: float) -> tuple[float, float]:
+    return max(0.0, low), min(1.0, high)
+
+
+def _missing_extra(package: str) -> EstimateError:
+    return EstimateError(f"accuracy estimates need {package}: pip install 'kgcheck[{PPI_EXTRA}]'")
+
+
+def wilson(successes: int, n: int, confidence: float) -> tuple[float, float]:
+    """Return the Wilson score interval of a proportion (statsmodels)."""
+    try:
+        # Imported on use: statsmodels is part of the optional `estimate` extra, and slow to
+        # import for every other command.
+        from statsmodels.stats.proportion import proportion_confint
+    except ImportError:
+        raise _missing_extra("statsmodels") from None
+    low, high = proportion_confint(successes, n, alpha=1 - confidence, method="wilson")
+    return float(low), float(high)
+
+
+def _ac_variance(successes: int, n: int, z: float) -> float:
+    # Agresti-Coull: add z^2/2 successes and failures, so that 0/n and n/n keep a variance.
+    tilde = (successes + z * z / 2) / (n + z * z)
+    return tilde * (1 - tilde) / (n + z * z)
+
+
+def llm_estimate(verdicts: Sequence[str], confidence: float) -> Interval:
+    """Share of facts the model judged true (NA left out), with a Wilson interval."""
+    decided = [v for v in verdicts if v in ("T", "F")]
+    if not decided:
+        raise EstimateError("the run has no T or F verdicts to estimate from")
+    true = sum(v == "T" for v in decided)
+    low, high = wilson(true, len(decided), confidence)
+    return Interval("llm", true / len(decided), low, high, 0, len(verdicts), "wilson",
+                    biased=True, details={"na_verdicts": len(verdicts) - len(decided)})
+
+
+def _strata(labels: Sequence[Labeled]) -> dict[str, list[Labeled]]:
+    groups: dict[str, list[Labeled]] = defaultdict(list)
+    for item in labels:
+        groups[item.stratum].append(item)
+    return dict(groups)
+
+
+def _clusters(labels: Sequence[Labeled]) -> dict[str, list[Labeled]]:
+    groups: dict[str, list[Labeled]] = defaultdict(list)
+    for item in labels:
+        groups[item.cluster].append(item)
+    return dict(groups)
+
+
+def _few_of_a_class(labels: Sequence[Labeled]) -> bool:
+    true = sum(item.true for item in labels)
+    return min(true, len(labels) - true) < MIN_CLASS
+
+
+def _normal(estimate: float, se: float, z: float) -> tuple[float, float]:
+    return _clip(estimate - z * se, estimate + z * se)
+
+
+def _stratum_sizes(labels: Sequence[Labeled], stratum_sizes: Mapping[str, int]) -> dict[str, int]:
+    groups = _strata(labels)
+    missing = sorted(h for h in stratum_sizes if h not in groups)
+    if missing:
+        raise EstimateError(
+            f"no labels in stratum {missing[0]!r} ({stratum_sizes[missing[0]]} facts): every "
+            "stratum needs labels; draw the sample with `kgcheck sample --design stratified`")
+    small = sorted(h for h, items in groups.items() if len(items) < 2)
+    if small:
+        raise EstimateError(f"stratum {small[0]!r} has one label; each stratum needs two")
+    unknown = sorted(h for h in groups if h not in stratum_sizes)
+    if unknown:
+        raise EstimateError(f"labels name stratum {unknown[0]!r}, which no fact of the run is in")
+    return dict(stratum_sizes)
+
+
+def human_estimate(labels: Sequence[Labeled], confidence: float, *, design: str = "srs",
+                   stratum_sizes: Mapping[str, int] | None = None) -> Interval:
+    """Estimate accuracy from the labels alone, by the design they were drawn with."""
+    _check_labels(labels)
+    z = z_value(confidence)
+    n = len(labels)
+    true = sum(item.true for item in labels)
+    if design == "srs":
+        low, high = wilson(true, n, confidence)
+        return Interval("human", true / n, low, high, n, 0, "wilson")
+    if design == "stratified":
+        sizes = _stratum_sizes(labels, stratum_sizes or {})
+        total = sum(sizes.values())
+        point, var = 0.0, 0.0
+        for h, items in _strata(labels).items():
+            share, n_h = sizes[h] / total, len(items)
+            x_h = sum(item.true for item in items)
+            fpc = max(0.0, 1 - n_h / sizes[h])
+            point += share * x_h / n_h
+            var += share * share * _ac_variance(x_h, n_h, z) * fpc
+        low, high = _normal(point, math.sqrt(var), z)
+        return Interval("human", point, low, high, n, 0, "stratified (Agresti-Coull strata)",
+                        details={"strata": len(sizes)})
+    if design == "twcs":
+        point, se = _cluster_mean(labels, z)
+        low, high = _normal(point, se, t_value(confidence, len(_clusters(labels)) - 1))
+        return Interval("human", point, low, high, n, 0, "twcs (between-cluster variance)",
+                        details={"clusters": len(_clusters(labels))})
+    raise EstimateError(f"unknown design {design!r}; known: {', '.join(DESIGNS)}")
+
+
+def _cluster_mean(labels: Sequence[Labeled], z: float) -> tuple[float, float]:
+    means = np.array([np.mean([item.true for item in items])
+                      for items in _clusters(labels).values()])
+    if len(means) < 2:
+        raise EstimateError("a cluster sample needs labels from at least two cluster draws")
+    se = float(means.std(ddof=1) / math.sqrt(len(means)))
+    true = sum(item.true for item in labels)
+    # A design effect below 1 is possible but not to be trusted from a few draws.
+    return float(means.mean()), max(se, math.sqrt(_ac_variance(true, len(labels), z)))
+
+
+PpiCi = Callable[..., tuple[Any, Any]]
+
+
+def load_ppi() -> PpiCi:
+    """Return ``ppi_py.ppi_mean_ci``; a clear error names the extra when it is missing."""
+    try:
+        # Imported on use: ppi-python (with numba) is an optional extra and slow to import.
+        from ppi_py import ppi_mean_ci
+    except ImportError:
+        raise _missing_extra("ppi-python") from None
+    return ppi_mean_ci
+
+
+def _ppi_normal(y: np.ndarray, yhat: np.ndarray, yhat_all: np.ndarray,
+                confidence: float) -> tuple[float, float]:
+    """Return PPI++'s point estimate and standard error (from its normal interval)."""
+    ppi_mean_ci = load_ppi()
+    # ppi-python's default alpha is 0.1 (a 90 % interval): always pass it.
+    low, high = ppi_mean_ci(y, yhat, yhat_all, alpha=1 - confidence, lam=None)
+    low_f, high_f = float(np.ravel(low)[0]), float(np.ravel(high)[0])
+    return (low_f + high_f) / 2, (high_f - low_f) / (2 * z_value(confidence))
+
+
+def ppi_estimate(labels: Sequence[Labeled], scores: Mapping[str, float], confidence: float, *,
+                 design: str = "srs", strata: Mapping[str, str] | None = None) -> Interval:
+    """Prediction-powered estimate: verdict scores on all facts plus labels on a few.
+
+    ``scores`` maps every fact of the run to its verdict score (``VERDICT_SCORE``);
+    ``strata`` maps every fact to its stratum (stratified designs).
     """
-    prices = pricing or default_pricing()
-    finished = set(done)
-    todo = [f for f in facts if f.id not in finished]
-    sendable = [f for f in todo if not f.defect]
-    result = Estimate(facts=len(todo), skipped=len(todo) - len(sendable), calls=0, max_calls=0,
-                      tokens_in=0, max_tokens_out=0, tokenizer=tokenizer_name())
-    total_in = total_out = 0.0
-    for model, ctx in contexts.items():
-        calls = max_calls = tokens_in = 0
-        notes: set[str] = set()
-        for fact in sendable:
-            plan = fact_calls(ctx, fact)
-            calls += len(plan.prompts)
-            max_calls += plan.max_calls
-            tokens_in += sum(count_tokens(p) for p in plan.prompts)
-            if plan.note:
-                notes.add(plan.note)
-        tokens_out = max_calls * max(0, int(ctx.max_tokens or 0))
-        price = prices.price(model)
-        usd_in = None if price is None else round(price.of(tokens_in, 0), 6)
-        usd_out = None if price is None else round(price.of(0, tokens_out), 6)
-        if price is None:
-            result.unpriced.append(model)
-        else:
-            total_in += usd_in or 0.0
-            total_out += usd_out or 0.0
-        result.by_model[model] = {"calls": calls, "max_calls": max_calls,
-                                  "tokens_in": tokens_in, "max_tokens_out": tokens_out,
-                                  "usd_in": usd_in, "max_usd_out": usd_out}
-        result.calls += calls
-        result.max_calls += max_calls
-        result.tokens_in += tokens_in
-        result.max_tokens_out += tokens_out
-        result.notes += sorted(notes - set(result.notes))
-    if not result.unpriced:
-        result.cost_in_usd = round(total_in, 6)
-        result.max_cost_usd = round(total_in + total_out, 6)
-    return result
+    _check_labels(labels)
+    unknown = [item.fact_id for item in labels if item.fact_id not in scores]
+    if unknown:
+        raise EstimateError(f"label for fact {unknown[0]!r}, which the run has no verdict for")
+    z = z_value(confidence)
+    n, n_all = len(labels), len(scores)
+    if design == "srs":
+        if _few_of_a_class(labels):
+            return _fallback(labels, confidence, n_all, design)
+        y = np.array([float(item.true) for item in labels])
+        yhat = np.array([scores[item.fact_id] for item in labels])
+        point, se = _ppi_normal(y, yhat, np.fromiter(scores.values(), float), confidence)
+        low, high = _normal(point, se, t_value(confidence, n - 1))
+        return Interval("ppi", point, low, high, n, n_all, "ppi++ (ppi-python), t quantile")
+    if design == "stratified":
+        by_fact = strata or {}
+        members: dict[str, list[float]] = defaultdict(list)
+        for fid, score in scores.items():
+            members[by_fact.get(fid, "")].append(score)
+        sizes = _stratum_sizes(labels, {h: len(v) for h, v in members.items()})
+        total = sum(sizes.values())
+        point, var, fell_back = 0.0, 0.0, 0
+        for h, items in _strata(labels).items():
+            share = sizes[h] / total
+            if _few_of_a_class(items):
+                x_h = sum(item.true for item in items)
+                est, v = x_h / len(items), _ac_variance(x_h, len(items), z)
+                fell_back += 1
+            else:
+                y = np.array([float(item.true) for item in items])
+                yhat = np.array([scores[item.fact_id] for item in items])
+                est, se_h = _ppi_normal(y, yhat, np.array(members[h]), confidence)
+                v = se_h * se_h
+            point += share * est
+            var += share * share * v
+        low, high = _normal(point, math.sqrt(var), z)
+        return Interval("ppi", point, low, high, n, n_all, "ppi++ per stratum (ppi-python)",
+                        fallback=(f"labels alone in {fell_back} of {len(sizes)} strata"
+                                  if fell_back else None),
+                        details={"strata": len(sizes)})
+    if design == "twcs":
+        if _few_of_a_class(labels):
+            return _fallback(labels, confidence, n_all, design)
+        groups = list(_clusters(labels).values())
+        if len(groups) < 2:
+            raise EstimateError("a cluster sample needs labels from at least two cluster draws")
+        y = np.array([np.mean([item.true for item in items]) for items in groups])
+        yhat = np.array([np.mean([scores[item.fact_id] for item in items]) for items in groups])
+        point, se = _ppi_normal(y, yhat, np.fromiter(scores.values(), float), confidence)
+        low, high = _normal(point, se, t_value(confidence, len(groups) - 1))
+        return Interval("ppi", point, low, high, n, n_all, "ppi++ over cluster draws",
+                        details={"clusters": len(groups)})
+    raise EstimateError(f"unknown design {design!r}; known: {', '.join(DESIGNS)}")
+
+
+def _fallback(labels: Sequence[Labeled], confidence: float, n_all: int,
+              design: str) -> Interval:
+    human = human_estimate(labels, confidence, design=design)
+    return Interval("ppi", human.accuracy, human.ci_low, human.ci_high, len(labels), n_all,
+                    human.interval, fallback=f"fewer than {MIN_CLASS} labels of a class: "
+                    "labels alone", details=human.details)
+
+
+def _check_labels(labels: Sequence[Labeled]) -> None:
+    if len(labels) < MIN_LABELS:
+        raise EstimateError(f"{len(labels)} usable labels; at least {MIN_LABELS} are needed "
+                            "for an interval")
+
+
+def labels_to_halve(interval: Interval) -> int | None:
+    """How many more labels would halve the interval (its width goes as 1/sqrt(n))."""
+    if interval.biased or interval.n_labeled == 0:
+        return None
+    return 3 * interval.n_labeled
+
+
+def estimate_all(verdicts: Mapping[str, str], labels: Sequence[Labeled], confidence: float,
+                 *, design: str = "srs", strata: Mapping[str, str] | None = None) -> list[Interval]:
+    """Compute the three estimators for a run's verdicts and a set of labels."""
+    check_confidence(confidence)
+    scores = {fid: VERDICT_SCORE.get(label, 0.5) for fid, label in verdicts.items()}
+    sizes: dict[str, int] = defaultdict(int)
+    for fid in verdicts:
+        sizes[(strata or {}).get(fid, "")] += 1
+    return [
+        llm_estimate(list(verdicts.values()), confidence),
+        human_estimate(labels, confidence, design=design, stratum_sizes=sizes),
+        ppi_estimate(labels, scores, confidence, design=design, strata=strata),
+    ]
+
+
+def width_curve(verdicts: Mapping[str, str], labels: Sequence[Labeled], confidence: float,
+                steps: int = 8, seed: int = 0) -> list[dict[str, Any]]:
+    """Widths of ``human`` and ``ppi`` on random subsets of the labels, as if drawn by SRS."""
+    rng = np.random.default_rng(seed)
+    order = [labels[i] for i in rng.permutation(len(labels))]
+    sizes = sorted({int(k) for k in np.linspace(MIN_LABELS * 2, len(labels), steps)
+                    if k >= MIN_LABELS})
+    scores = {fid: VERDICT_SCORE.get(label, 0.5) for fid, label in verdicts.items()}
+    rows = []
+    for k in sizes:
+        subset = order[:k]
+        human = human_estimate(subset, confidence)
+        ppi = ppi_estimate(subset, scores, confidence)
+        rows.append({"n_labeled": k, "human": human.width, "ppi": ppi.width,
+                     "ppi_fallback": ppi.fallback is not None})
+    return rows

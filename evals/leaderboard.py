@@ -1,10 +1,10 @@
 """A sweep's leaderboard: one row per cell, as Markdown, JSON and plots.
 
 Rows are ranked by macro-F1 (the mean F1 over the classes the gold labels hold; unlabelled
-cells last). Accuracy
-counts an NA verdict as wrong, so a model cannot look better by abstaining; the NA rate is
-reported beside it. Time is the model time per fact (for replay: the study's recorded
-latency) and the cell's wall time; cost is the run's cost where the run priced its tokens.
+cells last). Accuracy counts an NA verdict as wrong, so a model cannot look better by
+abstaining; the NA rate is reported beside it. Time is the model time per fact (for
+replay: the study's recorded latency) and the cell's wall time; cost is the run's cost
+where the run priced its tokens.
 The plots put F1 against cost (or tokens, when no cell has a price) and against time, with
 the Pareto front of the cells no other cell beats on both.
 """

@@ -26,7 +26,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from kgcheck.evals.metrics import random_guess_f1  # noqa: E402
-from kgcheck.evals.tables import MethodResults, method_rank  # noqa: E402
+from kgcheck.evals.tables import STUDY, MethodResults, method_rank  # noqa: E402
 
 FORMATS = ("png", "svg")
 DPI = 150
@@ -69,10 +69,17 @@ def _bar_label(record: dict[str, Any]) -> str:
 def plot_f1_ranked(records: Sequence[dict[str, Any]], dataset: str, true_share: float | None,
                    out_dir: Path) -> list[Path]:
     """Figure 2: ranked F1(T) and F1(F) bars for one dataset, with the random-guess line."""
+    fig = f1_ranked_figure(records, dataset, true_share)
+    return [] if fig is None else _save(fig, out_dir, f"f1_ranked_{_slug(dataset)}")
+
+
+def f1_ranked_figure(records: Sequence[dict[str, Any]], dataset: str,
+                     true_share: float | None) -> plt.Figure | None:
+    """Draw figure 2 (None without scores); every F1 axis runs from 0 to 1."""
     rows = [r for r in records if r["dataset"] == dataset and r["table"] in ("f1", "consensus")]
     # Unlabelled facts (or a class the labels lack) have no score: nothing to draw, no 0 bars.
     if not any(r[key] is not None for r in rows for key in ("f1_true", "f1_false")):
-        return []
+        return None
     colours = _method_colours([r["method"] for r in rows])
     height = max(3.0, 0.32 * len(rows) + 1.4)
     fig, axes = plt.subplots(1, 2, figsize=(13, height))
@@ -87,9 +94,8 @@ def plot_f1_ranked(records: Sequence[dict[str, Any]], dataset: str, true_share: 
                     va="center", transform=ax.transAxes)
             continue
         ys = range(len(ranked))
-        top = max([r[key] for r in ranked] + ([guess[idx]] if guess else []))
-        # Near-zero scores (F1(F) on a dataset that is almost all true) get a zoomed axis.
-        upper = 1.08 if top > 0.5 else max(top * 1.3, 0.01)
+        # A fixed 0-1 axis: a zoomed one makes 0.01 look like a large difference.
+        upper = 1.0
         bars = ax.barh(list(ys), [r[key] for r in ranked],
                        color=[colours[r["method"]] for r in ranked],
                        hatch=None, edgecolor="white")
@@ -97,8 +103,11 @@ def plot_f1_ranked(records: Sequence[dict[str, Any]], dataset: str, true_share: 
             if r["table"] == "consensus":
                 bar.set_hatch("//")
                 bar.set_edgecolor("black")
-            ax.text(bar.get_width() + upper * 0.01, bar.get_y() + bar.get_height() / 2,
-                    f"{r[key]:.{2 if upper > 1 else 3}f}", va="center", fontsize=8,
+            # Values near 1 are written inside the bar's end, so they stay on the axis.
+            inside = bar.get_width() > 0.88
+            ax.text(bar.get_width() + (-0.01 if inside else 0.01),
+                    bar.get_y() + bar.get_height() / 2, f"{r[key]:.3f}", va="center",
+                    ha="right" if inside else "left", fontsize=8,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
         ax.set_yticks(list(ys), [_bar_label(r) for r in ranked], fontsize=8)
         ax.set_xlim(0, upper)
@@ -118,7 +127,7 @@ def plot_f1_ranked(records: Sequence[dict[str, Any]], dataset: str, true_share: 
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8,
                bbox_to_anchor=(0.5, -0.02), frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return _save(fig, out_dir, f"f1_ranked_{_slug(dataset)}")
+    return fig
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -134,6 +143,12 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
 
 def plot_time_f1(records: Sequence[dict[str, Any]], dataset: str, out_dir: Path) -> list[Path]:
     """Figure 3: mean response time against F1(T) and F1(F), with the Pareto frontier."""
+    fig = time_f1_figure(records, dataset)
+    return [] if fig is None else _save(fig, out_dir, f"time_f1_{_slug(dataset)}")
+
+
+def time_f1_figure(records: Sequence[dict[str, Any]], dataset: str) -> plt.Figure | None:
+    """Draw figure 3 (None without timed scores); time starts at 0 and F1 runs 0 to 1."""
     times = {(r["method"], r["model"]): r["mean_seconds"] for r in records
              if r["table"] == "time" and r["dataset"] == dataset}
     scores = {(r["method"], r["model"]): r for r in records
@@ -141,7 +156,7 @@ def plot_time_f1(records: Sequence[dict[str, Any]], dataset: str, out_dir: Path)
     keys = [k for k in times if k in scores
             and (scores[k]["f1_true"] is not None or scores[k]["f1_false"] is not None)]
     if not keys:
-        return []
+        return None
     colours = _method_colours([k[0] for k in keys])
     models = list(dict.fromkeys(k[1] for k in sorted(keys, key=lambda k: k[1])))
     markers = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(models)}
@@ -154,9 +169,10 @@ def plot_time_f1(records: Sequence[dict[str, Any]], dataset: str, out_dir: Path)
                     va="center", transform=ax.transAxes)
             continue
         for method, model in scored:
+            # Not clipped: a marker at F1 0 or 1 shows whole on the fixed axis.
             ax.scatter(times[(method, model)], scores[(method, model)][key], s=60,
                        color=colours[method], marker=markers[model], edgecolor="black",
-                       linewidth=0.5, zorder=3)
+                       linewidth=0.5, zorder=3, clip_on=False)
         front = pareto_front([(times[k], scores[k][key]) for k in scored])
         ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="grey",
                 linestyle="--", linewidth=1, zorder=2)
@@ -164,11 +180,10 @@ def plot_time_f1(records: Sequence[dict[str, Any]], dataset: str, out_dir: Path)
         ax.set_ylabel(title)
         ax.set_title(f"{dataset}: time vs {title}")
         ax.grid(alpha=0.3)
-        ys = [scores[k][key] for k in scored]
-        spread = max(ys) - min(ys)
-        # Room around the points (past 0 and 1 too) so no marker is cut in half.
-        pad = spread * 0.12 if spread > 0 else 0.05
-        ax.set_ylim(min(ys) - pad, max(ys) + pad)
+        # Fixed scales: from 0 s (0.0473 s against 0.0478 s is no large difference) and F1
+        # from 0 to 1, as in the ranked bars.
+        ax.set_ylim(0, 1)
+        ax.set_xlim(0, max(times[k] for k in keys) * 1.08 or 1.0)
     handles = [Line2D([0], [0], marker="s", linestyle="", color=c, markersize=8)
                for c in colours.values()]
     handles += [Line2D([0], [0], marker=markers[m], linestyle="", color="white",
@@ -178,21 +193,25 @@ def plot_time_f1(records: Sequence[dict[str, Any]], dataset: str, out_dir: Path)
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
                frameon=False)
     fig.tight_layout()
-    return _save(fig, out_dir, f"time_f1_{_slug(dataset)}")
+    return fig
 
 
 def correct_matrix(results: Sequence[MethodResults]) -> pd.DataFrame:
     """Which model got each fact right: one boolean column per model, one row per fact.
 
     Only labelled facts that every model answered are kept, so each row compares like
-    with like.
+    with like. Beside runs of your own, the study's models are named ``<model> (study)``,
+    as the tables name them.
     """
-    members = [m for res in results for m in res.members]
+    mixed = any(res.source != STUDY for res in results)
+    members = [(f"{m.model} (study)" if mixed and res.source == STUDY else m.model, m)
+               for res in results for m in res.members]
     gold = results[0].gold if results else {}
-    facts = [f for f in gold if gold[f] is not None and all(f in m.labels for m in members)]
+    facts = [f for f in gold if gold[f] is not None
+             and all(f in m.labels for _, m in members)]
     truth = {f: "T" if gold[f] else "F" for f in facts}
-    return pd.DataFrame({m.model: [m.labels[f] == truth[f] for f in facts] for m in members},
-                        index=facts)
+    return pd.DataFrame({name: [m.labels[f] == truth[f] for f in facts]
+                         for name, m in members}, index=facts)
 
 
 def intersections(matrix: pd.DataFrame) -> list[tuple[tuple[bool, ...], int]]:

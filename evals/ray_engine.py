@@ -34,8 +34,8 @@ try:
     import ray
     from ray.exceptions import RayError
 except ImportError:  # pragma: no cover - exercised where the extra is absent
-    ray = None
-    RayError = RuntimeError
+    ray = None  # type: ignore[assignment]
+    RayError = RuntimeError  # type: ignore[misc,assignment]
 
 INSTALL_HINT = "the Ray engine needs Ray: pip install 'kgcheck[ray]'"
 
@@ -114,7 +114,8 @@ class RayEngine:
         count = workers or max(1, min(8, cpus))
         actor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(GraphWorker)
         self.per_worker = per_worker
-        self._workers = [actor.options(max_concurrency=per_worker).remote(
+        # Actor handles: their methods gain ``.remote`` at run time, which typing cannot see.
+        self._workers: list[Any] = [actor.options(max_concurrency=per_worker).remote(
             str(cache) if cache else None) for _ in range(count)]
         self._next = itertools.cycle(range(count))
         self._load = [0] * count

@@ -25,7 +25,6 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     TextColumn,
-    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
@@ -184,16 +183,17 @@ async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dic
 
 
 def _progress(disable: bool, adaptive: bool = False) -> Progress:
+    """Build a progress bar that fits 80 columns (a consensus phase's name and ties too)."""
     columns = [
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=8),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:.1f} facts/s"),
-        TextColumn("NA {task.fields[na]}  errors {task.fields[errors]}"),
+        TextColumn("{task.fields[rate]:.1f}/s"),
+        TextColumn("{task.fields[tally]}"),
     ]
     if adaptive:
         columns.append(TextColumn("at once {task.fields[level]}"))
-    return Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), disable=disable)
+    return Progress(*columns, TimeRemainingColumn(elapsed_when_finished=True), disable=disable)
 
 
 def as_limit(concurrency: int | Limit) -> Limit:
@@ -217,12 +217,14 @@ async def run_facts(
     show_progress: bool = True,
     max_consecutive_unreachable: int | None = None,
     summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+    phase: str | None = None,
 ) -> RunResult:
     """Invoke a graph on every fact, appending each verdict as it completes.
 
     ``invoke`` runs one fact and returns the graph output (with ``verdict``). Stops early,
     with verdicts kept, when the model server is unreachable for many facts in a row.
-    ``concurrency`` is a number of facts at once or an ``AdaptiveLimit``.
+    ``concurrency`` is a number of facts at once or an ``AdaptiveLimit``. ``phase`` names a
+    consensus phase in the progress bar, which then counts ties apart from NA answers.
     """
     concurrency = as_limit(concurrency)
     out_dir = Path(out_dir)
@@ -230,8 +232,14 @@ async def run_facts(
         return await _run_locked(
             facts, invoke, info, out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
             show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
-            summary_extras=summary_extras,
+            summary_extras=summary_extras, phase=phase,
         )
+
+
+def _tally(state: dict[str, int], phase: str | None) -> str:
+    """Format the progress counts: NA and errors, and ties in a consensus phase."""
+    ties = f"ties {state['ties']} " if phase else ""
+    return f"{ties}NA {state['na']} errors {state['errors']}"
 
 
 @contextmanager
@@ -262,6 +270,7 @@ async def _run_locked(
     show_progress: bool,
     max_consecutive_unreachable: int | None,
     summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None,
+    phase: str | None = None,
 ) -> RunResult:
     finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
     todo = [f for f in facts if f.id not in finished]
@@ -271,15 +280,16 @@ async def _run_locked(
     queue: asyncio.Queue[Fact] = asyncio.Queue()
     for fact in todo:
         queue.put_nowait(fact)
-    state = {"done": 0, "na": 0, "errors": 0, "unreachable_streak": 0}
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0}
     aborted: list[str] = []
     started = time.perf_counter()
 
     with (out_dir / VERDICTS).open("a", encoding="utf-8") as sink, \
             _progress(not show_progress, adaptive) as progress, \
             pressure.listening(concurrency.signal):
-        task = progress.add_task(f"{info.method} {info.dataset}", total=len(todo),
-                                 rate=0.0, na=0, errors=0, level=concurrency.current)
+        title = f"{info.method} {info.dataset}" + (f" {phase}" if phase else "")
+        task = progress.add_task(title, total=len(todo), rate=0.0, tally=_tally(state, phase),
+                                 level=concurrency.current)
 
         async def worker() -> None:
             while not aborted:
@@ -296,7 +306,10 @@ async def _run_locked(
                 sink.write(json.dumps(record) + "\n")
                 sink.flush()
                 state["done"] += 1
-                state["na"] += record["label"] == "NA"
+                tie = (record.get("details") or {}).get("decision") == "tie"
+                state["ties"] += tie
+                # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
+                state["na"] += record["label"] == "NA" and not (tie and phase)
                 error_type = (record.get("details") or {}).get("error_type")
                 if record.get("error"):
                     state["errors"] += 1
@@ -310,8 +323,7 @@ async def _run_locked(
                     state["unreachable_streak"] = 0
                 elapsed = time.perf_counter() - started
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
-                                na=state["na"], errors=state["errors"],
-                                level=concurrency.current)
+                                tally=_tally(state, phase), level=concurrency.current)
 
         workers = min(concurrency.maximum, max(1, len(todo)))
         await asyncio.gather(*(worker() for _ in range(workers)))
@@ -321,7 +333,7 @@ async def _run_locked(
     wanted = {f.id for f in facts}
     records = [r for fid, r in records_by_id.items() if fid in wanted]
     summary = summarize(records, info, seconds=seconds, ran=state["done"])
-    if adaptive:
+    if isinstance(concurrency, AdaptiveLimit):
         summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
                                   "final": concurrency.current, "peak": concurrency.peak,
                                   "backoffs": concurrency.cuts}

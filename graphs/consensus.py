@@ -361,13 +361,12 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
             return {"plan": plan, "verdict": verdict}
         return {"plan": plan}
 
-    async def fan_out(state: ConsensusState) -> list[Send] | Literal["tally", "__end__"]:
+    async def fan_out(state: ConsensusState) -> list[Send] | Literal["votes given", "decided"]:
         """Send the fact to every member at once, unless votes came with the input."""
-        # The literal, not END (typed plain str), so the return matches the Literal annotation.
         if "verdict" in state:
-            return "__end__"
+            return "decided"
         if state.get("votes"):
-            return "tally"
+            return "votes given"
         plan = state["plan"]
         return [
             Send("member", MemberTask(fact=state["fact"], index=i, model=spec,
@@ -424,7 +423,9 @@ def build(method: str = DEFAULT_METHOD) -> AnyStateGraph:
     graph_builder.add_node("tally", count)
     graph_builder.add_node("judge", judge)
     graph_builder.add_edge(START, "dispatch")
-    graph_builder.add_conditional_edges("dispatch", fan_out, ["member", "tally", END])
+    # The path map labels the edges in the graph's picture; the Sends go to "member" directly.
+    graph_builder.add_conditional_edges(
+        "dispatch", fan_out, {"each member": "member", "votes given": "tally", "decided": END})
     graph_builder.add_edge("member", "tally")
     graph_builder.add_conditional_edges("tally", unless_decided, then("judge"))
     graph_builder.add_edge("judge", END)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +41,22 @@ from kgcheck.data.sparql import SparqlClient, SparqlReader
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.evals.audit import (
+    EstimateResult,
+    SampleResult,
+    estimate_run,
+    run_verdicts,
+    write_sample,
+)
+from kgcheck.evals.audit import run_facts as _run_facts
 from kgcheck.evals.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.evals.consensus_run import run_consensus
 from kgcheck.evals.cost import load_pricing
+from kgcheck.evals.cost_estimate import Estimate as CostEstimate
+from kgcheck.evals.cost_estimate import estimate as _cost_estimate
 from kgcheck.evals.engines import Engine, GraphKey, make_engine
-from kgcheck.evals.estimate import Estimate
-from kgcheck.evals.estimate import estimate as _estimate
 from kgcheck.evals.export import Exported, export_run
+from kgcheck.evals.importing import VerdictImportError, import_run, read_verdict_file
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.runner import (
     RECURSION_LIMIT,
@@ -567,7 +578,7 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
         opened.close()
 
 
-def estimate_run(plan: RunPlan, *, resume: bool = False) -> Estimate:
+def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
     """Estimate what a checked plan will send: facts, calls, tokens and cost; sends nothing.
 
     With ``resume`` the facts the run folder already holds verdicts for are left out.
@@ -578,16 +589,19 @@ def estimate_run(plan: RunPlan, *, resume: bool = False) -> Estimate:
                 if not r.get("error")}
     contexts = {m: plan.strategy.make_context(**{**plan.values, "model": m})
                 for m in plan.members}
-    found = _estimate(plan.facts, contexts, plan.info.pricing, done=done)
+    found = _cost_estimate(plan.facts, contexts, plan.info.pricing, done=done)
     if len(plan.members) > 1 and plan.judge != JUDGE_NONE:
         found.notes.append("consensus: the judge's calls on ties are not counted (ties are "
                            "known only once the members have voted)")
     return found
 
 
-def estimate(*, resume: bool = False, **plan: Any) -> Estimate:
-    """Estimate a run before it starts (takes what ``plan_run`` takes); sends nothing."""
-    return estimate_run(plan_run(**plan), resume=resume)
+def dry_run(*, resume: bool = False, **plan: Any) -> CostEstimate:
+    """Estimate a run's calls, tokens and cost before it starts (``plan_run``'s arguments).
+
+    Nothing is sent; ``kgcheck run --dry-run`` prints the same figures.
+    """
+    return dry_run_of(plan_run(**plan), resume=resume)
 
 
 def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
@@ -599,3 +613,86 @@ def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = No
     ``out`` None writes to standard output.
     """
     return export_run(run_dir, format, out, only=only, shape=rdf)
+
+
+def sample(*, n: int, out: str | Path, dataset: str | None = None,
+           triples: str | Path | None = None, facts: Iterable[FactLike] | None = None,
+           run: str | Path | None = None, design: str = "srs", stratify: str | None = None,
+           cluster: str = "subject", cluster_size: int = 3, seed: int = 0,
+           data: str | Path | None = None) -> SampleResult:
+    """Draw the facts a person should label; write them as an annotators' CSV.
+
+    The facts come from exactly one of ``dataset``, ``triples``, ``facts`` (any iterable,
+    read once) or ``run`` (the facts a run checked; allows ``stratify="verdict"``).
+    ``design`` is ``srs``, ``stratified`` (by ``stratify``) or ``twcs`` (clusters by
+    ``cluster``, up to ``cluster_size`` facts each). The same inputs and ``seed`` give the
+    same sample.
+    """
+    if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
+        raise SettingsError("give exactly one of a dataset, a triples file, facts or a run")
+    verdicts = None
+    source: Iterable[Fact]
+    if run is not None:
+        records = run_verdicts(Path(run))
+        verdicts = {fid: str(r["label"]) for fid, r in records.items()}
+        source = [f for f in _run_facts(Path(run), data) if f.id in verdicts]
+    elif triples is not None:
+        source = _iter_triples(triples)
+    elif facts is not None:
+        source = as_facts_lazy(facts)
+    else:
+        source = load_dataset(dataset or "", data)
+    return write_sample(source, Path(out), n=n, design=design, stratify=stratify,
+                        cluster=cluster, cluster_size=cluster_size, seed=seed,
+                        verdicts=verdicts)
+
+
+def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | None = None,
+                    dataset: str | None = None, data: str | Path | None = None,
+                    fresh: bool = False) -> RunResult:
+    """Turn verdicts made elsewhere into a run folder (scored like any run).
+
+    ``file`` is a FactCheck study result file (``.json``, any name) or a CSV/JSONL of
+    ``fact_id,label``. The facts and their gold labels come from ``triples`` or
+    ``dataset``; without either, from the dataset the study file's name gives.
+    """
+    found = read_verdict_file(file)
+    if triples is not None and dataset is not None:
+        raise SettingsError("give at most one of a triples file and a dataset")
+    if triples is not None:
+        facts = _read_triples(triples)
+        name, source = facts[0].dataset, str(Path(triples).resolve())
+    else:
+        wanted = dataset or found.dataset
+        if not wanted:
+            raise VerdictImportError(f"{file}: the file name names no dataset; pass --dataset "
+                                     "NAME or --triples FILE")
+        src = as_source(data)
+        name = canonical_dataset(src, wanted)
+        facts, source = load_facts(name, src), src.location
+    return asyncio.run(import_run(found, facts, Path(out), source=source, dataset=name,
+                                  fresh=fresh))
+
+
+def model_prices() -> dict[str, Any]:
+    """Read the shipped model prices (US dollars per 1,000 tokens), by model name."""
+    text = resources.files("kgcheck").joinpath("pricing.json").read_text(encoding="utf-8")
+    return dict(json.loads(text).get("chat", {}))
+
+
+def estimate(run: str | Path, *, labels: str | Path | None = None,
+             gold_sample: int | None = None, seed: int = 0, confidence: float = 0.95,
+             stratify: str | None = None, design: str = "srs", cluster: str = "subject",
+             cluster_size: int = 3, data: str | Path | None = None,
+             plots: bool = True) -> EstimateResult:
+    """Estimate the accuracy of a run's KG (llm, human and ppi); write ``RUN/estimate.json``.
+
+    Human labels come from ``labels`` (``kgcheck sample``'s CSV filled in, or a review's
+    ``labels.csv``), or ``gold_sample`` facts with known gold labels are drawn (seeded by
+    ``seed``, by ``design``) as if a person had labelled them.
+    """
+    return estimate_run(Path(run), labels=Path(labels) if labels else None,
+                        gold_sample=gold_sample, seed=seed, confidence=confidence,
+                        stratify=stratify, design=design, cluster=cluster,
+                        cluster_size=cluster_size, data=data, plots=plots,
+                        prices=model_prices())

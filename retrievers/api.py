@@ -5,6 +5,7 @@ gets 401 ``{"error": "Invalid API key"}``. Unknown datasets, facts, question ran
 get 404 with a JSON ``error`` (upstream answers 500 for an unknown fact). Long lists (facts,
 a question's URLs) are paginated with ``page`` and ``page_size``; ``count``/``total_urls``
 stay the full totals, as upstream reports them, and ``next`` links the following page.
+A query or path value of the wrong type (``page=abc``) gets 400 with the same ``error`` shape.
 
 Per fact, question rank 0 is the fact itself and ranks 1-3 are template questions; each
 question's ``available_urls`` are the fact's stored documents, ranked for that question by
@@ -13,21 +14,29 @@ the mock search engine. Documents without a source URL are addressed as ``corpus
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import math
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import uvicorn
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from kgcheck.retrievers.questions import FactStatements, template_questions
 from kgcheck.retrievers.search import MockSearch
 from kgcheck.retrievers.store import DocumentSource
 
 FETCHABLE_RANKS = 3
+# Seconds a client may take to send a request's headers (also between keep-alive requests).
+HEADER_TIMEOUT = 10.0
+# Connections held at once; more are answered 503 rather than queued without bound.
+MAX_CONNECTIONS = 256
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
 DESCRIPTIONS = {
@@ -75,6 +84,16 @@ def create_app(source: DocumentSource, search: MockSearch, *, api_key: str,
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_input(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = exc.errors()
+        first = problems[0] if problems else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "request"
+        body: dict[str, Any] = {"error": f"{where}: {first.get('msg', 'invalid value')}"}
+        if "input" in first:
+            body[where] = first["input"]
+        return JSONResponse(body, status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -168,3 +187,62 @@ def create_app(source: DocumentSource, search: MockSearch, *, api_key: str,
                 "data": {k: v for k, v in full.items() if not wanted or k in wanted}}
 
     return app
+
+
+class HeaderTimeoutProtocol(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request headers do not arrive in time.
+
+    uvicorn times out only idle keep-alive connections, and only after a response; a client
+    that opens a connection and sends half a request would hold it for ever.
+    """
+
+    header_timeout = HEADER_TIMEOUT
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # noqa: D102
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._arm_header_timer()
+
+    def _arm_header_timer(self) -> None:
+        self._cancel_header_timer()
+        self._waiting_after = self.cycle  # the request a new one must follow
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
+
+    def _cancel_header_timer(self) -> None:
+        timer = getattr(self, "_header_timer", None)
+        if timer is not None:
+            timer.cancel()
+        self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:  # noqa: D102
+        super().data_received(data)
+        # A new request cycle starts once its headers are complete.
+        if self._header_timer is not None and self.cycle is not self._waiting_after:
+            self._cancel_header_timer()
+
+    def on_response_complete(self) -> None:  # noqa: D102
+        # Armed first: the call below may already start a pipelined request's cycle.
+        self._arm_header_timer()
+        super().on_response_complete()
+        if self.transport.is_closing() or self.cycle is not self._waiting_after:
+            self._cancel_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:  # noqa: D102
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+
+def server_config(app: FastAPI, host: str, port: int, *,
+                  header_timeout: float = HEADER_TIMEOUT,
+                  max_connections: int = MAX_CONNECTIONS) -> uvicorn.Config:
+    """Configure uvicorn for the API: a header-read timeout and a bound on connections."""
+    protocol = type("BoundedHeaderProtocol", (HeaderTimeoutProtocol,),
+                    {"header_timeout": header_timeout})
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", http=protocol,
+                          timeout_keep_alive=int(max(1, header_timeout)),
+                          limit_concurrency=max_connections)

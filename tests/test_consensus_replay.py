@@ -90,7 +90,7 @@ def test_cli_cons_down_on_a_slice_resumes(factbench, tmp_path) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "tie_rate:" in text and "alignment:" in text and "judge_calls:" in text
+    assert "ties:" in text and "CA_M" in text and "judge replay:mistral-nemo:12b asked" in text
     summary = json.loads((tmp_path / "summary.json").read_text())
     # On the first 200 facts mistral:7b is the least aligned member.
     assert summary["judge_model"] == "replay:mistral-nemo:12b"

@@ -13,7 +13,7 @@ import kgcheck
 from kgcheck.cli import app
 from kgcheck.data.facts import Fact
 from kgcheck.evals.cost import PricingError, cost_summary, default_pricing, load_pricing
-from kgcheck.evals.estimate import CHARS_PER_TOKEN, count_tokens, estimate, tokenizer_name
+from kgcheck.evals.cost_estimate import CHARS_PER_TOKEN, count_tokens, estimate, tokenizer_name
 from kgcheck.graphs.prompting import fill_prompt
 from kgcheck.graphs.registry import get_strategy
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS
@@ -113,7 +113,7 @@ def test_dry_run_prints_the_estimate_and_calls_nothing(tmp_path: Path,
     assert "dry run: 3 facts to check" in text
     assert "total: 3 calls (at most 3)" in text and "tokens counted with" in text
     assert server.calls() == [] and not (out / "verdicts.jsonl").exists()
-    planned = kgcheck.estimate(triples=kg, model="openai-compatible:mine",
+    planned = kgcheck.dry_run(triples=kg, model="openai-compatible:mine",
                                settings={"base_url": server.url}, pricing=prices)
     assert f"{planned.tokens_in:,} input tokens" in text
     assert planned.cost_in_usd == pytest.approx(planned.tokens_in / 1000)
@@ -140,7 +140,7 @@ def test_a_damaged_tiktoken_cache_falls_back_to_characters(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
 
-    from kgcheck.evals import estimate as cost
+    from kgcheck.evals import cost_estimate as cost
 
     pytest.importorskip("tiktoken")
     cached = tmp_path / hashlib.sha1(cost.TIKTOKEN_URL.encode()).hexdigest()

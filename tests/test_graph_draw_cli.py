@@ -113,3 +113,15 @@ def test_docs_draws_every_format(tmp_path: Path) -> None:
     result = runner.invoke(app, ["graph", "docs", "--out-dir", str(tmp_path), "--name", "dka"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dka.mmd", "dka.png", "dka.svg"]
+
+
+def test_every_conditional_edge_of_every_graph_is_labelled() -> None:
+    from kgcheck.commands.graph import graph_sources
+
+    for name in graph_sources():
+        result = runner.invoke(app, ["graph", "draw", name, "--format", "mermaid"])
+        assert result.exit_code == 0, result.output
+        dotted = [line.strip() for line in result.output.splitlines() if " -." in line]
+        assert dotted, name
+        unlabelled = [line for line in dotted if "-.->" in line]
+        assert not unlabelled, (name, unlabelled)

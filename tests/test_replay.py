@@ -110,3 +110,17 @@ def test_recorded_models_lists_members_and_judges() -> None:
     models = recorded_models()
     assert {"gemma2:9b", "qwen2.5:7b", "llama3.1:8b", "mistral:7b"} <= set(models)
     assert {"gemma2:27b", "mistral-nemo:12b"} <= set(models)
+
+
+@pytest.mark.parametrize(("fact", "says"), [
+    ({"subject": "Ada", "predicate": "knows", "object": "Bob"}, "lacks the fact's dataset"),
+    ({"subject": "Ada", "predicate": "knows", "object": "Bob", "dataset": "YAGO", "id": "x9"},
+     "replay only knows the facts of the FactCheck study"),
+])
+async def test_a_studio_fact_replay_does_not_know_says_so_in_user_terms(fact, says) -> None:
+    from kgcheck.graphs.strategies.dka import graph
+
+    out = await graph.ainvoke({"fact": fact})
+    error = out["verdict"]["error"]
+    assert says in error and "ollama:" in error
+    assert "kgcheck_" not in error

@@ -117,11 +117,10 @@ async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext], *,
 
 
 async def fan_out(state: DKASCState, runtime: Runtime[DKASCContext], *,
-                  context: type[DKASCContext] = DKASCContext) -> list[Send] | Literal["__end__"]:
+                  context: type[DKASCContext] = DKASCContext) -> list[Send] | Literal["decided"]:
     """Send the prompt to k sampling branches, or end when the fact already has a verdict."""
-    # The literal, not END (typed plain str), so the return matches the Literal annotation.
     if "verdict" in state:
-        return "__end__"
+        return "decided"
     ctx = context_of(runtime, context)
     settings = dataclasses.asdict(ctx)
     return [
@@ -179,7 +178,9 @@ def build(context: type[DKASCContext] = DKASCContext) -> AnyStateGraph:
     graph_builder.add_node("sample", bind(sample, context))
     graph_builder.add_node("vote", bind(vote, context))
     graph_builder.add_edge(START, "build_prompt")
-    graph_builder.add_conditional_edges("build_prompt", bind(fan_out, context), ["sample", END])
+    # The path map labels the edges in the graph's picture; the Sends go to "sample" directly.
+    graph_builder.add_conditional_edges("build_prompt", bind(fan_out, context),
+                                        {"k samples": "sample", "decided": END})
     graph_builder.add_edge("sample", "vote")
     graph_builder.add_edge("vote", END)
     return graph_builder

@@ -14,6 +14,7 @@ import asyncio
 import json
 import operator
 import random
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -288,12 +289,17 @@ async def check(state: GIVState, runtime: Runtime[GIVContext], *,
 
 async def after_check(state: GIVState, runtime: Runtime[GIVContext], *,
                       context: type[GIVContext] = GIVContext,
-                      ) -> Literal["decide", "reprompt", "give_up"]:
+                      ) -> Literal["compliant", "retry", "out of attempts"]:
     """Decide on a compliant answer; re-prompt while attempts remain; else give up."""
     if state["compliant"]:
-        return "decide"
+        return "compliant"
     ctx = context_of(runtime, context)
-    return "reprompt" if state["attempts"] < ctx.max_attempts else "give_up"
+    return "retry" if state["attempts"] < ctx.max_attempts else "out of attempts"
+
+
+# The outcome names label the edges in the graph's picture.
+AFTER_CHECK: dict[Hashable, str] = {"compliant": "decide", "retry": "reprompt",
+                                    "out of attempts": "give_up"}
 
 
 async def reprompt(state: GIVState, runtime: Runtime[GIVContext], *,
@@ -351,7 +357,7 @@ def build(context: type[GIVContext] = GIVContext) -> AnyStateGraph:
     graph_builder.add_edge(START, "build_prompt")
     graph_builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))
     graph_builder.add_conditional_edges("ask_model", unless_decided, then("check"))
-    graph_builder.add_conditional_edges("check", bind(after_check, context))
+    graph_builder.add_conditional_edges("check", bind(after_check, context), AFTER_CHECK)
     graph_builder.add_edge("reprompt", "ask_model")
     graph_builder.add_edge("decide", END)
     graph_builder.add_edge("give_up", END)

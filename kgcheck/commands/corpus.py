@@ -57,8 +57,12 @@ def list_(
 
     path = store or default_store_path()
     if not path.is_file():
-        raise ValueError(f"{path}: no corpus store; run `kgcheck corpus import` or a RAG run "
-                         "with --set sources=... first")
+        # Nothing imported is a state, not an error: RAG then reads the sample corpus.
+        console.print(f"no corpus imported in {path}; RAG uses the sample corpus "
+                      "(data/sample-corpus) until you run `kgcheck corpus import --dataset "
+                      "NAME --from FOLDER_OR_TARBALL` (or a RAG run with --set sources=...)",
+                      highlight=False)
+        return
     counts = CorpusStore(path).counts()
     if counts:
         table = Table(title=f"Evidence in {path}")
@@ -77,7 +81,8 @@ def list_(
             table.add_row(name, f"{asked:,}", f"{results:,}", last)
         console.print(table)
     elif not counts:
-        console.print(f"{path}: holds no documents and no fetched evidence")
+        console.print(f"no corpus imported in {path}: it holds no documents and no fetched "
+                      "evidence; run `kgcheck corpus import`", highlight=False)
     if fetched:
         # One line per item, never wrapped: URLs stay whole for copying and grepping.
         for item in evidence.items:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from kgcheck.app import app, console, user_errors
+from kgcheck.app import Command, app, console, user_errors
 
 FORMATS = ("png", "svg", "mermaid")
 SUFFIXES = {".png": "png", ".svg": "svg", ".mmd": "mermaid", ".mermaid": "mermaid"}
@@ -139,10 +139,11 @@ def list_graphs() -> None:
     console.print(table)
 
 
-@graph_app.command("draw")
+@graph_app.command("draw", cls=Command)
 @user_errors
 def draw(
-    name: Annotated[str, typer.Argument(help="Graph name (see `kgcheck graph list`).")],
+    name: Annotated[str, typer.Argument(
+        metavar="NAME", help="Graph name (see `kgcheck graph list`).")],
     fmt: Annotated[str | None, typer.Option("--format", help="png, svg or mermaid "
                                             "(default: from the --out suffix).")] = None,
     out: Annotated[Path | None, typer.Option(help="Output file; mermaid without --out "
@@ -167,9 +168,9 @@ def draw(
 @user_errors
 def docs(
     out_dir: Annotated[Path, typer.Option(help="Folder for the pictures.")] = Path("docs/graphs"),
-    names: Annotated[list[str] | None, typer.Option("--name", help="Only these graphs "
-                                                    "(repeatable); default: each distinct "
-                                                    "graph.")] = None,
+    names: Annotated[list[str] | None, typer.Option(
+        "--name", metavar="NAME", help="Only these graphs (repeatable); default: each "
+        "distinct graph.")] = None,
 ) -> None:
     """Draw every graph once as PNG, SVG and Mermaid (with --xray) for the README."""
     chosen = [graph_key(name) for name in names] if names else list(graph_sources())

@@ -7,13 +7,14 @@ from typing import Annotated
 
 import typer
 
-from kgcheck.app import app, console, user_errors
+from kgcheck.app import Command, app, console, user_errors
 
 
-@app.command("report")
+@app.command("report", cls=Command)
 @user_errors
 def report(
     run_dirs: Annotated[list[Path], typer.Argument(
+        metavar="RUN_DIR...",
         help="Folders written by `kgcheck run` (each with run.json and verdicts.jsonl).")],
     out: Annotated[Path, typer.Option(help="Folder for tables.md, tables.json and plots/.")]
     = Path("runs/report"),

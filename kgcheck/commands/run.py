@@ -61,28 +61,32 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.4f}"
 
 
+def _seconds(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def print_summary(summary: dict[str, Any]) -> None:
-    """Print the run's scores, confusion matrix and cost as tables."""
-    table = Table(title=f"{summary['method']} on {summary['dataset']}")
-    table.add_column("model", overflow="fold", min_width=12, max_width=36)
-    for column in ("n", "F1(T)", "F1(F)", "acc", "macro-F1", "invalid", "errors"):
+    """Print the run's scores as a table that fits 80 columns, the confusion matrix and cost.
+
+    The model goes into the title (a long name wraps there at its own width, never inside a
+    column); a consensus run adds one row per member, scored from that member's own votes.
+    """
+    members = list(summary.get("models") or [])
+    consensus = "alignment" in summary
+    who = f"consensus of {len(members)} models" if consensus else ", ".join(members)
+    table = Table(title=f"{summary['method']} on {summary['dataset']}: {who}")
+    for column in ("n", "F1(T)", "F1(F)", "acc", "macro-F1", "invalid", "errors", "s/call",
+                   "facts/s"):
         table.add_column(column, justify="right", no_wrap=True)
-    mean = summary.get("mean_model_seconds")
     table.add_row(
-        "\n".join(summary["models"]),
-        str(summary["n"]),
-        _score(summary["f1_true"]),
-        _score(summary["f1_false"]),
-        _score(summary.get("accuracy")),
-        _score(summary.get("macro_f1")),
-        str(summary["invalid"]),
-        str(summary["errors"]),
+        str(summary["n"]), _score(summary["f1_true"]), _score(summary["f1_false"]),
+        _score(summary.get("accuracy")), _score(summary.get("macro_f1")),
+        str(summary["invalid"]), str(summary["errors"]),
+        _seconds(summary.get("mean_model_seconds")),
+        _seconds(summary.get("facts_per_second"), 1),
     )
     console.print(table)
-    rate = summary.get("facts_per_second")
-    console.print(("" if mean is None else f"{mean:.2f} s/call, ")
-                  + ("" if rate is None else f"{rate:.1f} facts/s; ")
-                  + f"cost {_usd(summary.get('cost_usd'))}"
+    console.print(f"cost {_usd(summary.get('cost_usd'))}"
                   + (f", tokens in {summary['tokens_in']:,}" if summary.get("tokens_in") else "")
                   + (f", out {summary['tokens_out']:,}" if summary.get("tokens_out") else ""),
                   highlight=False)
@@ -91,7 +95,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     matrix = summary.get("confusion")
     if matrix:
-        grid = Table(title="confusion (gold rows, verdict columns)", title_justify="left")
+        console.print("confusion matrix (rows: gold, columns: verdict)")
+        grid = Table()
         grid.add_column("gold")
         for label in ("T", "F", "NA"):
             grid.add_column(label, justify="right")
@@ -110,9 +115,36 @@ def print_summary(summary: dict[str, Any]) -> None:
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
                       f"{level['backoffs']} back-offs")
-    for key in ("tie_rate", "judge_calls", "judge_model", "alignment"):
-        if key in summary:
-            console.print(f"{key}: {summary[key]}")
+    if consensus:
+        _print_consensus(summary, members)
+
+
+def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
+    """Print the members' own scores and alignment, the ties and the judge."""
+    scores = summary.get("member_scores") or {}
+    alignment = summary.get("alignment") or {}
+    table = Table(title="members (each scored on its own votes)")
+    table.add_column("member", overflow="fold")
+    for column in ("F1(T)", "F1(F)", "NA votes", "CA_M"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for member in members:
+        own = scores.get(member) or {}
+        ca = alignment.get(member)
+        table.add_row(member, _score(own.get("f1_true")), _score(own.get("f1_false")),
+                      str(own.get("na", "-")), "-" if ca is None else f"{ca:.3f}")
+    console.print(table)
+    ties = summary.get("ties", 0)
+    n = summary.get("n") or 0
+    share = f" ({100 * ties / n:.1f} %)" if n else ""
+    judge = summary.get("judge_model") or "none"
+    if judge == "none":
+        console.print(f"ties: {ties} of {n}{share}, left NA (no judge)", highlight=False)
+    else:
+        console.print(f"ties: {ties} of {n}{share}; judge {judge} asked "
+                      f"{summary.get('judge_calls', 0)} times, decided "
+                      f"{summary.get('judge_decided', 0)}", highlight=False)
+    console.print("CA_M: how often a member agrees with the majority where there is one",
+                  highlight=False)
 
 
 def print_estimate(found: Any, out_dir: Path) -> None:
@@ -197,8 +229,9 @@ def run(
     consensus: Annotated[str | None, Opt(help="Member models, comma-separated: multi-model "
                                          "consensus over --method.")] = None,
     judge: Annotated[str, Opt(help="Tie-break: model spec, cons-up, cons-down, none")] = "none",
-    settings: Annotated[list[str] | None, Opt("--set", help="Context setting key=value "
-                                              "(repeatable), e.g. --set max_attempts=5.")] = None,
+    settings: Annotated[list[str] | None, Opt(
+        "--set", metavar="KEY=VALUE", help="A setting of the strategy (repeatable), e.g. "
+        "--set max_attempts=5; `kgcheck settings METHOD` lists them.")] = None,
     trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
     pricing: Annotated[Path | None, Opt(help="Pricing file (US dollars per 1,000 tokens, "
@@ -248,7 +281,7 @@ def run(
         err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = plan.out_dir
     if dry_run:
-        print_estimate(api.estimate_run(plan, resume=resume), out_dir)
+        print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
         return
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")

@@ -73,6 +73,22 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
+def index_choice(index: str, chroma_path: str) -> str:
+    """Pick the chunk index the API ranks with; ``auto`` writes nothing it was not told to.
+
+    ``auto`` uses Chroma only where a cache was configured or built before (``--chroma-path``,
+    ``$KGCHECK_HOME``, or an existing ``.kgcheck/chroma``), else vectors in memory, so that
+    serving requests never creates a folder under the current one.
+    """
+    if index != "auto":
+        return index
+    from kgcheck.retrievers.index import default_chroma_path
+    from kgcheck.retrievers.store import HOME_ENV
+
+    configured = chroma_path or os.environ.get(HOME_ENV) or default_chroma_path().is_dir()
+    return "chroma" if configured else "memory"
+
+
 @app.command("search-api")
 @user_errors
 def search_api(
@@ -85,13 +101,16 @@ def search_api(
     data: Annotated[str | None, typer.Option(help="FactCheck data (for the facts' "
                                              "sentences); default: vendored.")] = None,
     embedding: Annotated[str, typer.Option(help="Embedder for ranking (minilm, ...).")] = "minilm",
-    index: Annotated[str, typer.Option(help="Chunk vectors: chroma or memory.")] = "chroma",
-    chroma_path: Annotated[str, typer.Option(help="Chroma folder (default .kgcheck/chroma).")] = "",
+    index: Annotated[str, typer.Option(help="Chunk vectors: auto (Chroma where a Chroma "
+                                       "folder is configured or exists, else memory), chroma "
+                                       "or memory.")] = "auto",
+    chroma_path: Annotated[str, typer.Option(help="Chroma folder (default "
+                                             "$KGCHECK_HOME/chroma or .kgcheck/chroma).")] = "",
 ) -> None:
     """Serve stored search results over HTTP, with the hosted FactCheck API's paths."""
     import uvicorn
 
-    from kgcheck.retrievers.api import create_app
+    from kgcheck.retrievers.api import create_app, server_config
     from kgcheck.retrievers.evidence import get_retriever
 
     if corpus.startswith(("http://", "https://")):
@@ -99,15 +118,15 @@ def search_api(
     sockets = bind_sockets(host, port)
     try:
         key = api_key or os.environ.get("KGCHECK_SEARCH_API_KEY", "") or secrets.token_urlsafe(16)
-        retriever = get_retriever(corpus, embedding=embedding, index=index,
-                                  chroma_path=chroma_path)
+        retriever = get_retriever(corpus, embedding=embedding,
+                                  index=index_choice(index, chroma_path), chroma_path=chroma_path)
         api = create_app(retriever.source, retriever.engine, api_key=key, data=data)
         shown = key if not api_key else "(as given)"
         bound = sockets[0].getsockname()[1]  # the port picked when --port is 0
         console.print(f"mock search API on http://{_address(host, bound)}/api/datasets/  "
                       f"corpus: {retriever.source.location}  X-API-Key: {shown}",
                       soft_wrap=True)
-        server = uvicorn.Server(uvicorn.Config(api, host=host, port=bound, log_level="warning"))
+        server = uvicorn.Server(server_config(api, host, bound))
         server.run(sockets=sockets)
     finally:
         for sock in sockets:

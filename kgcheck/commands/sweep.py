@@ -10,17 +10,18 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kgcheck.app import app, console, err_console, user_errors
+from kgcheck.app import Command, app, console, err_console, user_errors
 
 
 def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-@app.command("sweep")
+@app.command("sweep", cls=Command)
 @user_errors
 def sweep(
-    config: Annotated[Path, typer.Argument(help="Sweep file (.toml or .yaml): the grid.")],
+    config: Annotated[Path, typer.Argument(
+        metavar="CONFIG", help="Sweep file (.toml or .yaml): the grid.")],
     out: Annotated[Path | None, typer.Option(
         help="Sweep folder (default: the file's `out`, else runs/<file name>).")] = None,
     parallel: Annotated[int | None, typer.Option(

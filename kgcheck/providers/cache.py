@@ -108,7 +108,8 @@ class AnswerCache:
             db.execute("SELECT count(*) FROM answers").fetchone()
             return db
         except sqlite3.DatabaseError as exc:
-            return self._set_aside(exc)
+            self._set_aside(exc)
+            return None
         except OSError as exc:
             warnings.warn(f"answer cache {self.path} cannot be opened ({exc}); running "
                           "without it", CacheWarning, stacklevel=3)

@@ -36,6 +36,10 @@ def _resolved_dir(data_dir: str, env_value: str | None) -> str:
     return str(resolve_data_dir(data_dir or None))
 
 
+# The run metadata replay needs, named as a user knows them (the keys are internal).
+USER_TERMS = {metadata.DATASET: "the fact's dataset", metadata.FACT_ID: "the fact's id",
+              metadata.RECORDED_METHOD: "a strategy the study ran"}
+
 class ReplayChatModel(BaseChatModel):
     """Answer each call with the recorded answer of ``model_name`` for the fact asked."""
 
@@ -59,14 +63,13 @@ class ReplayChatModel(BaseChatModel):
                 f"{meta[metadata.METHOD]} strategy: the study recorded DKA, GIV-Z, GIV-F and "
                 "RAG only; pick a live model (ollama:..., openai:...)"
             )
-        missing = [k for k in (metadata.FACT_ID, metadata.DATASET, metadata.RECORDED_METHOD)
-                   if not meta.get(k)]
+        missing = [name for key, name in USER_TERMS.items() if not meta.get(key)]
         if missing:
             raise ReplayMissing(
                 f"replay:{self.model_name} answers only the FactCheck study's own facts, with "
                 "the answers recorded for them: give the fact's dataset and id (e.g. YAGO, 5) "
                 "and use a strategy the study ran, or pick a live model (ollama:..., "
-                f"openai:...); this call lacks {', '.join(missing)}"
+                f"openai:...); this call lacks {' and '.join(missing)}"
             )
         data_dir = _resolved_dir(self.data_dir, os.environ.get(DATA_ENV))
         return (data_dir, self.model_name, str(meta[metadata.DATASET]),
@@ -77,6 +80,12 @@ class ReplayChatModel(BaseChatModel):
     def _answer(query: tuple[str, str, str, str, str, str]) -> Recording:
         try:
             found = lookup(*query)
+        except ReplayMissing as exc:
+            # Said in Studio too, where a user types any fact: what replay can and cannot do.
+            raise ReplayMissing(f"{exc}: replay only knows the facts of the FactCheck study "
+                                "(the datasets' own ids, e.g. YAGO 5); for another fact set "
+                                "the model to a live one (ollama:gemma2:9b, "
+                                "openai:gpt-4o-mini, ...)") from None
         except DataError as exc:
             raise ReplayMissing(str(exc)) from None
         # Everything but the fact id names a table that is now in memory.

@@ -1,0 +1,137 @@
+"""Read label words and the files that carry them: annotators' CSVs, reviews, imported verdicts.
+
+Label words, case-insensitive: ``T``/``true``/``1``/``correct``/``yes`` (true),
+``F``/``false``/``0``/``incorrect``/``no`` (false), and ``idk``/``na``/``skip``/``unknown``
+or an empty cell (no label: the row is left out and counted). Anything else is an error
+naming the file and the row.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TRUE_WORDS = {"t", "true", "1", "correct", "yes", "y"}
+FALSE_WORDS = {"f", "false", "0", "incorrect", "no", "n"}
+NO_LABEL_WORDS = {"", "idk", "na", "n/a", "skip", "skipped", "unknown", "?"}
+# The columns `kgcheck sample` writes; the review page writes fact_id,label,note,...
+SAMPLE_COLUMNS = ("fact_id", "subject", "predicate", "object", "text", "label", "weight",
+                  "stratum", "cluster", "design")
+
+
+class LabelsError(ValueError):
+    """A labels file that cannot be read; the message names the file and the row."""
+
+
+def label_word(value: Any, where: str) -> bool | None:
+    """Read one label word: True, False, or None for idk/na/skip/empty."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    if text in NO_LABEL_WORDS:
+        return None
+    raise LabelsError(f"{where}: unknown label {value!r}; use T/F, true/false, 1/0, "
+                      "correct/incorrect, or idk/na/skip for no label")
+
+
+def iter_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (where, row) for every row of a CSV, TSV or JSON Lines file."""
+    if not path.is_file():
+        raise LabelsError(f"{path}: file not found")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise LabelsError(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise LabelsError(f"{path}, line {n}: expected a JSON object")
+                yield f"{path}, line {n}", {str(k).strip().lower(): v for k, v in row.items()}
+    elif suffix in (".csv", ".tsv"):
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
+            for n, raw in enumerate(reader, start=2):
+                yield f"{path}, row {n}", {str(k).strip().lower(): v for k, v in raw.items()
+                                           if k is not None}
+    else:
+        raise LabelsError(f"{path}: unsupported format {suffix!r}; use .csv, .tsv or .jsonl")
+
+
+@dataclass
+class LabelRow:
+    """One labelled fact from a labels file, with the design columns when present."""
+
+    fact_id: str
+    true: bool
+    where: str
+    stratum: str = ""
+    cluster: str = ""
+    weight: float | None = None
+
+
+@dataclass
+class LabelFile:
+    """A labels file, read: usable labels, rows without a label, and the design it names."""
+
+    path: Path
+    rows: list[LabelRow] = field(default_factory=list)
+    unlabeled: int = 0
+    design: str = "srs"
+
+
+def read_labels(path: str | Path) -> LabelFile:
+    """Read human labels: ``kgcheck sample``'s CSV, a review's ``labels.csv``, or JSONL.
+
+    Needs ``fact_id`` and ``label`` columns; ``stratum``, ``cluster``, ``weight`` and
+    ``design`` are kept when present. A fact labelled twice is an error naming both rows.
+    """
+    path = Path(path)
+    out = LabelFile(path)
+    seen: dict[str, str] = {}
+    designs: set[str] = set()
+    for where, row in iter_rows(path):
+        if "fact_id" not in row or "label" not in row:
+            raise LabelsError(f"{where}: needs fact_id and label columns (found: "
+                              f"{', '.join(sorted(row))})")
+        fact_id = str(row["fact_id"] or "").strip()
+        if not fact_id:
+            raise LabelsError(f"{where}: empty fact_id")
+        if fact_id in seen:
+            raise LabelsError(f"{where}: fact {fact_id!r} is labelled again (first at "
+                              f"{seen[fact_id].rsplit(', ', 1)[-1]})")
+        seen[fact_id] = where
+        if row.get("design"):
+            designs.add(str(row["design"]).strip())
+        value = label_word(row["label"], where)
+        if value is None:
+            out.unlabeled += 1
+            continue
+        weight = row.get("weight")
+        try:
+            weight_value = float(weight) if weight not in (None, "") else None
+        except (TypeError, ValueError):
+            raise LabelsError(f"{where}: weight {weight!r} is not a number") from None
+        out.rows.append(LabelRow(fact_id, value, where, str(row.get("stratum") or ""),
+                                 str(row.get("cluster") or ""), weight_value))
+    if not seen:
+        raise LabelsError(f"{path}: no rows")
+    if len(designs) > 1:
+        raise LabelsError(f"{path}: rows name different designs ({', '.join(sorted(designs))})")
+    out.design = designs.pop() if designs else "srs"
+    return out
