@@ -194,7 +194,8 @@ def test_unlabelled_run_reports_no_scores_and_draws_no_empty_plots(tmp_path: Pat
                                  str(tmp_path / "run"), "--concurrency", "1", "--no-progress"])
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("│ 3 "))
-    assert "0.00" not in row and row.count(" - ") >= 4  # F1(T), F1(F), acc, macro-F1
+    # n, then F1(T), F1(F), acc, macro-F1: no score without labels, never 0.00.
+    assert [c.strip() for c in row.split("│")[1:6]] == ["3", "-", "-", "-", "-"]
     result = runner.invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output
     md = (tmp_path / "rep" / "tables.md").read_text()
