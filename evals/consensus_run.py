@@ -22,7 +22,7 @@ from kgcheck.data.recordings import has_recordings
 from kgcheck.evals.concurrency import Limit
 from kgcheck.evals.engines import Engine, GraphKey, LocalEngine
 from kgcheck.evals.metrics import consensus_alignment, f1_true_false, tie_rate
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, run_facts
+from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, RunResult, Warn, run_facts
 from kgcheck.graphs.consensus import ConsensusContext, member_specs, member_values
 from kgcheck.graphs.context import Context, make_context
 from kgcheck.graphs.judges import (
@@ -127,6 +127,7 @@ async def run_consensus(
     resume: bool = False,
     fresh: bool = False,
     show_progress: bool = True,
+    warn: Warn | None = None,
     engine: Engine | None = None,
 ) -> RunResult:
     """Check every fact by consensus of ``members`` running ``strategy``; return the run.
@@ -171,6 +172,7 @@ async def run_consensus(
         info.settings = {**info.settings, "judge_model": judge_spec or JUDGE_NONE}
         return run_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
                          fresh=fresh, show_progress=show_progress, phase=phase,
+                         warn=warn,
                          summary_extras=summary_extras(judge_spec, source, **more))
 
     def judged_context(
@@ -199,14 +201,15 @@ async def run_consensus(
     votes_info = RunInfo(dataset=info.dataset, strategy=info.strategy, method=info.method,
                          models=list(info.models),
                          judge=JUDGE_NONE, source=info.source, settings=dict(info.settings),
-                         pricing=info.pricing)
+                         pricing=info.pricing, input=dict(info.input),
+                         prompts=dict(info.prompts))
 
     async def vote(fact: Fact) -> dict[str, Any]:
         return await engine.invoke(graph_key, {"fact": fact.as_input()}, base_ctx, config)
 
     phase1 = await run_facts(
         facts, vote, votes_info, out_dir / VOTES_DIR, concurrency=concurrency, resume=resume,
-        fresh=fresh, show_progress=show_progress, phase="members",
+        fresh=fresh, show_progress=show_progress, phase="members", warn=warn,
         summary_extras=summary_extras(None, "phase 1: votes only"),
     )
     if phase1.aborted:

@@ -11,12 +11,17 @@ each model (already T/F upstream) and the judges' raw answers (``"T \\n"``,
 ``"Judgment: F"``; anything else, such as ``"NA"``, is NA and counts as a miss).
 Records for facts outside the benchmark are ignored; facts a model has no record for stay
 unanswered for that model (see ``evals.tables`` for how they are scored).
+
+Nothing unreadable turns into a score of zero: a dataset without gold labels, an answers
+file that cannot be read (a folder where the file belongs, malformed JSON, a record without
+``id``) or whose records lack their answer is left out with a warning, or raises when no
+``warn`` callback is given.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,7 @@ from kgcheck.data.upstream import (
     as_source,
     canonical_dataset,
     dataset_names,
+    dataset_path,
     iter_records,
     judge_fact_id,
     recorded_files,
@@ -37,6 +43,8 @@ from kgcheck.data.upstream import (
 from kgcheck.evals.metrics import iqr_mean
 from kgcheck.evals.tables import Consensus, MethodResults, ModelAnswers, method_rank
 from kgcheck.graphs.parsing import parse_verdict
+
+Warn = Callable[[str], None]
 
 # The judges' file says which member was most ("high") or least ("low") consistent.
 JUDGE_NAMES = {"high": "cons-up", "low": "cons-down"}
@@ -60,17 +68,32 @@ def _seconds(value: Any) -> float | None:
 
 
 def _model_answers(src: DataSource, relpath: str, model: str,
-                   scope: dict[str, bool | None]) -> ModelAnswers:
+                   scope: dict[str, bool | None], warn: Warn) -> ModelAnswers | None:
+    """Read one model's answers over ``scope``; None (with a warning) when none is usable."""
     labels: dict[str, str] = {}
     seconds: dict[str, float] = {}
-    for row in iter_records(src, relpath):
-        fid = str(row["id"])
-        if fid not in scope:
-            continue
-        labels[fid] = _label(row.get("response"))
-        took = _seconds(row.get("response_time"))
-        if took is not None:
-            seconds[fid] = took
+    where = f"{src.location}/{relpath}"
+    lacking = total = 0
+    try:
+        for row in iter_records(src, relpath):
+            fid = str(row["id"])
+            if fid not in scope:
+                continue
+            total += 1
+            if not isinstance(row.get("response"), str):
+                lacking += 1
+            labels[fid] = _label(row.get("response"))
+            took = _seconds(row.get("response_time"))
+            if took is not None:
+                seconds[fid] = took
+    except DataError as exc:
+        warn(f"left out {model}: {exc}")
+        return None
+    if total and lacking == total:
+        warn(f"left out {model}: {where}: none of its {total} records has a 'response'")
+        return None
+    if lacking:
+        warn(f"{where}: {lacking} of {total} records have no 'response'; they count as NA")
     return ModelAnswers(model=model, labels=labels, seconds=seconds)
 
 
@@ -102,10 +125,20 @@ def judge_answers(src: DataSource, dataset: str) -> dict[str, list[Consensus]]:
     return dict(out)
 
 
+def _strict(message: str) -> None:
+    raise DataError(message)
+
+
 def load_recorded(data: str | Path | DataSource | None = None,
                   datasets: Sequence[str] | None = None,
-                  methods: Sequence[str] | None = None) -> list[MethodResults]:
-    """Read the study's answers per dataset and method (all recorded datasets by default)."""
+                  methods: Sequence[str] | None = None, *,
+                  warn: Warn | None = None) -> list[MethodResults]:
+    """Read the study's answers per dataset and method (all recorded datasets by default).
+
+    What cannot be scored (see the module docstring) goes to ``warn`` and is left out;
+    without ``warn`` it raises ``DataError``.
+    """
+    warn = warn or _strict
     src = as_source(data)
     names = ([canonical_dataset(src, d) for d in datasets] if datasets
              else recorded_datasets(src))
@@ -117,11 +150,26 @@ def load_recorded(data: str | Path | DataSource | None = None,
                 and (wanted is None or f.method.upper() in wanted)]
         if not mine:
             continue
-        gold = {f.id: f.label for f in load_facts(name, src)}
+        try:
+            gold = {f.id: f.label for f in load_facts(name, src)}
+        except DataError as exc:
+            warn(f"left out {name}: {exc}")
+            continue
+        labelled = sum(1 for g in gold.values() if g is not None)
+        if not labelled:
+            warn(f"left out {name}: no gold labels ({src.location}/"
+                 f"{dataset_path(name, 'gt.json')} is missing, empty or not a file), so its "
+                 "answers cannot be scored")
+            continue
+        if labelled < len(gold):
+            warn(f"{name}: {len(gold) - labelled:,} of {len(gold):,} facts have no gold label "
+                 "and are not scored")
         judges = judge_answers(src, name)
         for method in sorted({f.method for f in mine}, key=method_rank):
-            members = [_model_answers(src, f.relpath, f.model, gold)
-                       for f in sorted(mine, key=lambda f: f.model) if f.method == method]
+            members = [m for f in sorted(mine, key=lambda f: f.model) if f.method == method
+                       if (m := _model_answers(src, f.relpath, f.model, gold, warn)) is not None]
+            if not members:
+                continue
             results.append(MethodResults(dataset=name, method=method, gold=gold,
                                          members=members, consensus=judges.get(method, [])))
     return results

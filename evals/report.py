@@ -14,7 +14,7 @@ new prompt or model is compared with the study like for like.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from kgcheck.evals.tables import (
     public_record,
     render_markdown,
 )
+from kgcheck.graphs.verdicts import is_defect
 
 TABLES_MD = "tables.md"
 TABLES_JSON = "tables.json"
@@ -63,8 +64,11 @@ class RunFolder:
         self.name = self.name or self.path.resolve().name
 
 
-def read_run(path: str | Path) -> RunFolder:
-    """Read a run folder, checking that it holds what ``kgcheck run`` writes."""
+def read_run(path: str | Path, warn: Callable[[str], None] | None = None) -> RunFolder:
+    """Read a run folder, checking that it holds what ``kgcheck run`` writes.
+
+    ``warn`` hears of lines of ``verdicts.jsonl`` that are not verdicts (they are ignored).
+    """
     folder = Path(path)
     if not folder.is_dir():
         raise ReportInputError(f"{folder}: run folder not found")
@@ -80,7 +84,7 @@ def read_run(path: str | Path) -> RunFolder:
         raise ReportInputError(f"{info_path}: missing {', '.join(missing)}")
     if not (folder / VERDICTS).is_file():
         raise ReportInputError(f"{folder}: no {VERDICTS}; the run has not started")
-    records = list(read_verdicts(folder / VERDICTS).values())
+    records = list(read_verdicts(folder / VERDICTS, warn).values())
     if not records:
         raise ReportInputError(f"{folder / VERDICTS}: no verdicts")
     summary_path = folder / SUMMARY
@@ -156,7 +160,8 @@ def recorded_alongside(results: Sequence[MethodResults],
     found, notes = [], []
     for (dataset, method), facts in wanted.items():
         try:
-            recorded = load_recorded(data, [dataset], [method])
+            recorded = load_recorded(data, [dataset], [method],
+                                     warn=lambda m: notes.append(f"warning: {m}"))
         except DataError:
             recorded = []
         if not recorded:
@@ -185,7 +190,7 @@ def run_section(runs: Sequence[RunFolder]) -> str:
         scores = score_summary(run.records)
         cost = (run.summary or {}).get("cost_usd")
         na = sum(1 for r in run.records if r.get("label") not in ("T", "F"))
-        errors = sum(1 for r in run.records if r.get("error"))
+        errors = sum(1 for r in run.records if r.get("error") and not is_defect(r))
         cells = [run.name, str(run.info["dataset"]), str(run.info["method"]),
                  ", ".join(map(str, run.info["models"])), str(run.info.get("judge") or "-"),
                  f"{len(run.records):,}", str(na), str(errors),
@@ -232,12 +237,24 @@ class Outputs:
     records: list[dict[str, Any]]
 
 
+def output_folder(out_dir: str | Path) -> Path:
+    """Create the folder for tables and plots, or say in one line why it cannot be."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ReportInputError(f"--out {out}: exists and is not a folder; pick another --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportInputError(f"--out {out}: cannot create the folder "
+                               f"({exc.strerror or exc}); pick another --out") from None
+    return out
+
+
 def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, title: str,
                   keep_source: bool, plots: bool = True, notes: Sequence[str] = (),
                   extra: Sequence[str] = ()) -> Outputs:
     """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     ordered = sorted(results, key=lambda r: method_rank(r.method))
     datasets = list(dict.fromkeys(r.dataset for r in results))
     ordered = sorted(ordered, key=lambda r: datasets.index(r.dataset))
@@ -263,16 +280,17 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     """Read run folders (and optionally the study's rows) and write the report."""
     if not run_dirs:
         raise ReportInputError("give at least one run folder")
-    runs = [read_run(p) for p in run_dirs]
+    notes: list[str] = []
+    runs = [read_run(p, lambda m: notes.append(f"warning: {m}")) for p in run_dirs]
     names = [r.name for r in runs]
     if len(set(names)) < len(names):
         # Two folders with the same name would merge in the tables: label them by path.
         for run in runs:
             run.name = str(run.path)
     results = [run_results(r) for r in runs]
-    notes: list[str] = []
     if with_recorded:
-        recorded, notes = recorded_alongside(results, data)
+        recorded, found = recorded_alongside(results, data)
+        notes += found
         results = recorded + results
     _disambiguate(results)
     return write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
@@ -281,15 +299,32 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
 
 
 def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
-                     datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
-    """Recompute the study's tables and figures from its recorded answers in ``data``."""
+                     datasets: Sequence[str] | None = None, plots: bool = True,
+                     warn: Callable[[str], None] | None = None) -> Outputs:
+    """Recompute the study's tables and figures from its recorded answers in ``data``.
+
+    What cannot be scored (no gold labels, unreadable answer files) is left out with a
+    warning, passed to ``warn`` and written into the tables; when nothing at all can be
+    scored, ``ReportInputError`` says why.
+    """
+    output_folder(out_dir)
     src = open_data(data)
     names = list(datasets) if datasets else None
-    results = load_recorded(src, names)
+    problems: list[str] = []
+
+    def note(message: str) -> None:
+        problems.append(message)
+        if warn is not None:
+            warn(message)
+
+    results = load_recorded(src, names, warn=note)
     if not results:
-        raise ReportInputError(f"{src.location}: no recorded answers"
-                               + (f" for {', '.join(names)}" if names else ""))
+        wanted = f" for {', '.join(names)}" if names else ""
+        why = f": {'; '.join(problems)}" if problems else ""
+        raise ReportInputError(f"{src.location}: nothing could be scored{wanted}"
+                               + (why or ": no recorded answers"))
     return write_outputs(
         results, out_dir, title=f"FactCheck study tables, recomputed from {src.location}",
-        keep_source=False, plots=plots, extra=[token_section(token_usage(src, names))],
+        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems],
+        extra=[token_section(token_usage(src, names))],
     )

@@ -3,19 +3,23 @@
 Every verdict is appended to ``OUT/verdicts.jsonl`` the moment it completes, so a killed run
 loses nothing; ``--resume`` keeps the finished verdicts (the last record per fact), retries
 the ones that ended in an error, and runs the rest. ``OUT/summary.json`` is written at the
-end, and ``OUT/run.json`` records what the run was so a resume cannot mix two runs.
+end and describes every verdict in the folder. ``OUT/run.json`` records what the run was:
+strategy, models, a fingerprint of the input facts, the settings and the prompt files'
+contents, so that a resume with other input or settings is refused instead of mixing two runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import json
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,14 +38,21 @@ from kgcheck.evals.cost import Pricing, cost_summary
 from kgcheck.evals.metrics import score_summary
 from kgcheck.evals.records import verdict_record
 from kgcheck.graphs import verdicts
-from kgcheck.providers import pressure
+from kgcheck.providers import pressure, redact_url
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
 RUN_INFO = "run.json"
 LOCK = ".lock"
-# Identity of a run: a resume must match these fields of run.json.
-IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge", "source")
+# Identity of a run: a resume must match these fields of run.json (and its input and
+# settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
+# the input is identified by its content.
+IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
+# Settings a resume may change: where the server is and how long to wait for it, not what
+# a model is asked or how it samples.
+RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
+                            "replay_latency", "data_dir"})
+LABELS = ("T", "F", "NA")
 RECURSION_LIMIT = 50
 # Errors that mean the model server cannot be reached at all, not that one fact failed.
 UNREACHABLE_ERRORS = {
@@ -55,10 +66,57 @@ UNREACHABLE_ERRORS = {
 CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
+Warn = Callable[[str], None]
 
 
 class RunError(RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
+
+
+class RunWarning(UserWarning):
+    """Something in a run folder was ignored (an unreadable verdict line)."""
+
+
+def public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Return settings as they may be written or shown: JSON-plain, without credentials.
+
+    Every settings value that reaches ``run.json`` (or a message) passes through here.
+    """
+    kept = {str(k): v for k, v in values.items()}
+    if kept.get("base_url"):
+        kept["base_url"] = redact_url(str(kept["base_url"]))
+    # A JSON round trip, so that stored and new settings compare alike (tuples as lists).
+    return dict(json.loads(json.dumps(kept, default=str)))
+
+
+def _fact_row(fact: Fact) -> bytes:
+    row = [fact.id, fact.dataset, fact.subject, fact.predicate, fact.object, fact.label,
+           fact.sentence]
+    return json.dumps(row, ensure_ascii=False).encode("utf-8")
+
+
+def fact_digest(fact: Fact) -> str:
+    """Identify one fact by content: a SHA-256 (16 hex digits) over id, terms and label.
+
+    Each verdict keeps it (``fact_sha``), so a resume can tell whether a stored verdict
+    still belongs to the fact of that id.
+    """
+    return hashlib.sha256(_fact_row(fact)).hexdigest()[:16]
+
+
+def input_fingerprint(facts: Iterable[Fact]) -> dict[str, Any]:
+    """Identify input facts by content: their count and a SHA-256 over ids, terms and labels."""
+    digest = hashlib.sha256()
+    count = 0
+    for fact in facts:
+        digest.update(_fact_row(fact) + b"\n")
+        count += 1
+    return {"facts": count, "sha256": digest.hexdigest()}
+
+
+def file_digest(path: str | Path) -> str:
+    """Return the SHA-256 of a file's bytes (a prompt file's identity)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass
@@ -89,10 +147,47 @@ class RunInfo:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     # Prices for the summary's cost (None: the shipped pricing file); not part of the identity.
     pricing: Pricing | None = None
+    # ``input_fingerprint`` of the facts this invocation checks; empty when not known.
+    input: dict[str, Any] = field(default_factory=dict)
+    # Prompt-file settings by name -> SHA-256 of the file they name.
+    prompts: dict[str, str] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         """Return the fields a resumed run must share with the stored one."""
         return {k: getattr(self, k) for k in IDENTITY_KEYS}
+
+    def stored(self) -> dict[str, Any]:
+        """Return what ``run.json`` keeps: identity, source, input, settings, prompt files."""
+        return {**self.identity(), "source": self.source, "run_id": self.run_id,
+                "input": self.input, "settings": public_settings(self.settings),
+                "prompts": self.prompts}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
+    """Say what differs between a stored run and the one asked for (empty: it may resume)."""
+    if info.input and "input" not in stored:
+        return ["run.json records no fingerprint of its input facts (written by an older "
+                "kgcheck), so its verdicts cannot be matched to this input"]
+    changes = [f"{k} ({_short(stored.get(k))} then, {_short(v)} now)"
+               for k, v in info.identity().items() if stored.get(k) != v]
+    old = stored.get("settings") or {}
+    new = public_settings(info.settings)
+    old_prompts = stored.get("prompts") or {}
+    # A prompt file counts by content: the same text under another name is the same prompt.
+    same_text = {key for key, digest in info.prompts.items() if old_prompts.get(key) == digest}
+    changed = {key for key in (set(old) | set(new)) - RESUME_NEUTRAL - same_text
+               if old.get(key) != new.get(key)}
+    changes += [f"setting {key} ({_short(old.get(key))} then, {_short(new.get(key))} now)"
+                for key in sorted(changed)]
+    for key in sorted((set(old_prompts) | set(info.prompts)) - changed):
+        if old_prompts.get(key) != info.prompts.get(key):
+            changes.append(f"the content of the {key} file {_short(new.get(key, ''))}")
+    return changes
 
 
 def gold_mark(fact: Fact) -> str | None:
@@ -100,34 +195,124 @@ def gold_mark(fact: Fact) -> str | None:
     return None if fact.label is None else ("T" if fact.label else "F")
 
 
-def read_verdicts(path: Path) -> dict[str, dict[str, Any]]:
-    """Read a verdicts file, last record per fact; a torn last line (a crash) is skipped."""
+def record_problem(record: Any) -> str | None:
+    """Say why a verdicts.jsonl record cannot be used (None: it can)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    fact_id = record.get("fact_id")
+    if not isinstance(fact_id, str | int) or isinstance(fact_id, bool) or str(fact_id) == "":
+        return "no fact_id"
+    if "label" not in record:
+        return "no label"
+    if record["label"] not in LABELS:
+        return f"label {_short(record['label'])} is not T, F or NA"
+    return None
+
+
+def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
+    """Read a verdicts file, last valid record per fact.
+
+    A line that is not a verdict (a torn last line from a crash, ``{}``, a record without
+    ``label``) is skipped, so it never replaces a good verdict; ``warn`` hears of such lines
+    once, with their line numbers.
+    """
     records: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return records
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
+    problems: list[str] = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
             line = line.strip()
             if not line:
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
+                problems.append(f"line {n}: incomplete or malformed JSON")
+                continue
+            problem = record_problem(record)
+            if problem:
+                problems.append(f"line {n}: {problem}")
                 continue
             records[str(record["fact_id"])] = record
+    if problems and warn is not None:
+        shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
+        warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
+             "those facts keep their last good verdict or run again")
     return records
 
 
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with suppress(OSError):
+            tmp.unlink()
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}; free space or fix the "
+                       f"folder's permissions, then rerun with --resume --out {path.parent}"
+                       ) from None
+
+
+def _warn_default(message: str) -> None:
+    warnings.warn(message, RunWarning, stacklevel=3)
+
+
+def kept_verdict(record: Mapping[str, Any]) -> bool:
+    """Tell whether a resume keeps a verdict: it has no error, or its input is defective."""
+    return not record.get("error") or verdicts.is_defect(record)
+
+
+class VerdictSink:
+    """Append verdict lines to a file, each line whole or not at all.
+
+    A write that fails part way (disk full, file too large) is cut back off, so the file
+    never holds a torn line that a later append would glue onto.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append one record as a JSON line; on OSError the file is left as it was."""
+        data = memoryview((json.dumps(record) + "\n").encode("utf-8"))
+        size = os.fstat(self.fd).st_size
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:
+            with suppress(OSError):
+                os.ftruncate(self.fd, size)
+            raise
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self.fd)
+
+
+def changed_facts(existing: Mapping[str, Mapping[str, Any]],
+                  facts: Sequence[Fact]) -> list[str]:
+    """Say which stored verdicts belong to other facts now (the input was edited)."""
+    differ = [f.id for f in facts
+              if f.id in existing and existing[f.id].get("fact_sha") != fact_digest(f)]
+    if not differ:
+        return []
+    with_verdicts = sum(1 for f in facts if f.id in existing)
+    return [f"the input facts ({len(differ)} of the {with_verdicts} facts with verdicts are "
+            f"not the facts those verdicts were given for, e.g. fact {differ[0]!r})"]
 
 
 def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
-                    fresh: bool) -> dict[str, dict[str, Any]]:
-    """Check or create the run folder; return the finished verdicts a resume keeps."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+                    fresh: bool, warn: Warn | None = None,
+                    facts: Sequence[Fact] | None = None) -> dict[str, dict[str, Any]]:
+    """Check or create the run folder; return the finished verdicts a resume keeps.
+
+    A resume must match the stored run (``resume_conflicts``), and every verdict kept for a
+    fact of ``facts`` must have been given for that same fact (``fact_sha``).
+    """
+    _make_dir(out_dir)
     verdicts_path = out_dir / VERDICTS
     info_path = out_dir / RUN_INFO
     foreign = sorted(p.name for p in out_dir.iterdir()
@@ -140,32 +325,47 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
     if fresh:
         for name in (VERDICTS, SUMMARY, RUN_INFO):
             (out_dir / name).unlink(missing_ok=True)
-    existing = read_verdicts(verdicts_path)
+    existing = read_verdicts(verdicts_path, warn or _warn_default)
     if existing and not resume:
         raise RunError(
             f"{out_dir} already holds {len(existing)} verdicts: pass --resume to continue "
             "that run, --fresh to start over, or another --out"
         )
     if info_path.exists() and resume:
-        stored = json.loads(info_path.read_text(encoding="utf-8"))
-        mismatched = {k: (stored.get(k), v) for k, v in info.identity().items()
-                      if stored.get(k) != v}
-        if mismatched:
-            detail = "; ".join(
-                f"{k}: stored {a!r}, asked {b!r}" for k, (a, b) in mismatched.items()
+        try:
+            stored = json.loads(info_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            stored = {}
+        changes = resume_conflicts(stored if isinstance(stored, dict) else {}, info)
+        if info.input and facts is not None:
+            changes += changed_facts(existing, facts)
+        if changes:
+            raise RunError(
+                f"cannot resume {out_dir}: it holds a different run; changed: "
+                f"{'; '.join(changes)}. Start over with --fresh --out {out_dir}, or use "
+                "another --out"
             )
-            raise RunError(f"{out_dir} holds a different run ({detail}); use another --out")
         info.run_id = stored.get("run_id", info.run_id)
-    finished = {fid: r for fid, r in existing.items() if not r.get("error")}
-    # Rewrite without duplicates or errored records, which are retried below.
+    finished = {fid: r for fid, r in existing.items() if kept_verdict(r)}
+    # Rewrite without duplicates, unreadable lines or errored records (retried below).
     _write_atomic(verdicts_path, "".join(json.dumps(r) + "\n" for r in finished.values()))
-    _write_atomic(info_path, json.dumps({**info.identity(), "run_id": info.run_id,
-                                         "settings": info.settings}, indent=1) + "\n")
+    _write_atomic(info_path, json.dumps(info.stored(), indent=1) + "\n")
     return finished
 
 
+def _make_dir(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise RunError(f"{out_dir} exists and is not a folder; pick another --out") from None
+    except OSError as exc:
+        raise RunError(f"cannot create the run folder {out_dir}: {exc.strerror or exc}; "
+                       "pick another --out") from None
+
+
 def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
-    return verdict_record(fact, verdict, run_id, gold_mark(fact))
+    return {**verdict_record(fact, verdict, run_id, gold_mark(fact)),
+            "fact_sha": fact_digest(fact)}
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
@@ -218,13 +418,17 @@ async def run_facts(
     max_consecutive_unreachable: int | None = None,
     summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
     phase: str | None = None,
+    warn: Warn | None = None,
 ) -> RunResult:
     """Invoke a graph on every fact, appending each verdict as it completes.
 
     ``invoke`` runs one fact and returns the graph output (with ``verdict``). Stops early,
     with verdicts kept, when the model server is unreachable for many facts in a row.
     ``concurrency`` is a number of facts at once or an ``AdaptiveLimit``. ``phase`` names a
-    consensus phase in the progress bar, which then counts ties apart from NA answers.
+    consensus phase in the progress bar, which then counts ties apart from NA answers. The
+    summary covers every verdict in the folder, also those of earlier invocations that asked
+    for more facts (a resume with a smaller ``limit``). ``warn`` hears of lines of
+    ``verdicts.jsonl`` that had to be ignored.
     """
     concurrency = as_limit(concurrency)
     out_dir = Path(out_dir)
@@ -232,7 +436,7 @@ async def run_facts(
         return await _run_locked(
             facts, invoke, info, out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
             show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
-            summary_extras=summary_extras, phase=phase,
+            summary_extras=summary_extras, phase=phase, warn=warn,
         )
 
 
@@ -245,7 +449,7 @@ def _tally(state: dict[str, int], phase: str | None) -> str:
 @contextmanager
 def _exclusive(out_dir: Path) -> Iterator[None]:
     """Hold the run folder's lock, so that two runs never write one folder at once."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _make_dir(out_dir)
     with (out_dir / LOCK).open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -271,8 +475,10 @@ async def _run_locked(
     max_consecutive_unreachable: int | None,
     summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None,
     phase: str | None = None,
+    warn: Warn | None,
 ) -> RunResult:
-    finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
+    finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh, warn=warn,
+                               facts=facts)
     todo = [f for f in facts if f.id not in finished]
     model_label = ",".join(info.models)
     limit = max_consecutive_unreachable or max(5, 2 * concurrency.maximum)
@@ -282,10 +488,12 @@ async def _run_locked(
         queue.put_nowait(fact)
     state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0}
     aborted: list[str] = []
+    write_failed: list[OSError] = []
     started = time.perf_counter()
+    verdicts_path = out_dir / VERDICTS
+    sink = VerdictSink(verdicts_path)
 
-    with (out_dir / VERDICTS).open("a", encoding="utf-8") as sink, \
-            _progress(not show_progress, adaptive) as progress, \
+    with _progress(not show_progress, adaptive) as progress, \
             pressure.listening(concurrency.signal):
         title = f"{info.method} {info.dataset}" + (f" {phase}" if phase else "")
         task = progress.add_task(title, total=len(todo), rate=0.0, tally=_tally(state, phase),
@@ -302,16 +510,22 @@ async def _run_locked(
                     verdict = await verdict_of(invoke, fact, info.method, model_label)
                 concurrency.done(time.perf_counter() - asked, overloaded=(
                     (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
+                if aborted:
+                    return  # stopped meanwhile (e.g. the disk is full): write nothing more
                 record = _record(fact, verdict, info.run_id)
-                sink.write(json.dumps(record) + "\n")
-                sink.flush()
+                try:
+                    sink.write(record)
+                except OSError as exc:
+                    write_failed.append(exc)
+                    aborted.append(f"cannot write {verdicts_path}: {exc.strerror or exc}")
+                    return
                 state["done"] += 1
                 tie = (record.get("details") or {}).get("decision") == "tie"
                 state["ties"] += tie
                 # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
                 state["na"] += record["label"] == "NA" and not (tie and phase)
                 error_type = (record.get("details") or {}).get("error_type")
-                if record.get("error"):
+                if record.get("error") and not verdicts.is_defect(record):
                     state["errors"] += 1
                 if error_type in CONFIG_ERRORS and not aborted:
                     aborted.append(record["error"])
@@ -326,13 +540,21 @@ async def _run_locked(
                                 tally=_tally(state, phase), level=concurrency.current)
 
         workers = min(concurrency.maximum, max(1, len(todo)))
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        try:
+            await asyncio.gather(*(worker() for _ in range(workers)))
+        finally:
+            sink.close()
 
+    if write_failed:
+        kept = len(read_verdicts(verdicts_path))
+        raise RunError(f"{aborted[0]}; the {kept} verdicts written so far are kept: free "
+                       f"space, then continue with --resume --out {out_dir}")
     seconds = time.perf_counter() - started
-    records_by_id = read_verdicts(out_dir / VERDICTS)
-    wanted = {f.id for f in facts}
-    records = [r for fid, r in records_by_id.items() if fid in wanted]
+    # The folder's verdicts, all of them: a resume that asked for fewer facts (--limit) does
+    # not shrink what the summary describes.
+    records = list(read_verdicts(verdicts_path).values())
     summary = summarize(records, info, seconds=seconds, ran=state["done"])
+    summary["asked"] = len(facts)
     if isinstance(concurrency, AdaptiveLimit):
         summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
                                   "final": concurrency.current, "peak": concurrency.peak,
@@ -362,6 +584,7 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
               ran: int) -> dict[str, Any]:
     """Compute the run's summary: scores, NA and error counts, time and throughput."""
     records = list(records)
+    skipped = [r for r in records if verdicts.is_defect(r)]
     tokens_in = [r["tokens_in"] for r in records if r.get("tokens_in") is not None]
     tokens_out = [r["tokens_out"] for r in records if r.get("tokens_out") is not None]
     model_seconds = [r["seconds"] for r in records if r.get("seconds")]
@@ -373,11 +596,15 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "models": info.models,
         "judge": info.judge,
         "n": len(records),
+        # Facts in the input (before --limit), when the run knows its input.
+        "input_facts": info.input.get("facts"),
         **score_summary(records),
         "verdicts": {label: sum(1 for r in records if r["label"] == label)
                      for label in ("T", "F", "NA")},
         "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
-        "errors": sum(1 for r in records if r.get("error")),
+        # Failed checks (a resume retries them); defective input is counted as skipped.
+        "errors": sum(1 for r in records if r.get("error") and not verdicts.is_defect(r)),
+        "skipped": len(skipped),
         "na": sum(1 for r in records if r["label"] == "NA"),
         "mean_model_seconds": sum(model_seconds) / len(model_seconds) if model_seconds else None,
         "tokens_in": sum(tokens_in) if tokens_in else None,

@@ -40,7 +40,7 @@ from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlClient, SparqlReader
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
-from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
 from kgcheck.evals.audit import (
     EstimateResult,
     SampleResult,
@@ -64,6 +64,9 @@ from kgcheck.evals.runner import (
     RunInfo,
     RunResult,
     amend_summary,
+    file_digest,
+    input_fingerprint,
+    public_settings,
     read_verdicts,
     run_facts,
     verdict_of,
@@ -135,13 +138,31 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
     return describe_datasets(data)
 
 
-def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
+def own_kg_name(path: str | Path, data: str | Path | None = None) -> str:
+    """Name the KG of a user's triples file: its stem, unless that names a benchmark.
+
+    A file called ``yago.csv`` is the user's KG, not the YAGO benchmark: it gets the name
+    ``yago.csv``, so none of YAGO's evidence, prompt notes, examples or recordings apply to
+    it. ``--as-dataset`` (``as_dataset=``) says otherwise explicitly.
+    """
+    path = Path(path)
+    stem, _ = base_name(path)
+    benchmarks = {name.lower() for name in dataset_names(as_source(None))}
+    if data:
+        benchmarks |= {name.lower() for name in dataset_names(as_source(data))}
+    return path.name if stem.lower() in benchmarks else stem
+
+
+def read_triples(path: str | Path, dataset: str = "", *,
+                 data: str | Path | None = None) -> list[Fact]:
     """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
 
     RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
-    (``rdfs:label``, ``skos:prefLabel``, ``schema:name``) are in ``Fact.names``.
+    (``rdfs:label``, ``skos:prefLabel``, ``schema:name``) are in ``Fact.names``. ``dataset``
+    names their KG; by default the file's stem (``own_kg_name``), never a benchmark's name
+    unless given here.
     """
-    return _read_triples(path, dataset)
+    return _read_triples(path, dataset or own_kg_name(path, data))
 
 
 def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:
@@ -256,12 +277,19 @@ def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
                     "facts. Recorded models: " + ", ".join(recorded_models(folder)))
 
 
-def recordable(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the settings to write into run.json: no data path, no URL credentials."""
-    kept = {k: v for k, v in values.items() if k != "data_dir"}
-    if kept.get("base_url"):
-        kept["base_url"] = redact_url(kept["base_url"])
-    return kept
+def recordable(ctx: Context) -> dict[str, Any]:
+    """Return a run's effective settings (every Context field) as run.json keeps them."""
+    values = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)}
+    values.pop("data_dir", None)
+    return public_settings(values)
+
+
+def prompt_digests(ctx: Context) -> dict[str, str]:
+    """Return the SHA-256 of every prompt file the settings name, by setting."""
+    return {item.name: file_digest(prompt_path(getattr(ctx, item.name)))
+            for item in dataclasses.fields(ctx)
+            if (item.name == "prompt" or item.name.endswith("_prompt"))
+            and getattr(ctx, item.name)}
 
 
 def cache_path(cache: CacheChoice) -> Path | None:
@@ -351,14 +379,18 @@ class _Source:
 
 def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
             graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
-            data: str | Path | None) -> _Source:
+            data: str | Path | None, as_dataset: str | None = None) -> _Source:
     if triples is not None:
         path = check_input(triples)
-        stem, suffix = base_name(path)
+        _, suffix = base_name(path)
+        # A user's file is the user's KG unless as_dataset names the benchmark it is from.
+        stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
+                else own_kg_name(path, data))
+        own = not as_dataset
         if suffix in RDF_SUFFIXES:
             reader = RdfReader(path, stem)
-            return _Source(lambda: iter(reader), stem, str(path.resolve()), True, reader.named)
-        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), True)
+            return _Source(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
+        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
         location = " ".join(x for x in (redact_url(sparql), graph and f"<{graph}>", where) if x)
@@ -383,6 +415,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              ids: Sequence[str] | None = None, labels: str | Path | None = None,
              out: str | Path | None = None,
              settings: Mapping[str, Any] | None = None,
+             as_dataset: str | None = None,
              pricing: str | Path | None = None) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
@@ -390,7 +423,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     own, RDF included), ``sparql`` (an endpoint URL, with optional ``graph`` and ``where``)
     or ``facts`` (in memory) gives the facts; ``limit``, ``sample``/``seed``, ``stratify``/
     ``per_stratum`` and ``ids`` choose among them (see ``select_facts``) while reading, and
-    ``labels`` is a file of gold labels for them. ``consensus`` lists member models that
+    ``labels`` is a file of gold labels for them. A triples file is your own KG, whatever its
+    name; ``as_dataset`` names a benchmark dataset its facts belong to (so that its
+    evidence, prompt notes and replay recordings apply). ``consensus`` lists member models that
     vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. ``pricing`` is
     a pricing file for the summary's cost (default: ``kgcheck/pricing.json``).
     """
@@ -399,6 +434,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                             "or facts")
     if (graph is not None or where is not None) and sparql is None:
         raise SettingsError("graph and where apply to a SPARQL endpoint only")
+    if as_dataset is not None and triples is None:
+        raise SettingsError("as_dataset (--as-dataset) applies to a triples file only")
     if limit is not None and limit < 1:
         raise SettingsError(f"limit must be at least 1, got {limit}")
     values = dict(settings or {})
@@ -415,7 +452,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         split_spec(spec)
 
     gold = read_gold(labels) if labels is not None else None
-    origin = _source(dataset, triples, sparql, graph, where, facts, data)
+    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset)
     selection: Selection = _select_facts(origin.open, limit=limit, sample=sample, seed=seed,
                                          stratify=stratify, per_stratum=per_stratum, ids=ids)
     loaded = origin.named(selection.facts)
@@ -424,6 +461,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     source_name, source = origin.name, origin.location
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
+    # What a resume must match: the facts by content (each verdict keeps its fact's digest).
+    fingerprint = input_fingerprint(loaded)
     check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
@@ -434,11 +473,16 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     notes = list(selection.notes)
     if gold is not None and not any(f.label is not None for f in loaded):
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
+    if triples is not None and not as_dataset and origin.name != base_name(Path(triples))[0]:
+        stem = base_name(Path(triples))[0]
+        notes.append(f"{triples} is read as your own KG {origin.name!r}, not the {stem} "
+                     f"benchmark; pass --as-dataset {stem} to check it as that dataset")
     notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
-                   settings=recordable({**values, "model": members[0]}), pricing=prices)
+                   settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
+                   pricing=prices)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes)
 
@@ -447,7 +491,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
                   max_concurrency: int = 64, resume: bool = False, fresh: bool = False,
                   show_progress: bool = False, cache: CacheChoice = True,
                   engine: str | Engine = "local",
-                  engine_options: Mapping[str, Any] | None = None) -> RunResult:
+                  engine_options: Mapping[str, Any] | None = None,
+                  warn: Warn | None = None) -> RunResult:
     """Run a checked plan into its folder (resumable: see ``arun``).
 
     ``concurrency`` is a number of facts at once or ``"auto"``: adapt to the model server
@@ -455,7 +500,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     up to ``max_concurrency``. ``engine`` is where the graphs run: ``local`` (this process)
     or ``ray`` (a Ray cluster; ``engine_options``: ``address``, ``workers``,
     ``per_worker``), or an engine object the caller keeps (and closes) across runs; the run
-    folder and its guarantees are the same.
+    folder and its guarantees are the same. ``warn`` hears of what had to be ignored in the
+    folder (unreadable verdict lines).
     """
     if resume and fresh:
         raise SettingsError("resume and fresh contradict each other; pick one")
@@ -473,7 +519,7 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
             result = await _execute(plan, runner, concurrency=limit, resume=resume,
-                                    fresh=fresh, show_progress=show_progress)
+                                    fresh=fresh, show_progress=show_progress, warn=warn)
         stats = runner.stats()
     finally:
         if owned:
@@ -491,12 +537,13 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
 
 
 async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
-                   fresh: bool, show_progress: bool) -> RunResult:
+                   fresh: bool, show_progress: bool, warn: Warn | None) -> RunResult:
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
             values=plan.values, info=plan.info, out_dir=plan.out_dir, concurrency=concurrency,
-            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine)
+            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine,
+            warn=warn)
     ctx = plan.strategy.make_context(**plan.values)
     key: GraphKey = ("strategy", plan.strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
@@ -506,7 +553,7 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
         return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
 
     return await run_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
-                           resume=resume, fresh=fresh, show_progress=show_progress)
+                           resume=resume, fresh=fresh, show_progress=show_progress, warn=warn)
 
 
 async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
@@ -529,7 +576,7 @@ async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume:
             warn(message)
     return await execute(checked, concurrency=concurrency, max_concurrency=max_concurrency,
                          resume=resume, fresh=fresh, show_progress=show_progress, cache=cache,
-                         engine=engine, engine_options=engine_options)
+                         engine=engine, engine_options=engine_options, warn=warn)
 
 
 def run(**kwargs: Any) -> RunResult:
@@ -544,9 +591,21 @@ def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bo
 
 
 def reproduce(out: str | Path, *, data: str | Path | None = None,
-              datasets: Sequence[str] | None = None, plots: bool = True) -> Outputs:
-    """Recompute the study's tables 5 to 8 and figures from its recorded answers."""
-    return reproduce_tables(out, data=data, datasets=datasets, plots=plots)
+              datasets: Sequence[str] | None = None, plots: bool = True,
+              warn: Warn | None = None) -> Outputs:
+    """Recompute the study's tables 5 to 8 and figures from its recorded answers.
+
+    Answers that cannot be scored (a dataset without gold labels, an unreadable answers
+    file) are left out with a warning (to ``warn``, else ``KgcheckWarning``) that the
+    tables repeat; when nothing can be scored, a ``ValueError`` says why.
+    """
+    def note(message: str) -> None:
+        if warn is None:
+            warnings.warn(message, KgcheckWarning, stacklevel=3)
+        else:
+            warn(message)
+
+    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note)
 
 
 def evidence_sources() -> list[str]:

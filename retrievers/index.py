@@ -8,8 +8,10 @@ sentence index, so a chunk embedded once is reused by every later run and model.
 
 from __future__ import annotations
 
+import fcntl
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -108,6 +110,40 @@ class MemoryIndex:
         with self._lock:
             have = {f for f, _ in self._meta.values()}
         return {f for f in fact_ids if f in have}
+
+
+INDEX_LOCK = ".kgcheck-index.lock"
+
+
+class IndexBusyError(VectorIndexError):
+    """Another process is building the same Chroma index."""
+
+
+@contextmanager
+def index_lock(path: str = "") -> Iterator[None]:
+    """Hold a Chroma folder's build lock, so that two index builds never write it at once.
+
+    Chroma's persistent folder is not safe for two writing processes; the second build
+    gets a clear error instead of a crash halfway.
+    """
+    folder = Path(path or default_chroma_path()).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = (folder / INDEX_LOCK).open("w")
+    except OSError as exc:
+        raise VectorIndexError(f"{folder}: cannot use it as a Chroma folder "
+                               f"({exc.strerror or exc})") from None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexBusyError(f"another `kgcheck index` is building the index in {folder}; "
+                                 "wait for it to end (then run again: finished facts are "
+                                 "skipped), or pass another --chroma-path") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def default_chroma_path() -> Path:

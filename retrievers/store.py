@@ -127,13 +127,22 @@ class CorpusStore:
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
         self.location = self.path
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # Graph nodes read from worker threads; one connection behind a lock serves them all.
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
         self._lock = threading.Lock()
-        with self._lock:
-            self._db.executescript(_SCHEMA)
+        try:
+            if self.path != ":memory:":
+                if Path(self.path).is_dir():
+                    raise CorpusError(f"{self.path}: is a folder; the corpus store is a "
+                                      "SQLite file (pass --store FILE.sqlite)")
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # Graph nodes read from worker threads; one connection behind a lock serves them.
+            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            with self._lock:
+                self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise CorpusError(f"{self.path}: cannot open the corpus store ({reason}); pass "
+                              "--store with a writable SQLite file, or set $KGCHECK_HOME"
+                              ) from None
 
     def close(self) -> None:
         """Close the database."""

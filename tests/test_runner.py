@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kgcheck.data.datasets import load_facts
-from kgcheck.evals.runner import RunError, RunInfo, read_verdicts, run_facts
+from kgcheck.evals.runner import RunError, RunInfo, RunWarning, read_verdicts, run_facts
 from kgcheck.graphs.strategies.dka import DKAContext, builder
 from tests.conftest import ROOT
 
@@ -79,7 +79,9 @@ async def test_resume_retries_errors_and_skips_a_torn_line(tmp_path) -> None:
         calls.append(fact.id)
         return await inner(fact)
 
-    result = await run_facts(facts, counting, info, tmp_path, resume=True, show_progress=False)
+    with pytest.warns(RunWarning, match="line 5: incomplete or malformed JSON"):
+        result = await run_facts(facts, counting, info, tmp_path, resume=True,
+                                 show_progress=False)
     assert sorted(calls) == sorted([records[0]["fact_id"], facts[4].id, facts[5].id])
     lines = _lines(path)
     assert sorted(r["fact_id"] for r in lines) == sorted(f.id for f in facts)

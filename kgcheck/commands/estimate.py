@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from kgcheck.app import app, console, err_console, user_errors
+from kgcheck.app import Command, app, console, err_console, user_errors
 
 Opt = typer.Option
 
@@ -49,10 +49,11 @@ def print_estimate(report: dict[str, Any]) -> None:
                       "labels (width goes as 1/sqrt(labels))")
 
 
-@app.command("estimate")
+@app.command("estimate", cls=Command)
 @user_errors
 def estimate(
-    run: Annotated[Path, typer.Argument(help="A run folder (kgcheck run or kgcheck import).")],
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A run folder (kgcheck run or "
+                                        "kgcheck import).")],
     labels: Annotated[Path | None, Opt(help="Human labels: kgcheck sample's CSV filled in, "
                                        "or a review's labels.csv.")] = None,
     gold_sample: Annotated[int | None, Opt(help="Draw N facts with known gold labels as if a "

@@ -7,16 +7,17 @@ from typing import Annotated
 
 import typer
 
-from kgcheck.app import app, console, user_errors
+from kgcheck.app import Command, app, console, user_errors
 
 Opt = typer.Option
 
 
-@app.command("import")
+@app.command("import", cls=Command)
 @user_errors
 def import_(
-    file: Annotated[Path, typer.Argument(help="A FactCheck result file (.json, any name) or "
-                                         "a .csv/.jsonl with fact_id,label.")],
+    file: Annotated[Path, typer.Argument(
+        metavar="FILE", help="A FactCheck result file (.json, any name) or a .csv/.jsonl "
+        "with fact_id,label.")],
     out: Annotated[Path, Opt(help="The run folder to write.")],
     triples: Annotated[Path | None, Opt(help="The facts (and gold labels): your triples "
                                         "file.")] = None,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kgcheck.app import app, console, user_errors
+from kgcheck.app import app, console, err_console, user_errors
 
 
 def split_names(value: str | None) -> list[str] | None:
@@ -32,21 +32,14 @@ def reproduce(
     plots: Annotated[bool, typer.Option(help="Draw the figures (PNG and SVG).")] = True,
 ) -> None:
     """Recompute the study's tables and figures from its recorded answers."""
-    from kgcheck.data.upstream import open_data
-    from kgcheck.evals.recorded import load_recorded, token_section, token_usage
-    from kgcheck.evals.report import write_outputs
+    from kgcheck import api
 
-    names = split_names(datasets)
-    src = open_data(data)
-    results = load_recorded(src, names)
-    if not results:
-        raise ValueError(f"{src.location}: no recorded answers"
-                         + (f" for {', '.join(names)}" if names else ""))
-    written = write_outputs(
-        results, out, title=f"FactCheck study tables, recomputed from {src.location}",
-        keep_source=False, plots=plots, extra=[token_section(token_usage(src, names))],
-    )
-    shown = sorted({(r.dataset, r.method) for r in results})
+    def warn(message: str) -> None:
+        err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False)
+
+    written = api.reproduce(out, data=data, datasets=split_names(datasets), plots=plots,
+                            warn=warn)
+    shown = sorted({(r["dataset"], r["method"]) for r in written.records})
     console.print(f"{len(shown)} dataset/method pairs, {len(written.records)} figures")
     console.print(f"tables: {written.markdown}  {written.json}")
     if written.plots:

@@ -18,6 +18,7 @@ from rich.table import Table
 from kgcheck.app import app, console, err_console, user_errors
 from kgcheck.data.sampling import parse_ids
 from kgcheck.graphs.context import DEFAULT_MODEL
+from kgcheck.graphs.verdicts import is_defect
 
 Opt = typer.Option
 
@@ -197,6 +198,9 @@ def run(
     per_stratum: Annotated[int | None, Opt(help="With --stratify: K facts of each stratum "
                                            "(default: proportional to --sample).")] = None,
     ids: Annotated[str | None, Opt(help="Only these fact ids: ID,ID,... or @FILE.")] = None,
+    as_dataset: Annotated[str | None, Opt(help="Check the --triples file as facts of this "
+                                          "benchmark dataset (its evidence, prompt notes, "
+                                          "replay); default: your own KG.")] = None,
     method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
                                "(`kgcheck graph list`).")] = "dka",
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
@@ -254,6 +258,9 @@ def run(
 
     if sum(x is not None for x in (dataset, triples, sparql)) != 1:
         raise ValueError("give exactly one of --dataset NAME, --triples FILE or --sparql URL")
+    if as_dataset is not None and triples is None:
+        raise ValueError("--as-dataset applies to a --triples file; --dataset already names "
+                         "a benchmark")
     if resume and fresh:
         raise ValueError("--resume and --fresh contradict each other; pick one")
     if limit is not None and limit < 1:
@@ -276,7 +283,7 @@ def run(
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
-        settings=values, pricing=pricing)
+        settings=values, as_dataset=as_dataset, pricing=pricing)
     for warning in plan.notes:
         err_console.print(f"[bold yellow]warning:[/] {warning}")
     out_dir = plan.out_dir
@@ -288,7 +295,8 @@ def run(
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
                       resume=resume, fresh=fresh, show_progress=progress,
                       cache=False if no_cache else (cache or True), engine=engine,
-                      engine_options=_engine_options(engine, ray_address, ray_workers))
+                      engine_options=_engine_options(engine, ray_address, ray_workers),
+                      warn=_warn)
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
@@ -298,6 +306,10 @@ def run(
         raise typer.Exit(130) from None
     print_summary(result.summary)
     console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
+    if result.summary["n"] > result.summary.get("asked", result.summary["n"]):
+        err_console.print(f"note: the summary covers all {result.summary['n']} verdicts in "
+                          f"{out_dir}; this run asked for {result.summary['asked']} facts "
+                          "(--limit)")
     _report_source_failures(result.records)
     if result.aborted:
         advice = (f"fix the setting and start again with --fresh --out {out_dir}"
@@ -308,6 +320,8 @@ def run(
     _report_errors(result.records, out_dir)
 
 
+def _warn(message: str) -> None:
+    err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False)
 def _engine_options(engine: str, address: str | None, workers: int | None) -> dict[str, Any]:
     """Check the engine flags; the Ray ones mean nothing to another engine."""
     if engine != "ray" and (address or workers):
@@ -337,12 +351,23 @@ def _report_source_failures(records: list[dict[str, Any]]) -> None:
 
 
 def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
-    """Say why facts failed (the commonest error); fail the command when every fact did."""
-    errors = [str(r["error"]) for r in records if r.get("error")]
+    """Say why facts failed (the commonest error); fail the command when every fact did.
+
+    Defective input (a triple that cannot be sent to a model) is reported as skipped: no
+    retry can change it, so the advice is to fix the input, not to resume.
+    """
+    skipped = [r for r in records if is_defect(r)]
+    if skipped:
+        shown = "; ".join(str(r["error"]) for r in skipped[:3])
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        err_console.print(f"note: {len(skipped)} fact(s) skipped as invalid input ({shown}"
+                          f"{more}); they cannot be checked as they are: fix them in the "
+                          "input", highlight=False)
+    errors = [str(r["error"]) for r in records if r.get("error") and not is_defect(r)]
     if not errors:
         return
     commonest, count = Counter(errors).most_common(1)[0]
-    if len(errors) == len(records):
+    if len(errors) == len(records) - len(skipped):
         err_console.print(f"[bold red]error:[/] every fact failed, e.g. {commonest}; rerun "
                           f"with --resume --out {out_dir} once the cause is fixed")
         raise typer.Exit(1)

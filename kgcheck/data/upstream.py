@@ -84,14 +84,24 @@ class FolderSource:
     def read_json(self, relpath: str) -> Any:
         """Return the parsed JSON file at ``relpath``."""
         path = self.root / relpath
+        if path.is_dir():
+            raise DataError(f"{path}: is a folder, expected a JSON file")
         if not path.is_file():
             raise DataError(f"{path}: file not found")
-        return _load_json_text(path.read_text(encoding="utf-8"), str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: cannot read it ({exc})") from None
+        return _load_json_text(text, str(path))
 
     def glob(self, pattern: str) -> list[str]:
-        """List files under the folder whose relative path matches ``pattern``."""
+        """List paths under the folder whose relative path matches ``pattern``.
+
+        Folders that match are listed too, so that a folder where a file belongs is
+        reported when read rather than silently left out.
+        """
         # Patterns here are shallow (dataset/*/data/kg.json); Path.glob handles them directly.
-        return sorted(str(p.relative_to(self.root)) for p in self.root.glob(pattern) if p.is_file())
+        return sorted(str(p.relative_to(self.root)) for p in self.root.glob(pattern))
 
 
 class BundleSource:
