@@ -38,7 +38,8 @@ from kgcheck.evals.cost import Pricing, cost_summary
 from kgcheck.evals.metrics import score_summary
 from kgcheck.evals.records import verdict_record
 from kgcheck.graphs import verdicts
-from kgcheck.providers import pressure, redact_url
+from kgcheck.providers import pressure
+from kgcheck.providers.secrets import redact_settings, redact_value
 
 VERDICTS = "verdicts.jsonl"
 SUMMARY = "summary.json"
@@ -62,6 +63,15 @@ UNREACHABLE_ERRORS = {
     "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
 }
 
+# Errors of a server that answers, but not usefully: 5xx, 429, replies that are not JSON or
+# are cut short. A run of them stops the run as unreachable servers do.
+SERVER_ERRORS = {
+    "ResponseError", "InternalServerError", "RateLimitError", "APIStatusError",
+    "ServiceUnavailableError", "ModelReplyError", "JSONDecodeError",
+    "APIResponseValidationError", "HTTPStatusError", "OpenAIRateLimitError", "OpenAIAPIError",
+    "ModelRateLimitError", "ModelAPIError",
+}
+
 # Errors that no other fact will escape: a bad prompt file, model spec or strategy.
 CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
 
@@ -82,9 +92,8 @@ def public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
 
     Every settings value that reaches ``run.json`` (or a message) passes through here.
     """
-    kept = {str(k): v for k, v in values.items()}
-    if kept.get("base_url"):
-        kept["base_url"] = redact_url(str(kept["base_url"]))
+    # Credentials (keys, tokens, passwords, URL user:password and query secrets) go first.
+    kept = redact_settings({str(k): v for k, v in values.items()})
     # A JSON round trip, so that stored and new settings compare alike (tuples as lists).
     return dict(json.loads(json.dumps(kept, default=str)))
 
@@ -158,9 +167,9 @@ class RunInfo:
 
     def stored(self) -> dict[str, Any]:
         """Return what ``run.json`` keeps: identity, source, input, settings, prompt files."""
-        return {**self.identity(), "source": self.source, "run_id": self.run_id,
-                "input": self.input, "settings": public_settings(self.settings),
-                "prompts": self.prompts}
+        return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
+                             "input": self.input, "settings": public_settings(self.settings),
+                             "prompts": self.prompts})
 
 
 def _short(value: Any) -> str:
@@ -174,7 +183,7 @@ def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
         return ["run.json records no fingerprint of its input facts (written by an older "
                 "kgcheck), so its verdicts cannot be matched to this input"]
     changes = [f"{k} ({_short(stored.get(k))} then, {_short(v)} now)"
-               for k, v in info.identity().items() if stored.get(k) != v]
+               for k, v in redact_value(info.identity()).items() if stored.get(k) != v]
     old = stored.get("settings") or {}
     new = public_settings(info.settings)
     old_prompts = stored.get("prompts") or {}
@@ -364,8 +373,9 @@ def _make_dir(out_dir: Path) -> None:
 
 
 def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
-    return {**verdict_record(fact, verdict, run_id, gold_mark(fact)),
-            "fact_sha": fact_digest(fact)}
+    # No credential reaches the verdicts file, whichever message or detail quoted one.
+    return redact_value({**verdict_record(fact, verdict, run_id, gold_mark(fact)),
+                         "fact_sha": fact_digest(fact)})
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
@@ -486,7 +496,8 @@ async def _run_locked(
     queue: asyncio.Queue[Fact] = asyncio.Queue()
     for fact in todo:
         queue.put_nowait(fact)
-    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0}
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0,
+             "server_streak": 0}
     aborted: list[str] = []
     write_failed: list[OSError] = []
     started = time.perf_counter()
@@ -533,8 +544,13 @@ async def _run_locked(
                     state["unreachable_streak"] += 1
                     if state["unreachable_streak"] >= limit and not aborted:
                         aborted.append(record["error"])
-                else:
+                elif error_type in SERVER_ERRORS:
                     state["unreachable_streak"] = 0
+                    state["server_streak"] += 1
+                    if state["server_streak"] >= limit and not aborted:
+                        aborted.append(record["error"])
+                else:
+                    state["unreachable_streak"] = state["server_streak"] = 0
                 elapsed = time.perf_counter() - started
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
                                 tally=_tally(state, phase), level=concurrency.current)
@@ -562,13 +578,18 @@ async def _run_locked(
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:
-        summary["aborted_because"] = (
-            "unreachable" if state["unreachable_streak"] >= limit else "configuration"
-        )
-        summary["aborted"] = (
-            f"stopped: {aborted[0]}" if state["unreachable_streak"] < limit else
-            f"stopped after {limit} facts in a row could not reach the model: {aborted[0]}"
-        )
+        if state["unreachable_streak"] >= limit:
+            summary["aborted_because"] = "unreachable"
+            summary["aborted"] = (f"stopped after {limit} facts in a row could not reach the "
+                                  f"model: {aborted[0]}")
+        elif state["server_streak"] >= limit:
+            summary["aborted_because"] = "server"
+            summary["aborted"] = (f"stopped after {limit} facts in a row got no usable answer "
+                                  f"from the model server: {aborted[0]}")
+        else:
+            summary["aborted_because"] = "configuration"
+            summary["aborted"] = f"stopped: {aborted[0]}"
+    summary = redact_value(summary)
     _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from kgcheck.data.facts import Fact, Label, Verdict, VerdictDict
+from kgcheck.providers.secrets import redact_text
 
 DEFECT = "InvalidFact"
 
@@ -55,7 +56,8 @@ def unanswered(fact: Fact, method: str, model: str, reason: str, **details: Any)
 
 def error_text(exc: BaseException) -> str:
     """Render an exception as a verdict's ``error``: its type and message."""
-    return f"{type(exc).__name__}: {exc}"
+    # Messages may quote a URL with its query credentials: mask them before they are kept.
+    return redact_text(f"{type(exc).__name__}: {exc}")
 
 
 def failed(fact_id: str, method: str, model: str, error: BaseException | str, *,

@@ -74,10 +74,11 @@ from kgcheck.evals.runner import (
 from kgcheck.graphs.consensus import settings_class
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
 from kgcheck.graphs.judges import CONS_JUDGES, JUDGE_NONE
+from kgcheck.graphs.prompting import check_prompts
 from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
 from kgcheck.prompts import prompt_path
-from kgcheck.providers import redact_url, resolve_model, split_spec
+from kgcheck.providers import reach_model, redact_url, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
 from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
 from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path
@@ -242,17 +243,24 @@ def make_context(chosen: Strategy, model: str, values: Mapping[str, Any],
 
 
 def check_models(specs: Sequence[str], ctx: Context) -> None:
-    """Build every model once, so a missing key, URL or provider fails before the run."""
-    for spec in specs:
+    """Build every model and reach its server once, so that setting errors fail early.
+
+    A missing key, URL, provider or server is found before any fact is sent; replay
+    models need no server.
+    """
+    for spec in dict.fromkeys(specs):
         resolve_model(spec, ctx)
+    for spec in dict.fromkeys(specs):
+        reach_model(spec, ctx)
 
 
 def check_prompt_files(ctx: Context) -> None:
-    """Fail before the run when a prompt-file setting names no file."""
+    """Fail before the run when a prompt file is missing or lacks a placeholder it needs."""
     for item in dataclasses.fields(ctx):
         value = getattr(ctx, item.name)
         if (item.name == "prompt" or item.name.endswith("_prompt")) and value:
             prompt_path(value)
+    check_prompts(ctx)
 
 
 def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
@@ -318,8 +326,8 @@ async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = 
     values = {**settings, "data_dir": str(data) if data else settings.get("data_dir", "")}
     ctx = make_context(chosen, model, values)
     check_replay([model], chosen, items, data)
-    check_models([model], ctx)
     check_prompt_files(ctx)
+    check_models([model], ctx)
     graph = chosen.compile()
     run_id = uuid.uuid4().hex[:12]
     gate = asyncio.Semaphore(concurrency)
@@ -468,8 +476,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     values.setdefault("data_dir", str(data) if data else "")
     context_class = settings_class(chosen.context) if consensus else chosen.context
     ctx = make_context(chosen, members[0], values, context_class)
-    check_models(members + fixed_judge, ctx)
     check_prompt_files(ctx)
+    check_models(members + fixed_judge, ctx)
     notes = list(selection.notes)
     if gold is not None and not any(f.label is not None for f in loaded):
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")

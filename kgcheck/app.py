@@ -88,11 +88,14 @@ def user_errors(func: F) -> F:
         # ValueError covers DataError, UnknownModelError, UnknownStrategyError, PromptError,
         # TriplesError; RunError covers a run that cannot start or go on.
         from kgcheck.evals.runner import RunError
+        from kgcheck.providers.secrets import redact_text
 
         try:
             return func(*args, **kwargs)
         except (ValueError, RunError, FileNotFoundError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            # A message may quote a URL or setting with its credential; never print it.
+            err_console.print(f"[bold red]error:[/] {redact_text(str(exc))}", highlight=False,
+                              markup=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]

@@ -21,6 +21,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Coroutine, Generator
 from typing import Any
 
+from kgcheck.providers.secrets import redact_logs
 from kgcheck.tracing import TracingError, setup_tracing
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ def _trace_streams_whole() -> None:
     Pregel._kgcheck_one_context = True  # type: ignore[attr-defined]
 
 
+# The dev server logs requests and errors; httpx logs model URLs: mask credentials in all.
+redact_logs()
 try:
     _setup = setup_tracing()
 except TracingError as exc:

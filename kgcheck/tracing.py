@@ -22,12 +22,13 @@ the dataset, method and step when known), read from the graph's input and the ru
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import logging
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,9 @@ from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from kgcheck.providers.secrets import MASK, is_secret_name, redact_url, redact_value
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +47,16 @@ TRACES_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 CONSOLE_ENV = "KGCHECK_TRACE_CONSOLE"
 SERVICE_ENV = "OTEL_SERVICE_NAME"
+TIMEOUT_ENV = "OTEL_EXPORTER_OTLP_TIMEOUT"
+TRACES_TIMEOUT_ENV = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+METRICS_TIMEOUT_ENV = "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"
+# Seconds an export may take (the OTLP default is 10, with retries inside it): a collector
+# that answers 503 or hangs then delays the end of a run by a few seconds, not half a minute.
+EXPORT_TIMEOUT = 3.0
+# Loggers of the OTLP exporters, which log every failed batch.
+QUIET_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
+                 "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+                 "opentelemetry.exporter.otlp.common.http")
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
 PRICING_FILE = Path(__file__).with_name("pricing.json")
 SERVICE_NAME = "kgcheck"
@@ -166,6 +180,9 @@ def setup_tracing(force: bool = False, *, capture_content: bool | None = None,
     from openlit._instrumentors import MODULE_NAME_MAP
 
     env_endpoint = tracing_requested()
+    if own_provider and env_endpoint and not os.environ.get(TIMEOUT_ENV):
+        # OpenLIT builds its metrics exporter from the environment: bound it the same way.
+        os.environ.setdefault(METRICS_TIMEOUT_ENV, f"{export_timeout():g}")
     openlit.init(
         service_name=os.environ.get(SERVICE_ENV) or SERVICE_NAME,
         environment=os.environ.get("OTEL_DEPLOYMENT_ENVIRONMENT") or "default",
@@ -206,6 +223,64 @@ def _reachable(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+class DroppingExporter(SpanExporter):
+    """Export through ``exporter`` until a batch fails; then drop and count every span.
+
+    A collector that accepts connections but answers 503, or never answers, would otherwise
+    cost every later batch its full timeout and retries, at exit too. What was not
+    delivered is reported once (``report_dropped``), instead of one log line per batch.
+    """
+
+    def __init__(self, exporter: SpanExporter, endpoint: str) -> None:
+        self.exporter = exporter
+        self.endpoint = endpoint
+        self.failed = False
+        self.dropped = 0
+        self.reported = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Export a batch, or count it as dropped once the collector has failed."""
+        if not self.failed:
+            try:
+                result = self.exporter.export(spans)
+            except Exception:  # noqa: BLE001 - tracing must never break a run
+                result = SpanExportResult.FAILURE
+            if result is SpanExportResult.SUCCESS:
+                return result
+            self.failed = True
+        self.dropped += len(spans)
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        """Shut the wrapped exporter down."""
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the wrapped exporter."""
+        return self.exporter.force_flush(timeout_millis)
+
+    def report_dropped(self) -> str | None:
+        """Say once how many spans were lost, and where they should have gone."""
+        if not self.dropped or self.reported:
+            return None
+        self.reported = True
+        return (f"tracing: {self.dropped} span{'s' if self.dropped != 1 else ''} could not be "
+                f"sent to {redact_url(self.endpoint)} (the collector failed or did not answer "
+                f"within {export_timeout():g} s) and were dropped")
+
+
+_EXPORTER: DroppingExporter | None = None
+
+
+def export_timeout() -> float:
+    """Seconds one export may take: ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``, else a few."""
+    raw = os.environ.get(TRACES_TIMEOUT_ENV) or os.environ.get(TIMEOUT_ENV)
+    try:
+        return float(raw) if raw else EXPORT_TIMEOUT
+    except ValueError:
+        return EXPORT_TIMEOUT
+
+
 def _make_provider(traces_url: str, console: bool) -> TracerProvider:
     """Build a TracerProvider that exports over OTLP/HTTP (and to the console if asked)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -216,12 +291,41 @@ def _make_provider(traces_url: str, console: bool) -> TracerProvider:
         SimpleSpanProcessor,
     )
 
+    global _EXPORTER
     resource = Resource.create({"service.name": os.environ.get(SERVICE_ENV) or SERVICE_NAME})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url)))
+    _EXPORTER = DroppingExporter(OTLPSpanExporter(endpoint=traces_url, timeout=export_timeout()),
+                                 traces_url)
+    provider.add_span_processor(BatchSpanProcessor(_EXPORTER))
     if console:
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    # The exporters' own messages repeat for every failed batch; one line says it at exit.
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    # Registered after the provider's own exit hook, so it runs first (atexit is LIFO).
+    atexit.register(finish_tracing)
     return provider
+
+
+def finish_tracing() -> str | None:
+    """Export what is buffered, end tracing, and say once on stderr what could not be sent.
+
+    Runs at exit when kgcheck made its own exporter. Its time is bounded: one export of
+    at most ``export_timeout()`` seconds, as every later batch is dropped once one failed.
+    Returns the report line, or None when every span went out.
+    """
+    if _EXPORTER is None:
+        return None
+    provider = trace.get_tracer_provider()
+    if not _EXPORTER.failed:
+        flush_tracing(int(export_timeout() * 1000))
+    shutdown = getattr(provider, "shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    report = _EXPORTER.report_dropped()
+    if report:
+        print(f"warning: {report}", file=sys.stderr, flush=True)
+    return report
 
 
 def flush_tracing(timeout_millis: int = 5000) -> bool:
@@ -283,8 +387,7 @@ class RunAttributesProcessor(SpanProcessor):
             attrs = {}
         if attrs:
             span.set_attributes(attrs)
-        if not self.capture_content:
-            _drop_content(span)
+        _filter_attributes(span, drop_content=not self.capture_content)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Do nothing: the attributes are set at the start."""
@@ -297,17 +400,31 @@ class RunAttributesProcessor(SpanProcessor):
         return True
 
 
-def _drop_content(span: Span) -> None:
-    """Make ``span`` ignore attributes that would carry prompts, answers or documents."""
+def _clean(key: str, value: Any) -> Any:
+    """Mask credentials in an attribute value (a server URL with ``?token=``, a setting)."""
+    if is_secret_name(key.rsplit(".", 1)[-1]) and isinstance(value, str) and value:
+        return MASK
+    return redact_value(value)
+
+
+def _filter_attributes(span: Span, *, drop_content: bool) -> None:
+    """Make ``span`` mask credentials, and ignore prompts, answers and documents if asked."""
     set_attribute = span.set_attribute
     set_attributes = span.set_attributes
+    for key, value in (span.attributes or {}).items():
+        cleaned = _clean(key, value)
+        if cleaned != value:
+            set_attribute(key, cleaned)
+
+    def kept(key: str) -> bool:
+        return not (drop_content and key in CONTENT_ATTRIBUTES)
 
     def filtered_attribute(key: str, value: Any) -> None:
-        if key not in CONTENT_ATTRIBUTES:
-            set_attribute(key, value)
+        if kept(key):
+            set_attribute(key, _clean(key, value))
 
     def filtered_attributes(attributes: Mapping[str, Any]) -> None:
-        set_attributes({k: v for k, v in attributes.items() if k not in CONTENT_ATTRIBUTES})
+        set_attributes({k: _clean(k, v) for k, v in attributes.items() if kept(k)})
 
     # Instrumentations write through these two methods; the span is the SDK's own object.
     span.set_attribute = filtered_attribute  # type: ignore[method-assign]
@@ -423,6 +540,7 @@ def _reset_quietly(token: contextvars.Token) -> None:
         pass
 
 
-__all__ = ["setup_tracing", "flush_tracing", "tracing_requested", "current_setup",
+__all__ = ["setup_tracing", "flush_tracing", "finish_tracing", "tracing_requested",
+           "current_setup", "DroppingExporter",
            "run_attributes", "RunAttributesProcessor", "TracingSetup", "TracingError",
            "PRICING_FILE", "DEFAULT_ENDPOINT"]

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 PROMPTS_DIR = Path(__file__).resolve().parent
+# The line that splits a prompt file into instructions (a system message) and data.
+DATA_MARKER = "[data]"
 
 
 class PromptError(ValueError):

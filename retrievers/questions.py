@@ -1,6 +1,42 @@
-"""Statements of facts and template questions about them (when no model writes questions)."""
+"""Statements of facts and template questions about them (when no model writes questions).
+
+``is_statement_about`` tells a model's rewrite of a triple from junk, so that the RAG
+strategy can fall back to the rule-based sentence.
+"""
 
 from __future__ import annotations
+
+from kgcheck.retrievers.lexical import tokenize
+
+# A rewrite may be this many times longer than the rule-based sentence (plus some slack for
+# short triples) before it counts as more than one sentence about the triple.
+MAX_LENGTH_FACTOR = 3
+LENGTH_SLACK = 80
+
+
+def is_statement_about(sentence: str, subject: str, obj: str, rule: str = "") -> bool:
+    """Tell whether ``sentence`` is one plain sentence stating a triple about subject and object.
+
+    A model asked for one sentence may answer ``T``, an apology, a question, a preamble
+    ("Here is the sentence:") or a paragraph; such text would become the query of every
+    search and the claim of every question. A statement is one line of at least three
+    words, not a question, that names the subject and the object (a word of each, when
+    they have words) and is not much longer than the rule-based sentence ``rule``.
+    """
+    lines = [line for line in sentence.splitlines() if line.strip()]
+    if len(lines) != 1:
+        return False
+    text = lines[0].strip()
+    if len(text.split()) < 3 or text.endswith("?"):
+        return False
+    if rule and len(text) > MAX_LENGTH_FACTOR * len(rule) + LENGTH_SLACK:
+        return False
+    words = set(tokenize(text))
+    for term in (subject, obj):
+        named = set(tokenize(term))
+        if named and not named & words:
+            return False
+    return True
 
 
 def template_questions(subject: str, obj: str, sentence: str) -> list[str]:

@@ -60,10 +60,11 @@ def test_prompt_without_placeholders_stops_the_run(tmp_path) -> None:
     bad.write_text("Is it true?")
     result = runner.invoke(app, ["run", "--dataset", "yago", "--limit", "5", "--prompt", str(bad),
                                  "--out", str(tmp_path / "o"), "--no-progress"])
-    assert result.exit_code == 1
+    # Checked before the first fact: an error naming the file, and no run at all.
+    assert result.exit_code == 2
     text = " ".join(result.output.split())
-    assert "missing placeholder(s)" in text
-    assert "fix the setting and start again with --fresh" in text
+    assert f"{bad}: missing placeholder(s) {{object}}, {{predicate}}, {{subject}}" in text
+    assert not (tmp_path / "o" / "verdicts.jsonl").exists()
 
 
 def test_own_triples_need_a_live_model(tmp_path, scripted) -> None:
@@ -93,15 +94,15 @@ def test_unlabelled_triples_are_counted_not_scored(tmp_path, scripted) -> None:
     assert "verdicts: T 1, F 1, NA 0" in result.output
 
 
-def test_a_few_unreachable_facts_fail_the_command_with_the_cause(tmp_path, free_port) -> None:
+def test_an_unreachable_server_stops_the_command_before_the_run(tmp_path, free_port) -> None:
     result = runner.invoke(app, ["run", "--dataset", "yago", "--limit", "2", "--model",
                                  "ollama:gemma2:9b", "--base-url", f"http://127.0.0.1:{free_port}",
                                  "--set", "max_retries=0", "--out", str(tmp_path / "r"),
                                  "--no-progress"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
-    assert "every fact failed, e.g. ConnectError" in text
-    assert f"127.0.0.1:{free_port}" in text and "--resume" in text
+    assert f"cannot reach ollama:gemma2:9b at http://127.0.0.1:{free_port}" in text
+    assert not (tmp_path / "r" / "verdicts.jsonl").exists()
 
 
 def test_resume_refuses_a_folder_that_is_not_a_run(tmp_path) -> None:

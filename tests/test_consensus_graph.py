@@ -311,7 +311,7 @@ async def test_member_settings_reach_the_member_graph(model, tmp_path) -> None:
     finally:
         SCRIPTED.pop("rec", None)
     assert out["verdict"]["label"] == "T"
-    assert seen == ["CHECK Paris / capital of / France"]
+    assert seen == ['CHECK "Paris" / "capital of" / "France"']
 
 
 async def test_the_giv_method_runs_when_registered(model) -> None:

@@ -49,7 +49,8 @@ class ByFactModel(BaseChatModel):
 
     def _answer(self, messages: list[BaseMessage]) -> ChatResult:
         text = str(messages[-1].content)
-        subject = next(s for s in self.answers if f" {s} " in text)
+        # Prompts quote the fact's terms: the subject appears as "S0".
+        subject = next(s for s in self.answers if f'"{s}"' in text)
         self.calls.append(subject)
         return ChatResult(generations=[ChatGeneration(
             message=AIMessage(content=self.answers[subject]))])

@@ -41,7 +41,7 @@ async def test_prompt_carries_the_readable_fact_and_kg_note(tmp_path, scripted) 
                               context=DKAContext(model=scripted("p", ["T"]), prompt=str(prompt)),
                               output_keys=["messages"])
     sent = out["messages"][0].content
-    assert sent.startswith("KG=DBpedia S=Jaya Bachchan P=is married to O=Amitabh Bachchan NOTE=")
+    assert sent.startswith('KG=DBpedia S="Jaya Bachchan" P="is married to" O="Amitabh Bachchan" NOTE=')
     assert "2015" in sent
 
 

@@ -63,14 +63,15 @@ class PromptModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:
-        prompt = str(messages[-1].content)
+        # Instructions come as a system message, the data as the user's: read them all.
+        prompt = "\n\n".join(str(m.content) for m in messages)
         with _LOCK:
             PROMPTS.append(prompt)
         if "Context information from the documents" in prompt:
             evidence = prompt.split("Context information from the documents", 1)[1]
             evidence = evidence.split("Using only the context above", 1)[0]
             triple = prompt.rsplit("Triple:", 1)[1].splitlines()[0]
-            subject, _, obj = (t.strip() for t in triple.split("|"))
+            subject, _, obj = (t.strip().strip('"') for t in triple.split(" | "))
             # A crude reader: the evidence supports the triple when it names both ends.
             supported = subject in evidence and obj in evidence
             text = json.dumps({"output": "yes" if supported else "no"})
@@ -78,7 +79,7 @@ class PromptModel(BaseChatModel):
             text = "What do we know about this?"
         else:
             triple = prompt.split("Triple:", 1)[1].strip().splitlines()[0]
-            subject, predicate, obj = (t.strip() for t in triple.split("|"))
+            subject, predicate, obj = (t.strip().strip('"') for t in triple.split(" | "))
             text = (f"{subject} is married to {obj}." if predicate == "spouse"
                     else f"{subject} flows through {obj}.")
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])

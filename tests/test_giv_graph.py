@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.errors import GraphRecursionError
 
 from kgcheck.data.facts import Fact
@@ -26,6 +26,12 @@ from kgcheck.prompts import PromptError
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
             object="Amitabh_Bachchan")
 PROSE = "I believe this is correct, they married in 1973."
+
+
+def first_turn(messages: list[BaseMessage]) -> str:
+    """The text of a call's first turn: its system message (if any) and the user's."""
+    first = [m for m in messages[:2] if isinstance(m, SystemMessage | HumanMessage)]
+    return "\n\n".join(str(m.content) for m in first)
 
 
 class Calls(BaseCallbackHandler):
@@ -62,8 +68,8 @@ async def test_compliant_at_once_takes_one_call(scripted) -> None:
     assert len(calls.sent) == 1
     assert calls.metadata[0]["kgcheck_method"] == "GIV-Z"
     assert calls.metadata[0]["kgcheck_fact_id"] == "x1"
-    prompt = calls.sent[0][0].content
-    assert "Fact: Jaya Bachchan | is married to | Amitabh Bachchan" in prompt
+    prompt = first_turn(calls.sent[0])
+    assert 'Fact: "Jaya Bachchan" | "is married to" | "Amitabh Bachchan"' in prompt
     assert "expert annotator" in prompt and "3 attempts" in prompt
 
 
@@ -78,11 +84,12 @@ async def test_non_compliant_then_compliant_reprompts_in_the_same_conversation(s
     assert len(calls.sent) == 2
     first, second = calls.sent
     # The second call carries the whole conversation: prompt, first answer, follow-up.
-    assert [type(m) for m in second] == [HumanMessage, AIMessage, HumanMessage]
-    assert second[0].content == first[0].content
-    assert second[1].content == PROSE
-    assert "2 attempts remain" in second[2].content
-    assert "broke the guidelines" in second[2].content
+    # Guidelines as the system message, the fact as the user's, then the turns.
+    assert [type(m) for m in second] == [SystemMessage, HumanMessage, AIMessage, HumanMessage]
+    assert [m.content for m in second[:2]] == [m.content for m in first]
+    assert second[2].content == PROSE
+    assert "2 attempts remain" in second[3].content
+    assert "broke the guidelines" in second[3].content
     assert [m["kgcheck_attempt"] for m in calls.metadata] == [1, 2]
 
 
@@ -98,7 +105,8 @@ async def test_never_compliant_gives_na_after_three_calls(scripted) -> None:
     ]
     assert len(calls.sent) == 3
     assert "1 attempt remains" in calls.sent[2][-1].content
-    assert len(out["messages"]) == 6  # 3 prompts, 3 answers: no follow-up after the last
+    # The guidelines, 3 user turns, 3 answers: no follow-up after the last.
+    assert len(out["messages"]) == 7
 
 
 @pytest.mark.parametrize("cap", [1, 2, 5, 10])
@@ -111,7 +119,7 @@ async def test_attempts_cap_in_the_context_is_honoured(scripted, cap: int) -> No
     assert len(calls.sent) == cap
     if cap > 1:
         assert f"{cap - 1} attempt" in calls.sent[1][-1].content
-    assert f"You have {cap} attempts" in calls.sent[0][0].content
+    assert f"You have {cap} attempts" in first_turn(calls.sent[0])
 
 
 async def test_cap_set_through_the_registry_is_honoured(scripted) -> None:
@@ -168,9 +176,9 @@ async def test_defective_fact_is_not_sent(scripted) -> None:
 async def test_dbpedia_prompt_carries_the_knowledge_cutoff(scripted) -> None:
     fact = FACT.model_copy(update={"dataset": "DBpedia"})
     _, calls = await _run(GIVContext(model=scripted("db", ["T"])), fact)
-    assert "2015" in calls.sent[0][0].content
+    assert "2015" in first_turn(calls.sent[0])
     _, calls = await _run(GIVContext(model=scripted("yg", ["T"])))
-    assert "2015" not in calls.sent[0][0].content
+    assert "2015" not in first_turn(calls.sent[0])
 
 
 @pytest.mark.parametrize(("dataset", "predicate"), [
@@ -181,15 +189,15 @@ async def test_few_shot_examples_follow_the_facts_kg(scripted, dataset: str,
                                                      predicate: str) -> None:
     fact = FACT.model_copy(update={"dataset": dataset})
     out, calls = await _run(GIVFContext(model=scripted("fs", ["T"])), fact)
-    prompt = calls.sent[0][0].content
-    assert f"Fact: Monica Bellucci | {predicate} | Città di Castello, Italy\nReply: T" in prompt
+    prompt = first_turn(calls.sent[0])
+    assert f'Fact: "Monica Bellucci" | "{predicate}" | "Città di Castello, Italy"\nReply: T' in prompt
     assert prompt.count("Reply: T") == 3 and prompt.count("Reply: F") == 3
     assert out["verdict"]["method"] == "GIV-F"
     assert calls.metadata[0]["kgcheck_method"] == "GIV-F"
     expected = "default.json" if dataset == "MyKG" else f"{dataset.lower()}.json"
     assert out["verdict"]["details"]["examples"] == expected
     # The fact comes after the examples.
-    assert prompt.rstrip().endswith("Fact: Jaya Bachchan | is married to | Amitabh Bachchan")
+    assert prompt.rstrip().endswith('Fact: "Jaya Bachchan" | "is married to" | "Amitabh Bachchan"')
 
 
 async def test_fact_kg_vocabulary_differs_between_files(scripted) -> None:
@@ -197,10 +205,10 @@ async def test_fact_kg_vocabulary_differs_between_files(scripted) -> None:
     for kg in ("YAGO", "DBpedia"):
         fact = FACT.model_copy(update={"dataset": kg})
         _, calls = await _run(GIVFContext(model=scripted(kg, ["T"])), fact)
-        prompts[kg] = calls.sent[0][0].content
-    assert "Hyundai Motor Company | location created | Rio de Janeiro" in prompts["YAGO"]
-    assert "Hyundai Motor Company | foundation place | Rio de Janeiro" in prompts["DBpedia"]
-    assert "La Rambla | location city | Berlin" in prompts["DBpedia"]
+        prompts[kg] = first_turn(calls.sent[0])
+    assert '"Hyundai Motor Company" | "location created" | "Rio de Janeiro"' in prompts["YAGO"]
+    assert '"Hyundai Motor Company" | "foundation place" | "Rio de Janeiro"' in prompts["DBpedia"]
+    assert '"La Rambla" | "location city" | "Berlin"' in prompts["DBpedia"]
 
 
 async def test_a_new_kg_is_added_by_adding_a_file(scripted, tmp_path, monkeypatch) -> None:
@@ -213,8 +221,8 @@ async def test_a_new_kg_is_added_by_adding_a_file(scripted, tmp_path, monkeypatc
     monkeypatch.setattr(giv, "EXAMPLES_DIR", tmp_path)
     fact = FACT.model_copy(update={"dataset": "Wikidata"})
     out, calls = await _run(GIVFContext(model=scripted("wd", ["F"])), fact)
-    prompt = calls.sent[0][0].content
-    assert "Fact: Q1 | P31 | Q2\nReply: T\n\nFact: Q3 | P31 | Q4\nReply: F" in prompt
+    prompt = first_turn(calls.sent[0])
+    assert 'Fact: "Q1" | "P31" | "Q2"\nReply: T\n\nFact: "Q3" | "P31" | "Q4"\nReply: F' in prompt
     assert out["verdict"]["details"]["examples"] == "wikidata.json"
 
 
@@ -224,8 +232,8 @@ async def test_examples_file_from_the_context(scripted, tmp_path) -> None:
                                  "object": "Italy", "answer": "t"}]), encoding="utf-8")
     _, calls = await _run(GIVFContext(model=scripted("m", ["T"]),
                                      examples=str(mine)))
-    assert "Fact: Rome | capital of | Italy\nReply: T" in calls.sent[0][0].content
-    assert "Monica Bellucci" not in calls.sent[0][0].content
+    assert 'Fact: "Rome" | "capital of" | "Italy"\nReply: T' in first_turn(calls.sent[0])
+    assert "Monica Bellucci" not in first_turn(calls.sent[0])
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -262,7 +270,7 @@ async def test_seeded_prompts_are_reproducible(scripted) -> None:
     sent = []
     for n in range(2):
         _, calls = await _run(GIVFContext(model=scripted(f"s{n}", ["T"]), seed=3))
-        sent.append(calls.sent[0][0].content)
+        sent.append(first_turn(calls.sent[0]))
     assert sent[0] == sent[1]
 
 
@@ -288,7 +296,7 @@ async def test_own_prompt_files_are_used(scripted, tmp_path) -> None:
     retry.write_text("Again: {attempts_left} ({remaining} left).")
     _, calls = await _run(GIVContext(model=scripted("own", [PROSE, "T"]), prompt=str(prompt),
                                      retry_prompt=str(retry)))
-    assert calls.sent[0][0].content == "KG=YAGO Jaya Bachchan/is married to/Amitabh Bachchan tries=3"
+    assert first_turn(calls.sent[0]) == 'KG=YAGO "Jaya Bachchan"/"is married to"/"Amitabh Bachchan" tries=3'
     assert calls.sent[1][-1].content == "Again: 2 attempts remain (2 left)."
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,9 @@ from kgcheck.data.facts import Fact
 from kgcheck.evals.runner import RECURSION_LIMIT, VERDICTS, RunInfo, run_facts
 from kgcheck.graphs.strategies.dka import DKAContext, graph
 from kgcheck.providers import ModelSettings, UnknownModelError, redact_url, resolve_model
-from kgcheck.providers.transports import backoff_delay
+from kgcheck.providers.transports import ModelReplyError, backoff_delay
 from tests.stubs import Behaviour, OllamaStub, OpenAIStub, refused_url
+from tests.stubs.base import MAX_HANG_SECONDS
 
 OLLAMA = "ollama:gemma2:9b"
 KEY = "sk-kgcheck-secret-5f1c2e9a7b3d4c6e8f"
@@ -315,3 +317,97 @@ async def test_the_api_key_stays_out_of_files_and_logs(
     captured = capsys.readouterr()
     for text in [*written, caplog.text, captured.out, captured.err]:
         assert KEY not in text
+
+
+# --- Whole-call time limits, cut-short and unreadable replies ----------------------------
+
+async def test_truncated_ollama_stream_is_not_an_answer(ollama: OllamaStub) -> None:
+    # The answer's chunks arrive, then the response ends without Ollama's ``done`` chunk.
+    ollama.behaviour = Behaviour(answer="T", truncate=True)
+    model = resolve_model(OLLAMA, fast(base_url=ollama.url, max_retries=0))
+    for call in (model.ainvoke, model.invoke):
+        with pytest.raises(ModelReplyError, match=rf'{OLLAMA} at {ollama.url} ended .*"done"'):
+            result = call([HumanMessage("?")])
+            if hasattr(result, "__await__"):
+                await result
+    with pytest.raises(ModelReplyError):
+        async for _ in model.astream([HumanMessage("?")]):
+            pass
+    ctx = QuickRetryContext(model=OLLAMA, base_url=ollama.url, max_retries=0)
+    verdict = (await graph.ainvoke({"fact": FACTS[0].as_input()}, context=ctx))["verdict"]
+    assert verdict["label"] == "NA" and verdict["details"]["error_type"] == "ModelReplyError"
+
+
+async def test_timeout_bounds_a_call_that_drips_empty_chunks(ollama: OllamaStub) -> None:
+    # Each chunk restarts the HTTP read timeout; only a bound on the whole call ends this.
+    ollama.behaviour = Behaviour(drip=0.2)
+    model = resolve_model(OLLAMA, fast(base_url=ollama.url, timeout=1, max_retries=0))
+    started = time.monotonic()
+    with pytest.raises(TimeoutError) as info:
+        await model.ainvoke([HumanMessage("?")])
+    assert f"{OLLAMA} at {ollama.url} gave no answer within 1 s (1 attempt)" in str(info.value)
+    with pytest.raises(TimeoutError, match="within 1 s"):
+        async for _ in model.astream([HumanMessage("?")]):
+            pass
+    with pytest.raises(TimeoutError, match="within 1 s"):
+        model.invoke([HumanMessage("?")])
+    # The stub drips for 30 s per call unless the client hangs up: the calls were cut.
+    assert time.monotonic() - started < MAX_HANG_SECONDS
+
+
+@pytest.mark.parametrize("kind", ["ollama", "openai"])
+async def test_a_reply_that_is_not_json_names_the_model_and_url(kind: str) -> None:
+    stub_class, spec = (OllamaStub, OLLAMA) if kind == "ollama" else (
+        OpenAIStub, "openai-compatible:m")
+    with stub_class(Behaviour(garbage=True)) as stub:
+        model = resolve_model(spec, fast(base_url=stub.url, max_retries=0))
+        with pytest.raises(ModelReplyError) as info:
+            await model.ainvoke([HumanMessage("?")])
+        assert f"{spec} at {stub.url} sent a reply that is not JSON" in str(info.value)
+
+
+@pytest.mark.parametrize("behaviour", [Behaviour(fail_times=99, fail_status=503),
+                                       Behaviour(fail_times=99, fail_status=500),
+                                       Behaviour(garbage=True),
+                                       Behaviour(truncate=True)],
+                         ids=["503", "500", "garbage", "truncated"])
+async def test_run_stops_after_a_run_of_server_failures(ollama: OllamaStub, tmp_path: Path,
+                                                        behaviour: Behaviour) -> None:
+    ollama.behaviour = behaviour
+    ctx = QuickRetryContext(model=OLLAMA, base_url=ollama.url, max_retries=0)
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[OLLAMA])
+    result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
+                             show_progress=False)
+    assert result.aborted, "the run went through every fact"
+    assert "5 facts in a row got no usable answer from the model server" in result.aborted
+    assert f"{OLLAMA} at {ollama.url}" in result.aborted
+    assert result.summary["aborted_because"] == "server"
+    assert len(_records(tmp_path)) == 5
+
+
+async def test_openai_429_stops_a_run(server: OpenAIStub, tmp_path: Path) -> None:
+    server.behaviour = Behaviour(fail_times=99, fail_status=429, retry_after_ms=1)
+    ctx = QuickRetryContext(model="openai-compatible:m", base_url=server.url, max_retries=0)
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[ctx.model])
+    result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
+                             show_progress=False)
+    assert result.aborted and "HTTP 429" in result.aborted
+    assert "no usable answer from the model server" in result.aborted
+
+
+def test_kgcheck_run_fails_a_dripping_fact_within_its_timeout(ollama: OllamaStub,
+                                                                tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kgcheck.cli import app
+
+    ollama.behaviour = Behaviour(drip=0.5)
+    result = CliRunner().invoke(app, [
+        "run", "--dataset", "yago", "--limit", "1", "--model", OLLAMA, "--base-url", ollama.url,
+        "--set", "timeout=1", "--set", "max_retries=0", "--no-progress",
+        "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    record = _records(tmp_path / "run")[0]
+    assert record["label"] == "NA" and record["details"]["error_type"] == "TimeoutError"
+    assert f"{OLLAMA} at {ollama.url} gave no answer within 1 s (1 attempt)" in record["error"]
+    assert "every fact failed" in result.stderr and f"{OLLAMA} at {ollama.url}" in result.stderr

@@ -56,8 +56,8 @@ async def test_dka_sc_takes_the_majority_of_k_samples(scripted) -> None:
     assert verdict["attempts"] == 5 and len(verdict["raws"]) == 5
     assert sorted(verdict["details"]["samples"]) == ["F", "NA", "T", "T", "T"]
     assert verdict["details"]["votes"] == {"T": 3, "F": 1, "NA": 1}
-    # Every sample saw the same DKA prompt.
-    assert "Alexander III of Russia" in out["messages"][0].content
+    # Every sample saw the same DKA prompt: its instructions, then the quoted fact.
+    assert '"Alexander III of Russia"' in out["messages"][1].content
 
 
 async def test_dka_sc_even_split_is_na_and_failed_samples_do_not_vote(scripted) -> None:

@@ -221,8 +221,8 @@ async def test_a_run_with_another_prompt_file_uses_it(studio: Studio, tmp_path: 
     assert set(out) == {"verdict"}
     state = await client.threads.get_state(thread["thread_id"])
     assert state["values"]["messages"][0]["content"] == (
-        "TERSE CHECK (YAGO): Alexander III of Russia -- is married to -- "
-        "Maria Feodorovna (Dagmar of Denmark)? T or F."
+        'TERSE CHECK (YAGO): "Alexander III of Russia" -- "is married to" -- '
+        '"Maria Feodorovna (Dagmar of Denmark)"? T or F.'
     )
     assert out["verdict"]["label"] == "T"
 
@@ -243,8 +243,10 @@ async def test_an_assistant_with_another_model_and_attempts_cap(studio: Studio) 
     assert verdict["model"] == "ollama:stub-model"
     assert verdict["label"] == "NA"
     assert verdict["attempts"] == 2 and len(calls) == 2
-    # The second call carried the follow-up turn of the same conversation.
-    assert len(calls[1].body["messages"]) == 3
+    # The second call carried the follow-up turn of the same conversation: the guidelines
+    # (system), the fact, the first answer, the follow-up.
+    assert [m["role"] for m in calls[1].body["messages"]] == ["system", "user", "assistant",
+                                                              "user"]
     assert not studio.blocking_errors(), studio.blocking_errors()
 
 

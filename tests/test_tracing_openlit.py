@@ -273,3 +273,41 @@ def test_a_collector_that_does_not_answer_stops_trace_early(monkeypatch, free_po
     assert tracing.setup_tracing() is None
     assert "tracing is off" in caplog.text
     assert tracing.current_setup() is None
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_endpoint_alone_turns_tracing_on_for_kgcheck_run(tmp_path: Path, receiver) -> None:
+    port = receiver.server_address[1]
+    out_dir = tmp_path / "run"
+    # No --trace: the standard environment variable is enough.
+    _run(CLI_RUN, tmp_path, "run", "--dataset", "yago", "--method", "dka", "--model",
+         "replay:gemma2:9b", "--limit", "2", "--out", str(out_dir), "--no-progress",
+         env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}, name="env")
+    assert "/v1/traces" in receiver.paths
+    assert len([s for s in receiver.spans if s["name"] == "invoke_workflow dka"]) == 2
+    assert len([s for s in receiver.spans if s["name"] == "chat gemma2:9b"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.parametrize("failure", [{"status": 503}, {"hang": True}], ids=["503", "hang"])
+def test_a_failing_collector_costs_one_bounded_export_and_one_line(
+        tmp_path: Path, free_port: int, failure: dict) -> None:
+    out_dir = tmp_path / "run"
+    with otlp_receiver(free_port, **failure) as collector:
+        # Small batches: without a bound, every one of them would wait and retry in turn.
+        proc, _, _ = _run(
+            CLI_RUN, tmp_path, "run", "--dataset", "yago", "--method", "dka", "--model",
+            "replay:gemma2:9b", "--limit", "6", "--out", str(out_dir), "--no-progress",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port}",
+                 "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4"}, name="failing")
+        exports = [p for p in collector.paths if p == "/v1/traces"]
+    assert len((out_dir / "verdicts.jsonl").read_text().splitlines()) == 6
+    # One export was tried (the client retries a 503 within its few seconds); every later
+    # batch was dropped without a request.
+    assert 1 <= len(exports) <= 3, collector.paths
+    lines = [line for line in proc.stderr.splitlines() if "could not be sent" in line]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert f"spans could not be sent to http://127.0.0.1:{free_port}/v1/traces" in lines[0]
+    assert "Failed to export" not in proc.stderr

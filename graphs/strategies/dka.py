@@ -13,7 +13,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, NotRequired
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
@@ -24,7 +24,7 @@ from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import Context, bind, context_of
 from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.prompting import PLACEHOLDERS, render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
@@ -42,7 +42,8 @@ class DKAContext(Context):
     prompt: str = field(
         default="dka.txt",
         metadata={"description": "Prompt file in prompts/ or a path; needs {subject}, "
-                  "{predicate}, {object}; may use {kg_note}, {fact}, {sentence}."},
+                  "{predicate}, {object}; may use {kg_note}, {fact}, {sentence}.",
+                  PLACEHOLDERS: PROMPT_FIELDS},
     )
 
 
@@ -62,8 +63,7 @@ async def build_prompt(state: DKAState, runtime: Runtime[DKAContext], *,
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
-    text = await render_prompt(ctx.prompt, PROMPT_FIELDS, fact)
-    return {"messages": [HumanMessage(text)]}
+    return {"messages": await render_messages(ctx.prompt, PROMPT_FIELDS, fact)}
 
 
 async def ask_model(state: DKAState, runtime: Runtime[DKAContext], *,

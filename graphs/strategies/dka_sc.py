@@ -21,7 +21,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -32,7 +32,7 @@ from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import bind, context_of, make_context
 from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.prompting import render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS, DKAContext
@@ -112,8 +112,7 @@ async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext], *,
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
-    text = await render_prompt(ctx.prompt, PROMPT_FIELDS, fact)
-    return {"messages": [HumanMessage(text)]}
+    return {"messages": await render_messages(ctx.prompt, PROMPT_FIELDS, fact)}
 
 
 async def fan_out(state: DKASCState, runtime: Runtime[DKASCContext], *,

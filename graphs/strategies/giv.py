@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, NotRequired, cast
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
@@ -31,7 +31,7 @@ from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import Context, bind, context_of
 from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import fill_prompt, render_prompt
+from kgcheck.graphs.prompting import PLACEHOLDERS, fill_messages, quote_term, render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
@@ -63,12 +63,14 @@ class GIVContext(Context):
     prompt: str = field(
         default="giv-z.txt",
         metadata={"description": "Prompt file in prompts/ or a path; needs {subject}, "
-                  "{predicate}, {object}; may use {kg_note}, {max_attempts}, {fact}."},
+                  "{predicate}, {object}; may use {kg_note}, {max_attempts}, {fact}.",
+                  PLACEHOLDERS: FACT_FIELDS},
     )
     retry_prompt: str = field(
         default="giv-retry.txt",
         metadata={"description": "Follow-up after a non-compliant answer: a prompt file with "
-                  "{attempts_left} ('2 attempts remain'); may use {remaining} and the fact."},
+                  "{attempts_left} ('2 attempts remain'); may use {remaining} and the fact.",
+                  PLACEHOLDERS: RETRY_FIELDS},
     )
     max_attempts: int = field(
         default=3,
@@ -98,7 +100,7 @@ class GIVFContext(GIVContext):
         default="giv-f.txt",
         metadata={"description": "Prompt file in prompts/ or a path; needs {subject}, "
                   "{predicate}, {object}, {examples}; may use {kg_note}, {max_attempts}, "
-                  "{fact}."},
+                  "{fact}.", PLACEHOLDERS: FACT_FIELDS | {"examples"}},
     )
     examples: str = field(
         default="",
@@ -109,7 +111,7 @@ class GIVFContext(GIVContext):
     example_prompt: str = field(
         default="giv-example.txt",
         metadata={"description": "How one example is written: a prompt file with {subject}, "
-                  "{predicate}, {object}, {answer}."},
+                  "{predicate}, {object}, {answer}.", PLACEHOLDERS: EXAMPLE_FIELDS},
     )
     seed: int | None = field(
         default=None,
@@ -222,23 +224,29 @@ def render_examples(ctx: GIVFContext, fact: Fact) -> tuple[str, str]:
     path = examples_path(ctx.examples, fact.dataset)
     template = load_prompt(ctx.example_prompt, EXAMPLE_FIELDS)
     blocks = [
-        render(template, subject=readable_term(ex.subject), predicate=readable_term(ex.predicate),
-               object=readable_term(ex.object), answer=ex.answer,
-               raw_subject=ex.subject, raw_predicate=ex.predicate, raw_object=ex.object)
+        # Quoted as the fact to check is, so that the examples show the model its format.
+        render(template, subject=quote_term(readable_term(ex.subject)),
+               predicate=quote_term(readable_term(ex.predicate)),
+               object=quote_term(readable_term(ex.object)), answer=ex.answer,
+               raw_subject=quote_term(ex.subject), raw_predicate=quote_term(ex.predicate),
+               raw_object=quote_term(ex.object))
         for ex in order_examples(load_examples(path), ctx.seed, fact.id)
     ]
     return "\n\n".join(block.strip() for block in blocks), path.name
 
 
-def first_prompt(ctx: GIVContext, fact: Fact) -> tuple[str, str | None]:
-    """Fill the variant's prompt for a fact (blocking: reads files); also the examples file."""
+def first_prompt(ctx: GIVContext, fact: Fact) -> tuple[list[BaseMessage], str | None]:
+    """Fill the variant's prompt for a fact (blocking: reads files); also the examples file.
+
+    The guidelines (and examples) are the system message, the fact the user message.
+    """
     values: dict[str, Any] = {"max_attempts": ctx.max_attempts}
     examples_file = None
     required = set(FACT_FIELDS)
     if ctx.FEW_SHOT:
         values["examples"], examples_file = render_examples(cast(GIVFContext, ctx), fact)
         required.add("examples")
-    return fill_prompt(ctx.prompt, required, fact, **values), examples_file
+    return fill_messages(ctx.prompt, required, fact, **values), examples_file
 
 
 def attempts_phrase(remaining: int) -> str:
@@ -254,8 +262,8 @@ async def build_prompt(state: GIVState, runtime: Runtime[GIVContext], *,
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
     # Prompt and example files are blocking I/O; the dev server forbids it on the event loop.
-    text, examples_file = await asyncio.to_thread(first_prompt, ctx, fact)
-    update: dict[str, Any] = {"messages": [HumanMessage(text)], "attempts": 0}
+    messages, examples_file = await asyncio.to_thread(first_prompt, ctx, fact)
+    update: dict[str, Any] = {"messages": messages, "attempts": 0}
     if examples_file:
         update["examples_file"] = examples_file
     return update
@@ -308,10 +316,11 @@ async def reprompt(state: GIVState, runtime: Runtime[GIVContext], *,
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     remaining = ctx.max_attempts - state["attempts"]
-    text = await render_prompt(ctx.retry_prompt, RETRY_FIELDS, fact,
-                               attempts_left=attempts_phrase(remaining), remaining=remaining,
-                               max_attempts=ctx.max_attempts)
-    return {"messages": [HumanMessage(text)]}
+    # A later turn of the conversation: one user message, whatever the file's parts.
+    messages = await render_messages(ctx.retry_prompt, RETRY_FIELDS, fact, system=False,
+                                     attempts_left=attempts_phrase(remaining),
+                                     remaining=remaining, max_attempts=ctx.max_attempts)
+    return {"messages": messages}
 
 
 def _details(state: GIVState, ctx: GIVContext, compliant: bool) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
 import numpy as np
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
@@ -33,7 +33,7 @@ from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ModelReply, ask
 from kgcheck.graphs.context import LLM_HINT, Context, bind, context_of
 from kgcheck.graphs.parsing import read_with
-from kgcheck.graphs.prompting import render_prompt
+from kgcheck.graphs.prompting import PLACEHOLDERS, render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
@@ -46,7 +46,7 @@ from kgcheck.retrievers.evidence import (
     retriever_for,
     uses_live_sources,
 )
-from kgcheck.retrievers.lexical import tokenize
+from kgcheck.retrievers.questions import is_statement_about
 from kgcheck.retrievers.questions import template_questions as templates
 from kgcheck.retrievers.search import SearchHit, merge_hits
 from kgcheck.retrievers.selection import get_selector
@@ -67,7 +67,8 @@ class RAGContext(Context, RetrievalSettings):
     prompt: str = field(
         default="rag_verify.txt",
         metadata={"description": "Verification prompt in prompts/ or a path; needs {context}, "
-                  "{subject}, {predicate}, {object}; may use {sentence}, {fact}, {kg_note}."},
+                  "{subject}, {predicate}, {object}; may use {sentence}, {fact}, {kg_note}.",
+                  PLACEHOLDERS: VERIFY_FIELDS},
     )
     parser: str = field(
         default="yes-no-json",
@@ -76,16 +77,18 @@ class RAGContext(Context, RetrievalSettings):
     )
     sentence_prompt: str = field(
         default="rag_sentence.txt",
-        metadata={"description": "Prompt that turns the triple into one sentence."},
+        metadata={"description": "Prompt that turns the triple into one sentence; needs "
+                  "{subject}, {predicate}, {object}.", PLACEHOLDERS: TRIPLE_FIELDS},
     )
     questions_prompt: str = field(
         default="rag_questions.txt",
         metadata={"description": "Prompt that writes questions about the sentence; needs "
-                  "{sentence}; may use {max_questions}."},
+                  "{sentence}; may use {max_questions}.", PLACEHOLDERS: {"sentence"}},
     )
     dka_prompt: str = field(
         default="dka.txt",
-        metadata={"description": "Prompt of the DKA fallback (see no_evidence)."},
+        metadata={"description": "Prompt of the DKA fallback (see no_evidence).",
+                  PLACEHOLDERS: DKA_FIELDS},
     )
     sentence_model: Annotated[str, LLM_HINT] = field(
         default="",
@@ -137,18 +140,13 @@ def rule_sentence(fact: Fact) -> str:
 
 
 def is_sentence_about(sentence: str, fact: Fact) -> bool:
-    """Tell whether a rewritten sentence is a sentence about the triple, not junk.
+    """Tell whether a model's rewrite is a sentence about the triple, not junk.
 
-    A model asked for one sentence may answer ``T`` or an apology; such text would become
-    the query of every search. A sentence counts when it has at least three words and
-    names the subject or the object (a word of either).
+    See ``is_statement_about``: one line, three words or more, not a question, naming the
+    subject and the object, not far longer than the rule-based sentence.
     """
-    words = sentence.split()
-    if len(words) < 3:
-        return False
     subject, _, obj = fact.readable_terms()
-    named = set(tokenize(subject)) | set(tokenize(obj))
-    return not named or bool(named & set(tokenize(sentence)))
+    return is_statement_about(sentence, subject, obj, rule_sentence(fact))
 
 
 def template_questions(fact: Fact, sentence: str) -> list[str]:
@@ -187,15 +185,16 @@ async def to_sentence(state: RAGState, runtime: Runtime[RAGContext], *,
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
-    text = await render_prompt(ctx.sentence_prompt, TRIPLE_FIELDS, fact)
+    messages = await render_messages(ctx.sentence_prompt, TRIPLE_FIELDS, fact)
     try:
-        reply = await ask(ctx, [HumanMessage(text)], fact, "sentence",
+        reply = await ask(ctx, messages, fact, "sentence",
                           model=ctx.sentence_model or None)
     except Exception as exc:  # noqa: BLE001 - the step has a rule-based fallback
         return {"sentence": rule_sentence(fact), "sentence_source": "rule",
                 "step_calls": [_fallback_note("sentence", exc)]}
-    sentence = " ".join(reply.text.strip().strip('"').split())
-    if not is_sentence_about(sentence, fact):
+    text = reply.text.strip().strip('"').strip()
+    sentence = " ".join(text.split())
+    if not is_sentence_about(text, fact):
         return {"sentence": rule_sentence(fact), "sentence_source": "rule",
                 "step_calls": [{**_step_call("sentence", reply), "rejected": True}]}
     return {"sentence": sentence, "sentence_source": "model",
@@ -208,11 +207,11 @@ async def generate_questions(state: RAGState, runtime: Runtime[RAGContext], *,
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     sentence = state["sentence"]
-    text = await render_prompt(ctx.questions_prompt, {"sentence"}, fact, sentence=sentence,
-                               max_questions=ctx.max_questions)
+    messages = await render_messages(ctx.questions_prompt, {"sentence"}, fact,
+                                     sentence=sentence, max_questions=ctx.max_questions)
     fallback = template_questions(fact, sentence)[:ctx.max_questions]
     try:
-        reply = await ask(ctx, [HumanMessage(text)], fact, "questions",
+        reply = await ask(ctx, messages, fact, "questions",
                           model=ctx.questions_model or None)
     except Exception as exc:  # noqa: BLE001 - the step has a template fallback
         return {"questions": fallback, "questions_source": "template",
@@ -390,9 +389,9 @@ async def verify(state: RAGState, runtime: Runtime[RAGContext], *,
     """Ask the model whether the evidence supports the fact (JSON yes/no)."""
     ctx = context_of(runtime, context)
     fact = read_fact(state)
-    text = await render_prompt(ctx.prompt, VERIFY_FIELDS, fact, sentence=state["sentence"],
-                               context=context_text(state["chunks"]))
-    messages = [HumanMessage(text)]
+    messages = await render_messages(ctx.prompt, VERIFY_FIELDS, fact,
+                                     sentence=state["sentence"],
+                                     context=context_text(state["chunks"]))
     try:
         reply = await ask(ctx, messages, fact)
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
@@ -425,10 +424,10 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
         return {"verdict": verdicts.unanswered(fact, ctx.METHOD, ctx.model, reason,
                                                **_details(state, ctx))}
     details = {**_details(state, ctx), "reason": reason, "fallback": "DKA"}
-    text = await render_prompt(ctx.dka_prompt, DKA_FIELDS, fact)
+    messages = await render_messages(ctx.dka_prompt, DKA_FIELDS, fact)
     try:
         # Asked as DKA: replay serves the study's DKA answer for it.
-        reply = await ask(ctx, [HumanMessage(text)], fact, recorded="DKA")
+        reply = await ask(ctx, messages, fact, recorded="DKA")
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc, **details)}
     label = read_with("strict", reply.text).label

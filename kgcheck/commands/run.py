@@ -244,7 +244,11 @@ def run(
                                  "the estimated tokens and cost, then exit.")] = False,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
+    from kgcheck.providers.secrets import redact_logs, redact_text
     from kgcheck.tracing import setup_tracing
+
+    # httpx and the model clients log request URLs: mask their credentials first.
+    redact_logs()
 
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
@@ -285,7 +289,7 @@ def run(
         ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
         settings=values, as_dataset=as_dataset, pricing=pricing)
     for warning in plan.notes:
-        err_console.print(f"[bold yellow]warning:[/] {warning}")
+        err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
     out_dir = plan.out_dir
     if dry_run:
         print_estimate(api.dry_run_of(plan, resume=resume), out_dir)

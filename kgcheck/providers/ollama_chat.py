@@ -7,19 +7,23 @@ else ``OLLAMA_HOST``, else 127.0.0.1:11434.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from functools import cache
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers import pressure
 from kgcheck.providers.provider import Provider
+from kgcheck.providers.secrets import redact_url
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import (
+    ModelReplyError,
     RetryingModel,
     UnknownModelError,
+    check_deadline,
     explain_failure,
-    redact_url,
+    reach,
     ssl_context,
 )
 
@@ -52,7 +56,35 @@ def retrying_chat_ollama() -> type[BaseChatModel]:
         retry_backoff: float = 0.5
         """Seconds before the first retry; doubled for each further one."""
         request_timeout: float | None = None
-        """The HTTP timeout given to the client, quoted in error messages."""
+        """Seconds one attempt may take in all (also the HTTP client's timeout)."""
+
+        def _where(self) -> str:
+            return f"ollama:{self.model} at {redact_url(_ollama_host(self.base_url))}"
+
+        def _cut_short(self) -> ModelReplyError:
+            # Ollama ends every complete answer with a ``done`` chunk; without it the
+            # text may be any prefix of the answer (a crashed runner, a dropped proxy).
+            return ModelReplyError(
+                f"{self._where()} ended its answer without Ollama's final \"done\" chunk: "
+                "the reply is incomplete and was not used")
+
+        async def _aiterate_over_stream(self, *args: Any,
+                                        **kwargs: Any) -> AsyncIterator[Any]:
+            done = False
+            async for chunk in super()._aiterate_over_stream(*args, **kwargs):
+                done = done or bool((chunk.generation_info or {}).get("done"))
+                yield chunk
+            if not done:
+                raise self._cut_short()
+
+        def _iterate_over_stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            done = False
+            for chunk in super()._iterate_over_stream(*args, **kwargs):
+                check_deadline(self.request_timeout)
+                done = done or bool((chunk.generation_info or {}).get("done"))
+                yield chunk
+            if not done:
+                raise self._cut_short()
 
         def _fail(self, exc: BaseException, attempts: int) -> None:
             explain_failure(exc, spec=f"ollama:{self.model}", url=_ollama_host(self.base_url),
@@ -62,7 +94,7 @@ def retrying_chat_ollama() -> type[BaseChatModel]:
             # No other fact escapes a missing model: say so once, as a settings error.
             if getattr(exc, "status_code", None) == 404:
                 raise UnknownModelError(
-                    f"ollama:{self.model} at {redact_url(_ollama_host(self.base_url))}: "
+                    f"{self._where()}: "
                     f"{getattr(exc, 'error', exc)} (pull it with `ollama pull {self.model}`)"
                 ) from exc
 
@@ -94,4 +126,12 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
 
 
 
-PROVIDER = Provider(build, env=("OLLAMA_HOST",))
+def reach_server(name: str, settings: ModelSettings) -> None:
+    """Ask the Ollama server for its version once, to see that it answers."""
+    host = _ollama_host(settings.base_url or None)
+    reach(host.rstrip("/") + "/api/version", where=f"ollama:{name} at {redact_url(host)}",
+          timeout=settings.timeout,
+          hint="start Ollama (`ollama serve`) or point --base-url / OLLAMA_HOST at it")
+
+
+PROVIDER = Provider(build, env=("OLLAMA_HOST",), reach=reach_server)

@@ -17,15 +17,21 @@ from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers import pressure
 from kgcheck.providers.provider import Provider
+from kgcheck.providers.secrets import redact_url
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import (
+    BOUND_MARGIN,
     ExplainedModel,
     UnknownModelError,
     explain_failure,
     is_transient,
-    redact_url,
+    raise_bad_reply,
+    reach,
     ssl_context,
 )
+
+# Slack per client retry in the bound of a whole call: the client pauses between retries.
+RETRY_PAUSE_SLACK = 2.0
 
 
 @cache
@@ -44,16 +50,26 @@ def explained_chat_openai() -> type[BaseChatModel]:
         spec: str = ""
         """The ``provider:model`` string, quoted in error messages."""
 
+        def _bound(self) -> float | None:
+            # The client retries inside one call: each attempt may take the timeout.
+            timeout = self.request_timeout
+            if not isinstance(timeout, int | float) or timeout <= 0:
+                return None
+            retries = max(0, self.max_retries or 0)
+            return (float(timeout) * (retries + 1) + RETRY_PAUSE_SLACK * retries
+                    + BOUND_MARGIN)
+
         def _explain(self, exc: BaseException) -> None:
             spec = self.spec or f"openai:{self.model_name}"
             url = redact_url(str(self.openai_api_base or "https://api.openai.com/v1"))
+            raise_bad_reply(exc, f"{spec} at {url}")
             if isinstance(exc, openai.NotFoundError):
                 # A wrong model name or a base URL without /v1: no other fact escapes it.
                 raise UnknownModelError(
                     f"{spec} at {url}: {exc.message} (check the model name, and that the "
                     "server URL ends in /v1)"
                 ) from exc
-            spent = isinstance(exc, openai.APIConnectionError) or (
+            spent = isinstance(exc, openai.APIConnectionError | TimeoutError) or (
                 isinstance(exc, openai.APIStatusError) and is_transient(exc))
             if not spent:
                 return
@@ -127,5 +143,25 @@ def build_compatible(name: str, settings: ModelSettings) -> BaseChatModel:
                          api_key=api_key, compatible=True)
 
 
-OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"))
-COMPATIBLE = Provider(build_compatible, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"))
+def _reach(spec: str, base_url: str, settings: ModelSettings) -> None:
+    key = os.environ.get("OPENAI_API_KEY")
+    reach(base_url.rstrip("/") + "/models", where=f"{spec} at {redact_url(base_url)}",
+          timeout=settings.timeout, headers={"Authorization": f"Bearer {key}"} if key else None,
+          hint="start the server or fix --base-url (it usually ends in /v1)")
+
+
+def reach_openai(name: str, settings: ModelSettings) -> None:
+    """List the server's models once to see that it answers (the list is not read)."""
+    _reach(f"openai:{name}", settings.base_url or os.environ.get("OPENAI_BASE_URL")
+           or "https://api.openai.com/v1", settings)
+
+
+def reach_compatible(name: str, settings: ModelSettings) -> None:
+    """List the server's models once to see that it answers (the list is not read)."""
+    _reach(f"openai-compatible:{name}",
+           settings.base_url or os.environ.get("OPENAI_BASE_URL") or "", settings)
+
+
+OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"), reach=reach_openai)
+COMPATIBLE = Provider(build_compatible, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                      reach=reach_compatible)

@@ -20,9 +20,13 @@ class Provider:
         env: Environment variables ``build`` reads; a change of any of them builds anew.
         reuse: Keep one built model per event loop and settings (models that hold an HTTP
             client should); off for models that must be fresh on every resolution.
+        reach: Contact the model's server once (a cheap request, no model call) and raise
+            ``ModelUnreachableError`` when nothing answers there; None for models that need
+            no server (replay, scripted).
 
     """
 
     build: Callable[[str, ModelSettings], BaseChatModel]
     env: tuple[str, ...] = ()
     reuse: bool = True
+    reach: Callable[[str, ModelSettings], None] | None = None

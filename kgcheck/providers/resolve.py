@@ -78,6 +78,17 @@ def resolve_model(spec: str, settings: ModelSettings | None = None) -> BaseChatM
     return _per_loop(key, lambda: provider.build(name, ModelSettings.of(given)))
 
 
+def reach_model(spec: str, settings: ModelSettings | None = None) -> None:
+    """Contact a live model's server once; raise ModelUnreachableError when none answers.
+
+    Models without a server (replay, scripted) are not contacted.
+    """
+    provider_name, name = split_spec(spec)
+    provider = PROVIDERS.get(provider_name)
+    if provider.reach is not None:
+        provider.reach(name, ModelSettings.of(settings or ModelSettings()))
+
+
 def _per_loop(key: tuple[Any, ...], build: Any) -> BaseChatModel:
     """Reuse one model (and its HTTP connections) per event loop and settings.
 

@@ -10,18 +10,24 @@ number of attempts, with any credentials removed from the URL.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import json
 import random
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from kgcheck.providers import pressure
+from kgcheck.providers.secrets import redact_text, redact_url
+
+# Seconds a whole call may run past its timeout before it is cut (see RetryingModel._bound).
+BOUND_MARGIN = 0.25
 
 # The longest pause between two retries, whatever the backoff setting.
 RETRY_BACKOFF_MAX = 8.0
@@ -36,6 +42,28 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
 
 class UnknownModelError(ValueError):
     """A model spec names no known provider, is malformed, or names a model the server lacks."""
+
+
+class ModelUnreachableError(ValueError):
+    """Nothing answers at a live model's server (checked once before a run starts)."""
+
+# The longest wait for the one request that checks a server is there before a run.
+REACH_TIMEOUT = 10.0
+
+
+def reach(url: str, *, where: str, hint: str, timeout: float,
+          headers: dict[str, str] | None = None) -> None:
+    """GET ``url`` once; raise ModelUnreachableError unless some HTTP answer comes back.
+
+    Any status counts as reached (a server without the probed route still answers): what is
+    checked is that a server listens and speaks HTTP, before facts are sent to it.
+    """
+    try:
+        httpx.get(url, timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else REACH_TIMEOUT,
+                  headers=headers, verify=ssl_context())
+    except httpx.HTTPError as exc:
+        detail = redact_text(str(exc).strip()) or type(exc).__name__
+        raise ModelUnreachableError(f"cannot reach {where}: {detail}; {hint}") from None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -53,17 +81,6 @@ def backoff_delay(retry: int, initial: float) -> float:
     return delay * (0.75 + 0.25 * random.random())
 
 
-def redact_url(url: str) -> str:
-    """Drop any user:password part of a URL so it can go into messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
 def explain_failure(exc: BaseException, *, spec: str, url: str, attempts: int,
                     timeout: float | None) -> BaseException:
     """Rewrite a spent transport error's message to name the model, server and attempts.
@@ -72,7 +89,8 @@ def explain_failure(exc: BaseException, *, spec: str, url: str, attempts: int,
     """
     tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
     where = f"{spec} at {redact_url(url)}"
-    detail = str(exc).strip()
+    # Transport errors quote the URL they tried, query string and all.
+    detail = redact_text(str(exc).strip())
     said = f": {detail}" if detail else ""
     status = getattr(exc, "status_code", None)
     if isinstance(exc, httpx.TimeoutException | TimeoutError) or "timed out" in detail.lower():
@@ -103,11 +121,18 @@ class RetryingModel:
 
     Retrying inside the model keeps it a chat model (``bind_tools``,
     ``with_structured_output``), and streamed calls (LangGraph's ``messages`` stream mode)
-    are retried too, as long as nothing has been streamed yet.
+    are retried too, as long as nothing has been streamed yet. Each attempt is bounded as a
+    whole by ``request_timeout``: a server that keeps a stream alive with empty chunks
+    resets the HTTP read timeout with every chunk, so that timeout alone bounds nothing.
     """
 
     max_retries: int
     retry_backoff: float
+    request_timeout: float | None
+
+    def _where(self) -> str:
+        """Name the model and its server (credentials removed) for messages."""
+        raise NotImplementedError
 
     def _fail(self, exc: BaseException, attempts: int) -> None:
         raise NotImplementedError
@@ -116,6 +141,7 @@ class RetryingModel:
         # Not worth a retry, or retries spent (then the message is made to say so).
         if not is_transient(exc):
             self._not_found(exc)
+            raise_bad_reply(exc, self._where())
             return True
         # Overloaded or slow: an adaptive concurrency limit backs off on this.
         pressure.report(exc)
@@ -127,12 +153,20 @@ class RetryingModel:
     def _not_found(self, exc: Exception) -> None:
         """Raise UnknownModelError for a model the server does not have."""
 
+    def _bound(self) -> float | None:
+        timeout = self.request_timeout
+        # A little over the HTTP timeout, so that a silent server still ends in the
+        # client's own timeout error; a server that keeps talking ends here.
+        return float(timeout) + BOUND_MARGIN if timeout and timeout > 0 else None
+
     async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await super()._agenerate(*args, **kwargs)  # type: ignore[misc]
+                return await asyncio.wait_for(
+                    super()._agenerate(*args, **kwargs),  # type: ignore[misc]
+                    self._bound())
             except Exception as exc:
                 if self._give_up(exc, attempt):
                     raise
@@ -143,7 +177,8 @@ class RetryingModel:
         while True:
             attempt += 1
             try:
-                return super()._generate(*args, **kwargs)  # type: ignore[misc]
+                with _sync_deadline(self._bound()):
+                    return super()._generate(*args, **kwargs)  # type: ignore[misc]
             except Exception as exc:
                 if self._give_up(exc, attempt):
                     raise
@@ -155,13 +190,18 @@ class RetryingModel:
             attempt += 1
             started = False
             try:
-                async for chunk in super()._astream(*args, **kwargs):  # type: ignore[misc]
+                stream = super()._astream(*args, **kwargs)  # type: ignore[misc]
+                async for chunk in bounded_stream(stream, self._bound()):
                     started = True
                     yield chunk
                 return
             except Exception as exc:
                 # Once text has gone out, a retry would repeat it: fail instead.
-                if started or self._give_up(exc, attempt):
+                if started:
+                    if is_transient(exc):
+                        self._fail(exc, attempt)
+                    raise
+                if self._give_up(exc, attempt):
                     raise
             await asyncio.sleep(backoff_delay(attempt, self.retry_backoff))
 
@@ -171,25 +211,101 @@ class RetryingModel:
             attempt += 1
             started = False
             try:
-                for chunk in super()._stream(*args, **kwargs):  # type: ignore[misc]
-                    started = True
-                    yield chunk
+                with _sync_deadline(self._bound()):
+                    for chunk in super()._stream(*args, **kwargs):  # type: ignore[misc]
+                        started = True
+                        yield chunk
                 return
             except Exception as exc:
-                if started or self._give_up(exc, attempt):
+                if started:
+                    if is_transient(exc):
+                        self._fail(exc, attempt)
+                    raise
+                if self._give_up(exc, attempt):
                     raise
             time.sleep(backoff_delay(attempt, self.retry_backoff))
 
 
+class ModelReplyError(RuntimeError):
+    """A model server answered, but not with a complete reply (not JSON, cut short)."""
+
+
+def raise_bad_reply(exc: BaseException, where: str) -> None:
+    """Raise ModelReplyError naming the model and server for a reply that cannot be read."""
+    if isinstance(exc, ModelReplyError):
+        return
+    if isinstance(exc, json.JSONDecodeError):
+        raise ModelReplyError(
+            f"{where} sent a reply that is not JSON ({redact_text(str(exc))}); is the URL "
+            "the model server's, and not a proxy's or a web page's?") from exc
+
+
+# The deadline of the synchronous call running in this thread (checked between chunks).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "kgcheck_call_deadline", default=None)
+
+
+@contextmanager
+def _sync_deadline(seconds: float | None) -> Iterator[None]:
+    token = _DEADLINE.set(time.monotonic() + seconds if seconds else None)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def check_deadline(timeout: float | None) -> None:
+    """Raise TimeoutError when the synchronous call in progress has used up its time."""
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeoutError(f"the call took longer than {timeout:g} s" if timeout else
+                           "the call took too long")
+
+
+async def bounded_stream(stream: AsyncIterator[ChatGenerationChunk],
+                         seconds: float | None) -> AsyncIterator[ChatGenerationChunk]:
+    """Yield from ``stream`` until it ends; raise TimeoutError once ``seconds`` are spent."""
+    if not seconds:
+        async for chunk in stream:
+            yield chunk
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    iterator = stream.__aiter__()
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"the call took longer than {seconds:g} s")
+            try:
+                chunk = await asyncio.wait_for(iterator.__anext__(), remaining)
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()
+
+
 class ExplainedModel:
-    """Explain a spent transport error on each call path; the client did the retrying."""
+    """Explain a spent transport error on each call path; the client did the retrying.
+
+    The asynchronous paths are bounded as a whole by ``_bound()`` seconds, as in
+    ``RetryingModel``: the client's own timeout restarts with every byte received.
+    """
 
     def _explain(self, exc: BaseException) -> None:
         raise NotImplementedError
 
+    def _bound(self) -> float | None:
+        return None
+
     async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
         try:
-            return await super()._agenerate(*args, **kwargs)  # type: ignore[misc]
+            return await asyncio.wait_for(
+                super()._agenerate(*args, **kwargs),  # type: ignore[misc]
+                self._bound())
         except Exception as exc:
             self._explain(exc)
             raise
@@ -203,7 +319,8 @@ class ExplainedModel:
 
     async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
         try:
-            async for chunk in super()._astream(*args, **kwargs):  # type: ignore[misc]
+            stream = super()._astream(*args, **kwargs)  # type: ignore[misc]
+            async for chunk in bounded_stream(stream, self._bound()):
                 yield chunk
         except Exception as exc:
             self._explain(exc)
@@ -215,5 +332,3 @@ class ExplainedModel:
         except Exception as exc:
             self._explain(exc)
             raise
-
-

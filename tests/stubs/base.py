@@ -33,6 +33,11 @@ class Behaviour:
         tokens_out: The completion token count the reply reports.
         chunk_chars: Characters per streamed chunk.
         retry_after_ms: Sent as ``retry-after-ms`` on failures when set (OpenAI does so).
+        drip: When above 0, stream an empty chunk every ``drip`` seconds and never finish
+            (a server that is alive but stuck): only a bound on the whole call ends it.
+        garbage: Answer 200 with a body that is not the protocol's JSON (a proxy's page).
+        truncate: Stream the answer's chunks, then end the response without the final
+            chunk (Ollama's ``done``; OpenAI's ``finish_reason`` and ``[DONE]``).
     """
 
     answer: str = "T"
@@ -43,6 +48,9 @@ class Behaviour:
     tokens_out: int = 2
     chunk_chars: int = 4
     retry_after_ms: int | None = None
+    drip: float = 0.0
+    garbage: bool = False
+    truncate: bool = False
 
 
 @dataclass
@@ -128,6 +136,32 @@ class StubHandler(BaseHTTPRequestHandler):
             return False
         with self.shared.lock:
             self.shared.answered += 1
+        return True
+
+    def send_garbage(self) -> bool:
+        """Answer with a page that is not JSON when the behaviour says so; tell if it did."""
+        if not self.shared.behaviour.garbage:
+            return False
+        data = b"<html><body>502 Bad Gateway (proxy)</body></html>\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
+
+    def drip_until_stopped(self, chunk: bytes) -> bool:
+        """Send ``chunk`` every ``drip`` seconds until the stub stops; tell if it did so."""
+        drip = self.shared.behaviour.drip
+        if drip <= 0:
+            return False
+        deadline = time.monotonic() + MAX_HANG_SECONDS
+        try:
+            while time.monotonic() < deadline and not self.shared.stopping.wait(drip):
+                self.write_chunk(chunk)
+        except OSError:
+            pass  # the client gave up and closed the connection
+        self.close_connection = True
         return True
 
     def send_failure(self, status: int) -> None:

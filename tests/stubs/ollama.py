@@ -4,7 +4,9 @@
 ``done`` chunk carrying ``done_reason``, durations, ``prompt_eval_count`` and ``eval_count``,
 as Ollama does; with ``"stream": false`` it sends that final object with the whole message.
 ``GET /api/tags`` and ``GET /api/version`` answer like a server with the model pulled.
-Failures carry Ollama's ``{"error": ...}`` body (503 is what a busy Ollama sends).
+Failures carry Ollama's ``{"error": ...}`` body (503 is what a busy Ollama sends). The
+behaviour can also make it drip empty chunks forever, answer a non-JSON page, or end a
+stream without its ``done`` chunk.
 """
 
 from __future__ import annotations
@@ -68,16 +70,26 @@ class OllamaHandler(StubHandler):
             return
         behaviour = self.shared.behaviour
         model = body["model"]
+        if self.send_garbage():
+            return
         final = self._final(model, behaviour)
         if body.get("stream", True) is False:
             final["message"] = {"role": "assistant", "content": behaviour.answer}
             self.send_json(200, final)
             return
         self.start_chunked("application/x-ndjson")
+        empty = {"model": model, "created_at": now_iso(),
+                 "message": {"role": "assistant", "content": ""}, "done": False}
+        if self.drip_until_stopped(json.dumps(empty).encode() + b"\n"):
+            return
         for piece in pieces(behaviour.answer, behaviour.chunk_chars):
             chunk = {"model": model, "created_at": now_iso(),
                      "message": {"role": "assistant", "content": piece}, "done": False}
             self.write_chunk(json.dumps(chunk).encode() + b"\n")
+        if behaviour.truncate:
+            # The stream ends cleanly at the HTTP level, but Ollama never said ``done``.
+            self.end_chunked()
+            return
         final["message"] = {"role": "assistant", "content": ""}
         self.write_chunk(json.dumps(final).encode() + b"\n")
         self.end_chunked()

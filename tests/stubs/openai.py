@@ -58,6 +58,8 @@ class OpenAIHandler(StubHandler):
         if not self.model_call():
             return
         behaviour = self.shared.behaviour
+        if self.send_garbage():
+            return
         ident = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
         model = body.get("model", "stub-model")
@@ -89,6 +91,15 @@ class OpenAIHandler(StubHandler):
             events.append({"id": ident, "object": "chat.completion.chunk", "created": created,
                            "model": model, "choices": [], "usage": usage})
         self.start_chunked("text/event-stream; charset=utf-8")
+        if self.drip_until_stopped(b"data: " + json.dumps(events[0]).encode() + b"\n\n"):
+            return
+        if behaviour.truncate:
+            events = [e for e in events
+                      if e.get("choices") and e["choices"][0]["finish_reason"] is None]
+            for event in events:
+                self.write_chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self.end_chunked()
+            return
         for event in events:
             self.write_chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
         self.write_chunk(b"data: [DONE]\n\n")

@@ -18,14 +18,21 @@ def attribute_value(value: Any) -> Any:
 class OTLPReceiver(ThreadingHTTPServer):
     """Records each request path and content type, and every span of ``/v1/traces``.
 
-    A span is kept as ``{name, service, trace, id, parent, attributes}``.
+    A span is kept as ``{name, service, trace, id, parent, attributes}``. A receiver made
+    with ``status=503`` accepts each export and answers that status (keeping no span);
+    with ``hang=True`` it accepts the connection and never answers.
     """
 
-    def __init__(self, port: int) -> None:
+    daemon_threads = True
+
+    def __init__(self, port: int, *, status: int = 200, hang: bool = False) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.spans: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.content_types: list[str | None] = []
+        self.status = status
+        self.hang = hang
+        self.release = threading.Event()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -39,6 +46,15 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.paths.append(self.path)
         self.server.content_types.append(self.headers.get("Content-Type"))
+        if self.server.hang:
+            self.server.release.wait(60)
+            self.close_connection = True
+            return
+        if self.server.status != 200:
+            self.send_response(self.server.status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/v1/traces":
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)
@@ -63,13 +79,14 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def otlp_receiver(port: int) -> Iterator[OTLPReceiver]:
+def otlp_receiver(port: int, *, status: int = 200, hang: bool = False) -> Iterator[OTLPReceiver]:
     """Serve an ``OTLPReceiver`` on ``127.0.0.1:port`` for the duration of the block."""
-    server = OTLPReceiver(port)
+    server = OTLPReceiver(port, status=status, hang=hang)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        server.release.set()
         server.shutdown()
         server.server_close()
