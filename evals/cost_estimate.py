@@ -91,13 +91,15 @@ def fact_calls(ctx: Context, fact: Fact) -> CallPlan:
         return CallPlan([sentence, questions, verify], 3,
                         "RAG: the retrieved evidence in the verification prompt is not counted")
     if isinstance(ctx, GIVContext):
-        text, _ = first_prompt(ctx, fact)
+        messages, _ = first_prompt(ctx, fact)
+        # System and user messages alike are sent, and counted.
+        text = "\n".join(str(m.content) for m in messages)
         return CallPlan([text], ctx.max_attempts,
                         f"GIV: one call per fact, up to {ctx.max_attempts} when answers do not "
                         "comply")
     if isinstance(ctx, DKASCContext):
-        text = fill_prompt(ctx.prompt, DKA_FIELDS, fact)
-        return CallPlan([text] * ctx.samples, ctx.samples)
+        dka = fill_prompt(ctx.prompt, DKA_FIELDS, fact)
+        return CallPlan([dka] * ctx.samples, ctx.samples)
     # DKA and strategies from plugins: one prompt, filled from the fact.
     return CallPlan([fill_prompt(ctx.prompt or "dka.txt", set(), fact)], 1)
 
