@@ -201,7 +201,8 @@ async def run_consensus(
     votes_info = RunInfo(dataset=info.dataset, strategy=info.strategy, method=info.method,
                          models=list(info.models),
                          judge=JUDGE_NONE, source=info.source, settings=dict(info.settings),
-                         input=dict(info.input), prompts=dict(info.prompts))
+                         pricing=info.pricing, input=dict(info.input),
+                         prompts=dict(info.prompts))
 
     async def vote(fact: Fact) -> dict[str, Any]:
         return await engine.invoke(graph_key, {"fact": fact.as_input()}, base_ctx, config)

@@ -1,9 +1,10 @@
 """A sweep's leaderboard: one row per cell, as Markdown, JSON and plots.
 
-Rows are ranked by macro-F1 (the mean of F1(T) and F1(F); unlabelled cells last). Accuracy
-counts an NA verdict as wrong, so a model cannot look better by abstaining; the NA rate is
-reported beside it. Time is the model time per fact (for replay: the study's recorded
-latency) and the cell's wall time; cost is the run's cost where the run priced its tokens.
+Rows are ranked by macro-F1 (the mean F1 over the classes the gold labels hold; unlabelled
+cells last). Accuracy counts an NA verdict as wrong, so a model cannot look better by
+abstaining; the NA rate is reported beside it. Time is the model time per fact (for
+replay: the study's recorded latency) and the cell's wall time; cost is the run's cost
+where the run priced its tokens.
 The plots put F1 against cost (or tokens, when no cell has a price) and against time, with
 the Pareto front of the cells no other cell beats on both.
 """
@@ -28,10 +29,13 @@ LEADERBOARD_MD = "tables.md"
 
 
 def _macro(summary: dict[str, Any]) -> float | None:
-    f1_true, f1_false = summary.get("f1_true"), summary.get("f1_false")
-    if f1_true is None or f1_false is None:
-        return None
-    return (float(f1_true) + float(f1_false)) / 2
+    # The run's own macro-F1: the mean F1 over the classes its gold labels hold (a class the
+    # labels lack has no F1, not 0); summaries written before it existed are averaged here.
+    if "macro_f1" in summary:
+        value = summary["macro_f1"]
+        return None if value is None else float(value)
+    scores = [s for s in (summary.get("f1_true"), summary.get("f1_false")) if s is not None]
+    return sum(scores) / len(scores) if scores else None
 
 
 def _accuracy(records: Sequence[dict[str, Any]]) -> float | None:
@@ -42,6 +46,8 @@ def _accuracy(records: Sequence[dict[str, Any]]) -> float | None:
 
 
 def _cost(summary: dict[str, Any]) -> float | None:
+    if isinstance(summary.get("cost_usd"), int | float):
+        return float(summary["cost_usd"])
     cost = summary.get("cost")
     if isinstance(cost, int | float):
         return float(cost)
@@ -111,12 +117,13 @@ def plot_leaderboard(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path
     if not scored:
         return []
     priced = [r for r in scored if r["cost"] is not None]
-    if priced:
+    # Costs that are all 0 (replay, local models) say nothing: plot the tokens instead.
+    if any(r["cost"] for r in priced):
         xs_cost, cost_label, cost_rows = [r["cost"] for r in priced], "cost, USD", priced
     else:
         cost_rows = [r for r in scored if r["tokens_in"] is not None]
         xs_cost = [r["tokens_in"] + (r["tokens_out"] or 0) for r in cost_rows]
-        cost_label = "tokens (no prices known)"
+        cost_label = "tokens (no prices known)" if not priced else "tokens (every cost is 0)"
     timed = [r for r in scored if r["model_seconds_per_fact"] is not None]
     panels = [(xs_cost, cost_rows, cost_label),
               ([r["model_seconds_per_fact"] for r in timed], timed, "model seconds per fact")]

@@ -5,7 +5,8 @@ share one definition. Labels are ``"T"``, ``"F"`` or ``"NA"`` (invalid); gold la
 ``True``/``False`` (``None`` = unlabelled, skipped).
 
 NA answers are neither T nor F: each counts as a miss for its gold class in F1 (a false
-negative, never a false positive), and is also reported on its own (``invalid``).
+negative, never a false positive), and is also reported on its own (``invalid``). A class
+absent from the gold labels has no precision, recall or F1 (None, printed "-"), not 0.
 
 Consensus: a fact's votes are tallied by ``kgcheck.graphs.votes.tally``, the same rule the
 consensus graph and self-consistency use (a strict majority of the T/F votes; an even split
@@ -22,6 +23,8 @@ import numpy as np
 from kgcheck.graphs.votes import TIE, tally
 
 LABELS = ("T", "F")
+# A record's gold mark as a label (anything else: unlabelled).
+GOLD = {"T": True, "F": False}
 
 
 class MetricInputError(ValueError):
@@ -69,25 +72,56 @@ def confusion(gold: Sequence[bool | None], pred: Sequence[str], cls: str) -> tup
     return tp, fp, fn
 
 
-def class_scores(gold: Sequence[bool | None], pred: Sequence[str], cls: str) -> dict[str, float]:
-    """Precision, recall and F1 of one class (``"T"`` or ``"F"``)."""
+def class_scores(gold: Sequence[bool | None], pred: Sequence[str],
+                 cls: str) -> dict[str, float | None]:
+    """Precision, recall and F1 of one class (``"T"`` or ``"F"``).
+
+    A class absent from the gold labels has no score (None, shown as "-"): a run whose
+    facts are all true says nothing about how well false facts are found.
+    """
     tp, fp, fn = confusion(gold, pred, cls)
+    if tp + fn == 0:
+        return {"precision": None, "recall": None, "f1": None}
     return {"precision": precision(tp, fp), "recall": recall(tp, fn), "f1": f1(tp, fp, fn)}
 
 
-def f1_true_false(gold: Sequence[bool | None], pred: Sequence[str]) -> tuple[float, float]:
-    """F1(T) and F1(F), the study's pair of scores."""
+def f1_true_false(gold: Sequence[bool | None],
+                  pred: Sequence[str]) -> tuple[float | None, float | None]:
+    """F1(T) and F1(F), the study's pair of scores (None for a class absent from gold)."""
     return class_scores(gold, pred, "T")["f1"], class_scores(gold, pred, "F")["f1"]
 
 
-def balanced_accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float:
-    """Mean recall over the gold classes present (a missing class does not count)."""
+def balanced_accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
+    """Mean recall over the gold classes present (None when nothing is labelled)."""
     recalls = []
     for cls in LABELS:
         tp, _, fn = confusion(gold, pred, cls)
         if tp + fn:
             recalls.append(recall(tp, fn))
-    return sum(recalls) / len(recalls) if recalls else 0.0
+    return sum(recalls) / len(recalls) if recalls else None
+
+
+def accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
+    """Share of labelled facts answered right; an NA answer is wrong (None: no labels)."""
+    pairs = _scored(gold, pred)
+    if not pairs:
+        return None
+    return sum(1 for g, p in pairs if p == ("T" if g else "F")) / len(pairs)
+
+
+def macro_f1(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
+    """Mean F1 over the classes present in the gold labels (None when nothing is labelled)."""
+    scores = [s for s in f1_true_false(gold, pred) if s is not None]
+    return sum(scores) / len(scores) if scores else None
+
+
+def confusion_matrix(gold: Sequence[bool | None],
+                     pred: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Count labelled facts by gold class (rows ``T``, ``F``) and answer (``T``, ``F``, ``NA``)."""
+    matrix = {g: {p: 0 for p in (*LABELS, "NA")} for g in LABELS}
+    for g, p in _scored(gold, pred):
+        matrix["T" if g else "F"][p if p in LABELS else "NA"] += 1
+    return matrix
 
 
 def invalid_count(pred: Iterable[str]) -> int:
@@ -100,24 +134,81 @@ def invalid_rate(pred: Sequence[str]) -> float:
     return _ratio(invalid_count(pred), len(pred))
 
 
-def classification_report(gold: Sequence[bool | None], pred: Sequence[str]) -> dict[str, float]:
-    """Per-class precision, recall and F1, balanced accuracy and NA counts.
+def classification_report(gold: Sequence[bool | None],
+                          pred: Sequence[str]) -> dict[str, Any]:
+    """Per-class precision, recall and F1, accuracies, macro-F1, confusion and NA counts.
 
     ``gold`` holds True/False (None = unlabelled, skipped); ``pred`` holds "T", "F" or "NA".
+    Scores of a class absent from the gold labels are None.
     """
     pairs = _scored(gold, pred)
     golds = [g for g, _ in pairs]
     preds = [p for _, p in pairs]
-    report: dict[str, float] = {"n": len(pairs)}
+    report: dict[str, Any] = {"n": len(pairs)}
     for name, cls in (("true", "T"), ("false", "F")):
         scores = class_scores(golds, preds, cls)
         report[f"precision_{name}"] = scores["precision"]
         report[f"recall_{name}"] = scores["recall"]
         report[f"f1_{name}"] = scores["f1"]
+    report["accuracy"] = accuracy(golds, preds)
     report["balanced_accuracy"] = balanced_accuracy(golds, preds)
+    report["macro_f1"] = macro_f1(golds, preds)
+    report["confusion"] = confusion_matrix(golds, preds)
     report["invalid"] = invalid_count(preds)
     report["invalid_rate"] = invalid_rate(preds)
     return report
+
+
+def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Break verdict records down per predicate: facts, share judged true, scores if labelled.
+
+    Each record needs ``predicate`` and ``label`` (``gold`` ``"T"``/``"F"`` when labelled);
+    records without a predicate are left out. Sorted by the number of facts, largest first.
+    """
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        if record.get("predicate") is not None:
+            groups.setdefault(str(record["predicate"]), []).append(record)
+    rows = []
+    for predicate, members in groups.items():
+        labels = [str(r.get("label", "NA")) for r in members]
+        gold = [GOLD.get(str(r.get("gold"))) for r in members]
+        scored = sum(1 for g in gold if g is not None)
+        f1_t, f1_f = f1_true_false(gold, labels)
+        rows.append({
+            "predicate": predicate,
+            "n": len(members),
+            "judged_true": sum(1 for p in labels if p == "T") / len(members),
+            "na": invalid_count(labels),
+            "scored": scored,
+            "accuracy": accuracy(gold, labels),
+            "f1_true": f1_t,
+            "f1_false": f1_f,
+        })
+    return sorted(rows, key=lambda r: (-r["n"], r["predicate"]))
+
+
+SUMMARY_SCORES = ("f1_true", "f1_false", "precision_true", "recall_true", "precision_false",
+                  "recall_false", "accuracy", "balanced_accuracy", "macro_f1")
+
+
+def score_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Score verdict records (``label``, ``gold``, ``predicate``) for a run's summary.
+
+    Returns ``scored`` (labelled facts), the scores of ``SUMMARY_SCORES`` (None without
+    labels, or for a class the labels lack), ``confusion`` (gold row, answer column; None
+    without labels) and ``by_predicate`` (see ``by_predicate``).
+    """
+    records = list(records)
+    scored = [r for r in records if r.get("gold") in LABELS]
+    report = classification_report([r["gold"] == "T" for r in scored],
+                                    [str(r.get("label", "NA")) for r in scored])
+    return {
+        "scored": len(scored),
+        **{k: report[k] for k in SUMMARY_SCORES},
+        "confusion": report["confusion"] if scored else None,
+        "by_predicate": by_predicate(records),
+    }
 
 
 # --- consensus -------------------------------------------------------------------------

@@ -77,7 +77,8 @@ def f1_ranked_figure(records: Sequence[dict[str, Any]], dataset: str,
                      true_share: float | None) -> plt.Figure | None:
     """Draw figure 2 (None without scores); every F1 axis runs from 0 to 1."""
     rows = [r for r in records if r["dataset"] == dataset and r["table"] in ("f1", "consensus")]
-    if not rows:
+    # Unlabelled facts (or a class the labels lack) have no score: nothing to draw, no 0 bars.
+    if not any(r[key] is not None for r in rows for key in ("f1_true", "f1_false")):
         return None
     colours = _method_colours([r["method"] for r in rows])
     height = max(3.0, 0.32 * len(rows) + 1.4)
@@ -85,7 +86,13 @@ def f1_ranked_figure(records: Sequence[dict[str, Any]], dataset: str,
     guess = random_guess_f1(true_share) if true_share is not None else None
     panels = ((axes[0], "f1_true", "F1(T)", 0), (axes[1], "f1_false", "F1(F)", 1))
     for ax, key, title, idx in panels:
-        ranked = sorted(rows, key=lambda r: r[key])
+        ranked = sorted((r for r in rows if r[key] is not None), key=lambda r: r[key])
+        if not ranked:
+            ax.set_axis_off()
+            ax.set_title(f"{dataset}: {title}")
+            ax.text(0.5, 0.5, f"no {title}: the gold labels lack this class", ha="center",
+                    va="center", transform=ax.transAxes)
+            continue
         ys = range(len(ranked))
         # A fixed 0-1 axis: a zoomed one makes 0.01 look like a large difference.
         upper = 1.0
@@ -146,7 +153,8 @@ def time_f1_figure(records: Sequence[dict[str, Any]], dataset: str) -> plt.Figur
              if r["table"] == "time" and r["dataset"] == dataset}
     scores = {(r["method"], r["model"]): r for r in records
               if r["table"] == "f1" and r["dataset"] == dataset}
-    keys = [k for k in times if k in scores]
+    keys = [k for k in times if k in scores
+            and (scores[k]["f1_true"] is not None or scores[k]["f1_false"] is not None)]
     if not keys:
         return None
     colours = _method_colours([k[0] for k in keys])
@@ -154,12 +162,18 @@ def time_f1_figure(records: Sequence[dict[str, Any]], dataset: str) -> plt.Figur
     markers = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(models)}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     for ax, key, title in ((axes[0], "f1_true", "F1(T)"), (axes[1], "f1_false", "F1(F)")):
-        for method, model in keys:
+        scored = [k for k in keys if scores[k][key] is not None]
+        if not scored:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, f"no {title}: the gold labels lack this class", ha="center",
+                    va="center", transform=ax.transAxes)
+            continue
+        for method, model in scored:
             # Not clipped: a marker at F1 0 or 1 shows whole on the fixed axis.
             ax.scatter(times[(method, model)], scores[(method, model)][key], s=60,
                        color=colours[method], marker=markers[model], edgecolor="black",
                        linewidth=0.5, zorder=3, clip_on=False)
-        front = pareto_front([(times[k], scores[k][key]) for k in keys])
+        front = pareto_front([(times[k], scores[k][key]) for k in scored])
         ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="grey",
                 linestyle="--", linewidth=1, zorder=2)
         ax.set_xlabel("mean response time, s (IQR-filtered)")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.data.upstream import DataError, DataSource, open_data
-from kgcheck.evals.metrics import token_totals
+from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
 from kgcheck.evals.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels
 from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
@@ -44,6 +44,8 @@ from kgcheck.graphs.verdicts import is_defect
 TABLES_MD = "tables.md"
 TABLES_JSON = "tables.json"
 PLOTS_DIR = "plots"
+# Predicates listed per run in the report; the rest are counted in a closing line.
+MAX_PREDICATES = 30
 # A record's gold mark; None (no gold label) is looked up too and maps to nothing.
 GOLD_MARKS: dict[str | None, bool] = {"T": True, "F": False}
 
@@ -178,21 +180,29 @@ def recorded_alongside(results: Sequence[MethodResults],
     return found, notes
 
 
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def run_section(runs: Sequence[RunFolder]) -> str:
-    """Markdown summarising each run: size, NA and errors, tokens, time."""
+    """Markdown summarising each run: size, NA and errors, tokens, accuracy, macro-F1, cost."""
     lines = ["## Runs", "",
              "| run | dataset | method | models | judge | facts | NA | errors | tokens in | "
-             "tokens out |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "tokens out | accuracy | macro-F1 | cost |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for run in runs:
         tokens = token_totals(run.records)
+        scores = score_summary(run.records)
+        cost = (run.summary or {}).get("cost_usd")
         na = sum(1 for r in run.records if r.get("label") not in ("T", "F"))
         errors = sum(1 for r in run.records if r.get("error") and not is_defect(r))
         cells = [run.name, str(run.info["dataset"]), str(run.info["method"]),
                  ", ".join(map(str, run.info["models"])), str(run.info.get("judge") or "-"),
                  f"{len(run.records):,}", str(na), str(errors),
                  "-" if tokens["tokens_in"] is None else f"{tokens['tokens_in']:,}",
-                 "-" if tokens["tokens_out"] is None else f"{tokens['tokens_out']:,}"]
+                 "-" if tokens["tokens_out"] is None else f"{tokens['tokens_out']:,}",
+                 _cell(scores["accuracy"]), _cell(scores["macro_f1"]),
+                 "-" if cost is None else f"${cost:,.4f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -256,6 +266,31 @@ def review_section(rows: Sequence[dict[str, Any]]) -> str:
                  str(row["overturned"]), rate, str(row["na_decided"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def predicate_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown breaking each run down per predicate: facts, share judged true, scores."""
+    parts = ["## Per predicate", ""]
+    for run in runs:
+        rows = by_predicate(run.records)
+        parts += [f"### {run.name}", ""]
+        if not rows:
+            parts += ["Its verdicts do not record their triples (a run of an older kgcheck).",
+                      ""]
+            continue
+        parts += ["| predicate | facts | judged T | NA | labelled | accuracy | F1(T) | F1(F) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for row in rows[:MAX_PREDICATES]:
+            name = str(row["predicate"]).replace("|", "\\|")
+            parts.append(f"| {name} | {row['n']:,} | {row['judged_true']:.0%} | {row['na']:,} | "
+                         f"{row['scored']:,} | {_cell(row['accuracy'])} | "
+                         f"{_cell(row['f1_true'])} | {_cell(row['f1_false'])} |")
+        if len(rows) > MAX_PREDICATES:
+            rest = sum(r["n"] for r in rows[MAX_PREDICATES:])
+            parts.append(f"\n{len(rows) - MAX_PREDICATES:,} more predicates with {rest:,} facts "
+                         "(all of them in the run's summary.json, `by_predicate`).")
+        parts.append("")
+    return "\n".join(parts).rstrip()
 
 
 @dataclass
@@ -328,7 +363,8 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     reviews = review_rows(runs)
     written = write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
                             plots=plots, notes=notes,
-                            extra=[run_section(runs), review_section(reviews)])
+                            extra=[run_section(runs), predicate_section(runs),
+                                   review_section(reviews)])
     written.reviews = reviews
     return written
 

@@ -34,7 +34,9 @@ from rich.progress import (
 
 from kgcheck.data.facts import Fact
 from kgcheck.evals.concurrency import OVERLOAD_ERRORS, AdaptiveLimit, FixedLimit, Limit
-from kgcheck.evals.metrics import classification_report
+from kgcheck.evals.cost import Pricing, cost_summary
+from kgcheck.evals.metrics import score_summary
+from kgcheck.evals.records import verdict_record
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
 from kgcheck.providers.secrets import redact_settings, redact_value
@@ -152,6 +154,8 @@ class RunInfo:
     source: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # Prices for the summary's cost (None: the shipped pricing file); not part of the identity.
+    pricing: Pricing | None = None
     # ``input_fingerprint`` of the facts this invocation checks; empty when not known.
     input: dict[str, Any] = field(default_factory=dict)
     # Prompt-file settings by name -> SHA-256 of the file they name.
@@ -369,12 +373,9 @@ def _make_dir(out_dir: Path) -> None:
 
 
 def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
-    # RDF terms (IRIs, blank nodes, typed or tagged literals) reach the record unchanged.
-    rdf = {"rdf": fact.rdf} if fact.rdf else {}
     # No credential reaches the verdicts file, whichever message or detail quoted one.
-    return redact_value({**verdict, "fact_id": fact.id, "dataset": fact.dataset,
-                         "gold": gold_mark(fact), "run_id": run_id, "fact_sha": fact_digest(fact),
-                         **rdf})
+    return redact_value({**verdict_record(fact, verdict, run_id, gold_mark(fact)),
+                         "fact_sha": fact_digest(fact)})
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
@@ -605,9 +606,6 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
     """Compute the run's summary: scores, NA and error counts, time and throughput."""
     records = list(records)
     skipped = [r for r in records if verdicts.is_defect(r)]
-    scored = [r for r in records if r.get("gold") in ("T", "F")]
-    report = classification_report([r["gold"] == "T" for r in scored],
-                                   [r["label"] for r in scored])
     tokens_in = [r["tokens_in"] for r in records if r.get("tokens_in") is not None]
     tokens_out = [r["tokens_out"] for r in records if r.get("tokens_out") is not None]
     model_seconds = [r["seconds"] for r in records if r.get("seconds")]
@@ -621,11 +619,7 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "n": len(records),
         # Facts in the input (before --limit), when the run knows its input.
         "input_facts": info.input.get("facts"),
-        "scored": len(scored),
-        # Without gold labels there is nothing to score: no F1 rather than a false 0.
-        **{k: report[k] if scored else None
-           for k in ("f1_true", "f1_false", "precision_true", "recall_true",
-                     "precision_false", "recall_false", "balanced_accuracy")},
+        **score_summary(records),
         "verdicts": {label: sum(1 for r in records if r["label"] == label)
                      for label in ("T", "F", "NA")},
         "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
@@ -636,6 +630,7 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "mean_model_seconds": sum(model_seconds) / len(model_seconds) if model_seconds else None,
         "tokens_in": sum(tokens_in) if tokens_in else None,
         "tokens_out": sum(tokens_out) if tokens_out else None,
+        **cost_summary(records, info.models, info.pricing),
         "ran_this_time": ran,
         "seconds": round(seconds, 3),
         "facts_per_second": round(ran / seconds, 2) if seconds > 0 else None,

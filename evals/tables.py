@@ -177,6 +177,11 @@ def coverage_notes(results: Sequence[MethodResults]) -> list[str]:
     notes = []
     for res in results:
         total = sum(1 for g in res.gold.values() if g is not None)
+        if not total:
+            where = f"{res.dataset} {res.method}" + (f" ({res.source})"
+                                                      if res.source != STUDY else "")
+            notes.append(f"{where}: no gold labels, so no F1 (shown as -)")
+            continue
         for m in res.members:
             scores = _scores(res.gold, m.labels, res.gold)
             parts = []

@@ -39,7 +39,8 @@ class Context(ModelSettings):
         default=DEFAULT_MODEL,
         metadata={
             "description": "The chat model as provider:model, e.g. ollama:gemma2:9b, "
-            "openai:gpt-4o-mini, openai-compatible:<name>, replay:gemma2:9b."
+            "openai:gpt-4o-mini, openai-compatible:<name>, azure:<deployment>, "
+            "replay:gemma2:9b."
         },
     )
     prompt: str = field(

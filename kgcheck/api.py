@@ -52,18 +52,24 @@ from kgcheck.evals.audit import (
 from kgcheck.evals.audit import run_facts as _run_facts
 from kgcheck.evals.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.evals.consensus_run import run_consensus
+from kgcheck.evals.cost import load_pricing
+from kgcheck.evals.cost_estimate import Estimate as CostEstimate
+from kgcheck.evals.cost_estimate import estimate as _cost_estimate
 from kgcheck.evals.engines import Engine, GraphKey, make_engine
+from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.importing import VerdictImportError, import_run, read_verdict_file
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.review import ReviewSession, parse_only
 from kgcheck.evals.runner import (
     RECURSION_LIMIT,
+    VERDICTS,
     RunInfo,
     RunResult,
     amend_summary,
     file_digest,
     input_fingerprint,
     public_settings,
+    read_verdicts,
     run_facts,
     verdict_of,
 )
@@ -420,7 +426,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              ids: Sequence[str] | None = None, labels: str | Path | None = None,
              out: str | Path | None = None,
              settings: Mapping[str, Any] | None = None,
-             as_dataset: str | None = None) -> RunPlan:
+             as_dataset: str | None = None,
+             pricing: str | Path | None = None) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
@@ -430,7 +437,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     ``labels`` is a file of gold labels for them. A triples file is your own KG, whatever its
     name; ``as_dataset`` names a benchmark dataset its facts belong to (so that its
     evidence, prompt notes and replay recordings apply). ``consensus`` lists member models that
-    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone.
+    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. ``pricing`` is
+    a pricing file for the summary's cost (default: ``kgcheck/pricing.json``).
     """
     if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
         raise SettingsError("give exactly one of a dataset, a triples file, a SPARQL endpoint "
@@ -442,6 +450,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if limit is not None and limit < 1:
         raise SettingsError(f"limit must be at least 1, got {limit}")
     values = dict(settings or {})
+    prices = load_pricing(pricing) if pricing else None
     if float(values.get("replay_latency") or 0) < 0:
         raise SettingsError(f"replay_latency must be 0 or more, got {values['replay_latency']}")
     if judge != JUDGE_NONE and not consensus:
@@ -483,7 +492,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
-                   settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx))
+                   settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
+                   pricing=prices)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes)
 
@@ -636,6 +646,43 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
                                opened.fetched_items(source, limit))
     finally:
         opened.close()
+
+
+def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
+    """Estimate what a checked plan will send: facts, calls, tokens and cost; sends nothing.
+
+    With ``resume`` the facts the run folder already holds verdicts for are left out.
+    """
+    done: set[str] = set()
+    if resume:
+        done = {fid for fid, r in read_verdicts(plan.out_dir / VERDICTS).items()
+                if not r.get("error")}
+    contexts = {m: plan.strategy.make_context(**{**plan.values, "model": m})
+                for m in plan.members}
+    found = _cost_estimate(plan.facts, contexts, plan.info.pricing, done=done)
+    if len(plan.members) > 1 and plan.judge != JUDGE_NONE:
+        found.notes.append("consensus: the judge's calls on ties are not counted (ties are "
+                           "known only once the members have voted)")
+    return found
+
+
+def dry_run(*, resume: bool = False, **plan: Any) -> CostEstimate:
+    """Estimate a run's calls, tokens and cost before it starts (``plan_run``'s arguments).
+
+    Nothing is sent; ``kgcheck run --dry-run`` prints the same figures.
+    """
+    return dry_run_of(plan_run(**plan), resume=resume)
+
+
+def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
+           only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
+    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt`` or ``ttl`` (see ``evals.export``).
+
+    ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
+    ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
+    ``out`` None writes to standard output.
+    """
+    return export_run(run_dir, format, out, only=only, shape=rdf)
 
 
 def sample(*, n: int, out: str | Path, dataset: str | None = None,

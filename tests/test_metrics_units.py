@@ -8,10 +8,13 @@ import pytest
 
 from kgcheck.evals.metrics import (
     MetricInputError,
+    accuracy,
     balanced_accuracy,
+    by_predicate,
     class_scores,
     classification_report,
     confusion,
+    confusion_matrix,
     consensus_alignment,
     f1,
     f1_true_false,
@@ -19,6 +22,7 @@ from kgcheck.evals.metrics import (
     invalid_rate,
     iqr_filter,
     iqr_mean,
+    macro_f1,
     precision,
     random_guess_f1,
     recall,
@@ -74,7 +78,8 @@ def test_classification_report_keys_and_values() -> None:
 def test_no_positives() -> None:
     gold = [False, False, False]
     pred = ["F", "T", "F"]
-    assert class_scores(gold, pred, "T") == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    # T is absent from the gold labels: no score ("-"), not 0.00.
+    assert class_scores(gold, pred, "T") == {"precision": None, "recall": None, "f1": None}
     assert class_scores(gold, pred, "F")["f1"] == pytest.approx(0.8)
     # Only the class that occurs counts in balanced accuracy.
     assert balanced_accuracy(gold, pred) == pytest.approx(2 / 3)
@@ -92,9 +97,46 @@ def test_all_na() -> None:
 
 
 def test_one_sample() -> None:
-    assert f1_true_false([True], ["T"]) == (1.0, 0.0)
+    assert f1_true_false([True], ["T"]) == (1.0, None)
     assert balanced_accuracy([True], ["T"]) == 1.0
-    assert f1_true_false([False], ["T"]) == (0.0, 0.0)
+    assert f1_true_false([False], ["T"]) == (None, 0.0)
+
+
+def test_accuracy_macro_f1_and_confusion() -> None:
+    gold = [True, True, True, False, False]
+    pred = ["T", "F", "NA", "F", "T"]
+    assert accuracy(gold, pred) == pytest.approx(2 / 5)
+    f1_t, f1_f = f1_true_false(gold, pred)
+    assert macro_f1(gold, pred) == pytest.approx((f1_t + f1_f) / 2)
+    assert confusion_matrix(gold, pred) == {"T": {"T": 1, "F": 1, "NA": 1},
+                                            "F": {"T": 1, "F": 1, "NA": 0}}
+    # Unlabelled facts are skipped; with no labels there is nothing to score.
+    assert accuracy([None, None], ["T", "F"]) is None
+    assert macro_f1([None], ["T"]) is None
+    # One gold class only: macro-F1 is that class's F1, the other class has none.
+    assert macro_f1([True, True], ["T", "F"]) == pytest.approx(2 / 3)
+    report = classification_report([True, True], ["T", "F"])
+    assert (report["f1_false"], report["recall_false"], report["accuracy"]) == (None, None, 0.5)
+
+
+def test_by_predicate_breakdown() -> None:
+    records = [
+        {"predicate": "bornIn", "label": "T", "gold": "T"},
+        {"predicate": "bornIn", "label": "F", "gold": "T"},
+        {"predicate": "bornIn", "label": "F", "gold": "F"},
+        {"predicate": "diedIn", "label": "T", "gold": None},
+        {"label": "T", "gold": "T"},  # an old record without its triple: left out
+    ]
+    rows = {r["predicate"]: r for r in by_predicate(records)}
+    assert list(rows) == ["bornIn", "diedIn"]
+    born = rows["bornIn"]
+    assert (born["n"], born["scored"], born["na"]) == (3, 3, 0)
+    assert born["judged_true"] == pytest.approx(1 / 3)
+    assert born["accuracy"] == pytest.approx(2 / 3)
+    assert born["f1_true"] == pytest.approx(2 / 3) and born["f1_false"] == pytest.approx(2 / 3)
+    died = rows["diedIn"]
+    assert (died["n"], died["judged_true"], died["scored"]) == (1, 1.0, 0)
+    assert (died["accuracy"], died["f1_true"], died["f1_false"]) == (None, None, None)
 
 
 def test_empty_and_mismatched_inputs() -> None:

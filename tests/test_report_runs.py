@@ -181,3 +181,50 @@ def test_report_of_a_consensus_run_agrees_with_the_study(tmp_path: Path) -> None
     judged = [r for r in written.records if r["table"] == "consensus"]
     assert {(r["source"], r["judge"]) for r in judged} == {
         ("cons4", "none"), ("study", "cons-up"), ("study", "cons-down")}
+
+
+def test_unlabelled_run_reports_no_scores_and_draws_no_empty_plots(tmp_path: Path,
+                                                                   scripted) -> None:
+    kg = tmp_path / "kg.csv"
+    kg.write_text("subject,predicate,object\nParis,capitalOf,France\nParis,capitalOf,Spain\n"
+                  "Berlin,locatedIn,Germany\n")
+    spec = scripted("unlabelled-report", ["T", "F", "T"])
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", "--triples", str(kg), "--model", spec, "--out",
+                                 str(tmp_path / "run"), "--concurrency", "1", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("│ 3 "))
+    # n, then F1(T), F1(F), acc, macro-F1: no score without labels, never 0.00.
+    assert [c.strip() for c in row.split("│")[1:6]] == ["3", "-", "-", "-", "-"]
+    result = runner.invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "rep" / "tables.md").read_text()
+    assert "| kg | DKA | - / - |" in md and "0.00 / 0.00" not in md
+    assert "kg DKA (run): no gold labels, so no F1 (shown as -)" in md
+    # Per predicate: facts and the share judged true, no scores.
+    assert "| capitalOf | 2 | 50% | 0 | 0 | - | - | - |" in md
+    # The runs table: no accuracy or macro-F1 without labels; a scripted model costs 0.
+    assert "| 3 | 0 | 0 | - | - | - | - | $0.0000 |" in md
+    assert "| locatedIn | 1 | 100% | 0 | 0 | - | - | - |" in md
+    records = json.loads((tmp_path / "rep" / "tables.json").read_text())
+    f1 = [r for r in records if r["table"] == "f1"]
+    assert [(r["f1_true"], r["f1_false"]) for r in f1] == [(None, None)]
+    plots = {p.name for p in (tmp_path / "rep" / "plots").glob("*")} \
+        if (tmp_path / "rep" / "plots").exists() else set()
+    assert not any(name.startswith(("f1_ranked", "time_f1")) for name in plots)
+
+
+def test_a_class_the_labels_lack_is_a_dash_not_zero(runs: dict[str, Any], tmp_path: Path) -> None:
+    # Only the true facts of the runs: F1(F) has nothing to score.
+    facts = [f for f in runs["facts"] if f.label]
+    folder = tmp_path / "true-only"
+    asyncio.run(_run(facts, MODELS[0], folder))
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["f1_false"] is None and summary["f1_true"] is not None
+    written = build_report([folder], tmp_path / "rep")
+    (row,) = [r for r in written.records if r["table"] == "f1"]
+    assert row["f1_false"] is None
+    md = written.markdown.read_text()
+    assert f"{row['f1_true']:.2f} / -" in md
+    ranked = [p for p in written.plots if p.name.startswith("f1_ranked")]
+    assert ranked, "F1(T) still has a score to draw"

@@ -58,12 +58,16 @@ def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.4f}"
+
+
 def _seconds(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    """Print the run's scores as a table that fits 80 columns.
+    """Print the run's scores as a table that fits 80 columns, the confusion matrix and cost.
 
     The model goes into the title (a long name wraps there at its own width, never inside a
     column); a consensus run adds one row per member, scored from that member's own votes.
@@ -72,18 +76,38 @@ def print_summary(summary: dict[str, Any]) -> None:
     consensus = "alignment" in summary
     who = f"consensus of {len(members)} models" if consensus else ", ".join(members)
     table = Table(title=f"{summary['method']} on {summary['dataset']}: {who}")
-    for column in ("n", "F1(T)", "F1(F)", "invalid", "errors", "s/call", "facts/s"):
+    for column in ("n", "F1(T)", "F1(F)", "acc", "macro-F1", "invalid", "errors", "s/call",
+                   "facts/s"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_row(
         str(summary["n"]), _score(summary["f1_true"]), _score(summary["f1_false"]),
+        _score(summary.get("accuracy")), _score(summary.get("macro_f1")),
         str(summary["invalid"]), str(summary["errors"]),
         _seconds(summary.get("mean_model_seconds")),
         _seconds(summary.get("facts_per_second"), 1),
     )
     console.print(table)
+    console.print(f"cost {_usd(summary.get('cost_usd'))}"
+                  + (f", tokens in {summary['tokens_in']:,}" if summary.get("tokens_in") else "")
+                  + (f", out {summary['tokens_out']:,}" if summary.get("tokens_out") else ""),
+                  highlight=False)
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    matrix = summary.get("confusion")
+    if matrix:
+        console.print("confusion matrix (rows: gold, columns: verdict)")
+        grid = Table()
+        grid.add_column("gold")
+        for label in ("T", "F", "NA"):
+            grid.add_column(label, justify="right")
+        for gold in ("T", "F"):
+            grid.add_row(gold, *(str(matrix[gold][label]) for label in ("T", "F", "NA")))
+        console.print(grid)
+    cost = summary.get("cost") or {}
+    if cost.get("unpriced"):
+        console.print(f"cost: no price for {', '.join(cost['unpriced'])} in {cost['pricing']} "
+                      "(give one with --pricing FILE)", highlight=False)
     cached = summary.get("cache")
     if cached and (cached.get("hits") or cached.get("misses")):
         console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
@@ -122,6 +146,33 @@ def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
                       f"{summary.get('judge_decided', 0)}", highlight=False)
     console.print("CA_M: how often a member agrees with the majority where there is one",
                   highlight=False)
+
+
+def print_estimate(found: Any, out_dir: Path) -> None:
+    """Print a dry run's estimate: facts, calls, tokens and cost per model."""
+    console.print(f"dry run: {found.facts:,} facts to check"
+                  + (f" ({found.skipped:,} unsendable, skipped)" if found.skipped else "")
+                  + f"; run folder {out_dir}", highlight=False)
+    table = Table(title="estimate before any call")
+    table.add_column("model", overflow="fold", min_width=12, max_width=36)
+    for column in ("calls", "at most", "tokens in", "cost in", "cost, at most"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for model, row in found.by_model.items():
+        most = None if row["usd_in"] is None else row["usd_in"] + row["max_usd_out"]
+        table.add_row(model, f"{row['calls']:,}", f"{row['max_calls']:,}",
+                      f"{row['tokens_in']:,}", _usd(row["usd_in"]), _usd(most))
+    console.print(table)
+    console.print(f"total: {found.calls:,} calls (at most {found.max_calls:,}), "
+                  f"{found.tokens_in:,} input tokens, at most {found.max_tokens_out:,} output "
+                  f"tokens (max_tokens per call); cost {_usd(found.cost_in_usd)} for input, at "
+                  f"most {_usd(found.max_cost_usd)} in all",
+                  highlight=False)
+    console.print(f"tokens counted with {found.tokenizer}", highlight=False)
+    if found.unpriced:
+        console.print(f"no price for {', '.join(found.unpriced)} (give one with --pricing FILE)",
+                      highlight=False)
+    for note in found.notes:
+        console.print(f"note: {note}", highlight=False)
 
 
 @app.command("run")
@@ -187,6 +238,10 @@ def run(
         "--set max_attempts=5; `kgcheck settings METHOD` lists them.")] = None,
     trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
+    pricing: Annotated[Path | None, Opt(help="Pricing file (US dollars per 1,000 tokens, "
+                                        "kgcheck/pricing.json's format) for the cost.")] = None,
+    dry_run: Annotated[bool, Opt(help="Print how many facts and calls the run will make and "
+                                 "the estimated tokens and cost, then exit.")] = False,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck.providers.secrets import redact_logs, redact_text
@@ -232,10 +287,13 @@ def run(
         consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
-        settings=values, as_dataset=as_dataset)
+        settings=values, as_dataset=as_dataset, pricing=pricing)
     for warning in plan.notes:
         err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
     out_dir = plan.out_dir
+    if dry_run:
+        print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
+        return
     if resume and not (out_dir / VERDICTS).exists():
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,

@@ -1,8 +1,9 @@
 """Turn ``provider:model`` into a chat model: the one place that knows the providers.
 
 ``ollama:gemma2:9b`` (Ollama tags keep their colon), ``openai:gpt-4o-mini``,
-``openai-compatible:<name>`` and ``replay:<model>`` are built in; other providers come from
-the ``kgcheck.providers`` entry-point group or ``PROVIDERS.register``.
+``openai-compatible:<name>``, ``azure:<deployment>`` and ``replay:<model>`` are built in;
+other providers come from the ``kgcheck.providers`` entry-point group or
+``PROVIDERS.register``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def _builtin_providers() -> None:
     PROVIDERS.register("openai", "kgcheck.providers.openai_chat:OPENAI")
     PROVIDERS.register("openai-compatible", "kgcheck.providers.openai_chat:COMPATIBLE")
     PROVIDERS.register("replay", "kgcheck.providers.replay:PROVIDER")
+    PROVIDERS.register("azure", "kgcheck.providers.azure_chat:PROVIDER")
 
 
 PROVIDERS: Registry[Provider] = Registry(

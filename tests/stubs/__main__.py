@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from tests.stubs import Behaviour, OllamaStub, OpenAIStub
+from tests.stubs import AzureStub, Behaviour, OllamaStub, OpenAIStub
+from tests.stubs.azure import API_VERSION, KEY
 from tests.stubs.base import serve_in_foreground
 
 
 def main() -> None:
     """Start the stub named on the command line and print its URL until interrupted."""
     parser = argparse.ArgumentParser(prog="python -m tests.stubs")
-    parser.add_argument("kind", choices=["ollama", "openai"])
+    parser.add_argument("kind", choices=["ollama", "openai", "azure"])
     parser.add_argument("--answer", default="T", help="the text every call answers")
     parser.add_argument("--fail", type=int, default=0, help="fail this many calls first")
     parser.add_argument("--status", type=int, default=503, help="status of those failures")
@@ -19,7 +21,13 @@ def main() -> None:
     args = parser.parse_args()
     behaviour = Behaviour(answer=args.answer, fail_times=args.fail, fail_status=args.status,
                           hang=args.hang)
-    serve_in_foreground((OllamaStub if args.kind == "ollama" else OpenAIStub)(behaviour))
+    kinds = {"ollama": OllamaStub, "openai": OpenAIStub, "azure": AzureStub}
+    if args.kind == "azure":
+        # On stderr: standard output's first line is the URL, for the process reading it.
+        print(f"set AZURE_OPENAI_ENDPOINT=<the URL below>, AZURE_OPENAI_API_KEY={KEY}, "
+              f"OPENAI_API_VERSION={API_VERSION}; deployment: gpt-4o-mini", file=sys.stderr,
+              flush=True)
+    serve_in_foreground(kinds[args.kind](behaviour))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any = None
+    query: str = ""
 
 
 @dataclass
@@ -107,13 +108,18 @@ class StubHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         with self.shared.lock:
             self.shared.requests.append(
-                Seen(method, path, {k.lower(): v for k, v in self.headers.items()}, body)
+                Seen(method, path, {k.lower(): v for k, v in self.headers.items()}, body,
+                     self.path.partition("?")[2])
             )
-        name = self.routes.get((method, path))
+        name = self.route(method, path)
         if name is None:
             self.send_json(404, {"error": f"404 page not found: {method} {path}"})
             return
         getattr(self, name)(body)
+
+    def route(self, method: str, path: str) -> str | None:
+        """Name the handler method for a request (None: not found); subclasses may match more."""
+        return self.routes.get((method, path))
 
     def model_call(self) -> bool:
         """Apply the behaviour to a model call; return True when the caller should answer."""

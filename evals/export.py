@@ -1,0 +1,345 @@
+"""Export a run's verdicts for a curator: CSV, JSONL, or RDF (N-Triples, Turtle).
+
+CSV and JSONL hold one row per fact: the triple as given, the verdict, the model and
+method, the model's reason (or the evidence documents, for RAG), the time it was checked,
+the gold label and, when the run folder holds a review (``labels.csv``), the reviewer's
+label. RDF comes in two shapes:
+
+- ``plain``: the selected triples themselves, e.g. every triple judged false
+  (``--only F``), ready for a deletion review;
+- ``annotated`` (default): each verdict as a reified statement (``rdf:Statement`` with
+  ``rdf:subject``/``rdf:predicate``/``rdf:object``) that carries its verdict, model, method
+  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit (README, "Exporting
+  verdicts"). Reification rather than RDF-star: every RDF 1.1 tool reads it.
+
+A fact read from RDF keeps its own terms (``rdf`` in the verdict record). Terms that are not
+IRIs (YAGO and FactBench names, your CSV's strings) get IRIs minted under
+``urn:kgcheck:term:<dataset>:``; a non-IRI object of a triple whose subject is an IRI (a
+DBpedia value such as ``221.0``) becomes a literal. RDF is written by pyoxigraph.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+import pyoxigraph as ox
+
+from kgcheck.evals.runner import RUN_INFO, VERDICTS, read_verdicts
+
+FORMATS = ("csv", "jsonl", "nt", "ttl")
+RDF_FORMATS = {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE}
+RDF_SHAPES = ("annotated", "plain")
+VERDICT_LABELS = ("T", "F", "NA")
+REVIEW_FILE = "labels.csv"
+REVIEW_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
+COLUMNS = ("fact_id", "subject", "predicate", "object", "verdict", "method", "model", "reason",
+           "evidence", "checked_at", "gold", "error", "review_label", "review_note", "reviewer",
+           "reviewed_at", "dataset", "run_id")
+# Longest reason text kept in an export; raw answers with reasoning can be long.
+MAX_REASON_CHARS = 2000
+
+# Schemes of the terms used as IRIs as they are (with ``://``), besides ``urn:``.
+IRI_SCHEMES = ("http", "https", "ftp", "file")
+KGC = "urn:kgcheck:vocab:"
+TERM = "urn:kgcheck:term:"
+VERDICT = "urn:kgcheck:verdict:"
+RUN = "urn:kgcheck:run:"
+MODEL = "urn:kgcheck:model:"
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+PROV = "http://www.w3.org/ns/prov#"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
+# A verdict label as a resource of the vocabulary.
+LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
+
+
+class ExportError(ValueError):
+    """A run folder or option that cannot be exported; the message says which and why."""
+
+
+@dataclass
+class Exported:
+    """What an export wrote: where, in which format, and how many verdicts."""
+
+    path: Path | None
+    format: str
+    count: int
+
+
+def parse_only(only: str | Sequence[str] | None) -> set[str] | None:
+    """Read ``--only T,F,NA`` into a set of verdict labels (None: every verdict)."""
+    if only is None:
+        return None
+    items = only.split(",") if isinstance(only, str) else list(only)
+    labels = {item.strip().upper() for item in items if item.strip()}
+    unknown = sorted(labels - set(VERDICT_LABELS))
+    if unknown or not labels:
+        raise ExportError(f"--only {','.join(items)}: expected verdicts among "
+                          f"{', '.join(VERDICT_LABELS)}, comma-separated")
+    return labels
+
+
+def read_review(path: Path) -> dict[str, dict[str, str]]:
+    """Read a review's ``labels.csv``: the last row per fact (label T, F or skip)."""
+    if not path.is_file():
+        return {}
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in ("fact_id", "label") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ExportError(f"{path}: header lacks {', '.join(missing)} (expected "
+                                  f"{','.join(REVIEW_COLUMNS)})")
+            return {row["fact_id"]: {k: row.get(k) or "" for k in REVIEW_COLUMNS}
+                    for row in reader if row.get("fact_id")}
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ExportError(f"{path}: cannot be read as CSV ({exc})") from None
+
+
+def _reason(record: Mapping[str, Any]) -> str:
+    details = record.get("details") or {}
+    text = record.get("error") or details.get("reason") or record.get("raw") or ""
+    return str(text).strip()[:MAX_REASON_CHARS]
+
+
+def _evidence(record: Mapping[str, Any]) -> str:
+    documents = (record.get("details") or {}).get("documents") or []
+    return " ".join(str(d.get("url") or d.get("doc_id")) for d in documents
+                    if isinstance(d, dict) and (d.get("url") or d.get("doc_id")))
+
+
+def rows(records: Iterable[Mapping[str, Any]],
+         review: Mapping[str, Mapping[str, str]]) -> Iterator[dict[str, Any]]:
+    """Flatten verdict records (and their review) into export rows with ``COLUMNS``."""
+    for record in records:
+        fid = str(record["fact_id"])
+        seen = review.get(fid) or {}
+        yield {
+            "fact_id": fid,
+            "subject": record.get("subject"),
+            "predicate": record.get("predicate"),
+            "object": record.get("object"),
+            "verdict": record.get("label", "NA"),
+            "method": record.get("method"),
+            "model": record.get("model"),
+            "reason": _reason(record),
+            "evidence": _evidence(record),
+            "checked_at": record.get("checked_at"),
+            "gold": record.get("gold"),
+            "error": record.get("error"),
+            "review_label": seen.get("label") or None,
+            "review_note": seen.get("note") or None,
+            "reviewer": seen.get("reviewer") or None,
+            "reviewed_at": seen.get("reviewed_at") or None,
+            "dataset": record.get("dataset"),
+            "run_id": record.get("run_id"),
+            "rdf": record.get("rdf"),
+        }
+
+
+# --- RDF ------------------------------------------------------------------------------
+
+
+def is_iri(term: str) -> bool:
+    """Tell whether a term is an absolute IRI: ``http(s)://``, ``ftp://``, ``file://``, ``urn:``.
+
+    Other ``word:rest`` strings (``foaf:name``, ``Paris:France``) are names, not IRIs.
+    """
+    scheme, sep, rest = term.partition(":")
+    if not sep or not rest or any(c.isspace() or c in '<>"{}|\\^`' for c in term):
+        return False
+    if scheme.lower() == "urn":
+        return True
+    return scheme.lower() in IRI_SCHEMES and rest.startswith("//") and len(rest) > 2
+
+
+@lru_cache(maxsize=65536)
+def mint_iri(dataset: str, term: str) -> ox.NamedNode:
+    """Return the IRI kgcheck gives a non-IRI term of a dataset (percent-encoded UTF-8)."""
+    space = quote(dataset or "local", safe="")
+    return ox.NamedNode(f"{TERM}{space}:{quote(term, safe='')}")
+
+
+def _from_ntriples(rdf: Mapping[str, str], where: str) -> tuple[Any, Any, Any]:
+    line = f"{rdf['subject']} {rdf['predicate']} {rdf['object']} .\n"
+    try:
+        quads = list(ox.parse(line, format=ox.RdfFormat.N_TRIPLES))
+    except SyntaxError as exc:
+        raise ExportError(f"{where}: its rdf terms are not N-Triples ({exc})") from None
+    quad = quads[0]
+    return quad.subject, quad.predicate, quad.object
+
+
+def triple_terms(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """Return a row's triple as RDF terms: its own RDF terms, else IRIs and minted IRIs."""
+    if row.get("rdf"):
+        return _from_ntriples(row["rdf"], f"fact {row['fact_id']}")
+    dataset = str(row.get("dataset") or "")
+    subject, predicate, obj = (str(row.get(k) or "") for k in ("subject", "predicate", "object"))
+    s = ox.NamedNode(subject) if is_iri(subject) else mint_iri(dataset, subject)
+    p = ox.NamedNode(predicate) if is_iri(predicate) else mint_iri(dataset, predicate)
+    if is_iri(obj):
+        o: Any = ox.NamedNode(obj)
+    elif is_iri(subject):
+        # A KG of IRIs (DBpedia): a term that is no IRI is a value.
+        o = ox.Literal(obj)
+    else:
+        o = mint_iri(dataset, obj)
+    return s, p, o
+
+
+def _kgc(name: str) -> ox.NamedNode:
+    return ox.NamedNode(KGC + name)
+
+
+def _safe(text: str) -> str:
+    return quote(text, safe="")
+
+
+def annotated_triples(row: Mapping[str, Any],
+                      described: set[str] | None = None) -> Iterator[ox.Triple]:
+    """Describe one verdict as a reified statement in the kgc vocabulary (with PROV-O).
+
+    Models and runs are described once per ``described`` set (their IRIs are added to it).
+    """
+    described = set() if described is None else described
+    s, p, o = triple_terms(row)
+    run_id = str(row.get("run_id") or "run")
+    node = ox.NamedNode(f"{VERDICT}{_safe(run_id)}:{_safe(str(row['fact_id']))}")
+    a = ox.NamedNode(RDF + "type")
+    yield ox.Triple(node, a, ox.NamedNode(RDF + "Statement"))
+    yield ox.Triple(node, a, _kgc("Verdict"))
+    yield ox.Triple(node, a, ox.NamedNode(PROV + "Entity"))
+    yield ox.Triple(node, ox.NamedNode(RDF + "subject"), s)
+    yield ox.Triple(node, ox.NamedNode(RDF + "predicate"), p)
+    yield ox.Triple(node, ox.NamedNode(RDF + "object"), o)
+    yield ox.Triple(node, _kgc("factId"), ox.Literal(str(row["fact_id"])))
+    label = str(row.get("verdict") or "NA")
+    yield ox.Triple(node, _kgc("verdict"), _kgc(LABEL_TERMS.get(label, "NotApplicable")))
+    if row.get("method"):
+        yield ox.Triple(node, _kgc("method"), ox.Literal(str(row["method"])))
+    if row.get("model"):
+        for spec in str(row["model"]).split(","):
+            agent = ox.NamedNode(MODEL + _safe(spec))
+            yield ox.Triple(node, ox.NamedNode(PROV + "wasAttributedTo"), agent)
+            if agent.value not in described:
+                described.add(agent.value)
+                yield ox.Triple(agent, a, ox.NamedNode(PROV + "SoftwareAgent"))
+                yield ox.Triple(agent, ox.NamedNode(RDFS + "label"), ox.Literal(spec))
+    run = ox.NamedNode(RUN + _safe(run_id))
+    yield ox.Triple(node, ox.NamedNode(PROV + "wasGeneratedBy"), run)
+    if run.value not in described:
+        described.add(run.value)
+        yield ox.Triple(run, a, ox.NamedNode(PROV + "Activity"))
+    if row.get("checked_at"):
+        yield ox.Triple(node, ox.NamedNode(PROV + "generatedAtTime"),
+                        ox.Literal(str(row["checked_at"]),
+                                   datatype=ox.NamedNode(XSD + "dateTime")))
+    for key, name in (("reason", "reason"), ("evidence", "evidence"), ("error", "error"),
+                      ("review_note", "reviewNote"), ("reviewer", "reviewer")):
+        if row.get(key):
+            yield ox.Triple(node, _kgc(name), ox.Literal(str(row[key])))
+    if row.get("gold") in ("T", "F"):
+        yield ox.Triple(node, _kgc("goldLabel"), _kgc(LABEL_TERMS[row["gold"]]))
+    review = str(row.get("review_label") or "").strip().upper()
+    if review in ("T", "F"):
+        yield ox.Triple(node, _kgc("reviewLabel"), _kgc(LABEL_TERMS[review]))
+    elif review:
+        yield ox.Triple(node, _kgc("reviewLabel"), _kgc("Skipped"))
+    if row.get("reviewed_at"):
+        yield ox.Triple(node, _kgc("reviewedAt"), ox.Literal(str(row["reviewed_at"])))
+
+
+def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterator[ox.Triple]:
+    """Turn export rows into RDF: the triples themselves, or annotated verdicts."""
+    described: set[str] = set()
+    for row in export_rows:
+        if shape == "plain":
+            yield ox.Triple(*triple_terms(row))
+        else:
+            yield from annotated_triples(row, described)
+
+
+# --- writing --------------------------------------------------------------------------
+
+
+def _open_target(out: str | Path | None) -> tuple[IO[bytes], Path | None]:
+    if out is None or str(out) == "-":
+        return sys.stdout.buffer, None
+    path = Path(out)
+    if path.is_dir():
+        raise ExportError(f"--out {path} is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise ExportError(f"--out {path}: folder {path.parent} does not exist")
+    return path.open("wb"), path
+
+
+def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes], *,
+               shape: str = "annotated") -> int:
+    """Write rows to a binary sink in ``fmt``; return how many verdicts were written."""
+    count = 0
+
+    def counted() -> Iterator[dict[str, Any]]:
+        nonlocal count
+        for row in export_rows:
+            count += 1
+            yield row
+
+    if fmt in RDF_FORMATS:
+        prefixes = PREFIXES if fmt == "ttl" else None
+        ox.serialize(rdf_triples(counted(), shape), sink, format=RDF_FORMATS[fmt],
+                     prefixes=prefixes)
+        return count
+    text = io.TextIOWrapper(sink, encoding="utf-8", newline="")
+    try:
+        if fmt == "csv":
+            writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            for row in counted():
+                writer.writerow({k: "" if row.get(k) is None else row[k] for k in COLUMNS})
+        else:
+            for row in counted():
+                text.write(json.dumps({k: v for k, v in row.items()
+                                       if k in COLUMNS or (k == "rdf" and v)}) + "\n")
+    finally:
+        text.flush()
+        text.detach()
+    return count
+
+
+def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
+               only: str | Sequence[str] | None = None, shape: str = "annotated") -> Exported:
+    """Export a run folder's verdicts (the last per fact) to ``out`` (None or "-": stdout)."""
+    folder = Path(run_dir)
+    if fmt not in FORMATS:
+        raise ExportError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+    if shape not in RDF_SHAPES:
+        raise ExportError(f"--rdf {shape}: expected one of {', '.join(RDF_SHAPES)}")
+    if not folder.is_dir():
+        raise ExportError(f"{folder}: run folder not found")
+    if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():
+        raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
+                          "folder?")
+    labels = parse_only(only)
+    review = read_review(folder / REVIEW_FILE)
+    records = [r for r in read_verdicts(folder / VERDICTS).values()
+               if labels is None or r.get("label", "NA") in labels]
+    sink, path = _open_target(out)
+    try:
+        count = write_rows(rows(records, review), fmt, sink, shape=shape)
+    finally:
+        if path is not None:
+            sink.close()
+        else:
+            sink.flush()
+    return Exported(path, fmt, count)
