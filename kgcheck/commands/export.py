@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from kgcheck.app import app, err_console, user_errors
+from kgcheck.app import Command, app, err_console, user_errors
 
 
-@app.command("export")
+@app.command("export", cls=Command)
 @user_errors
 def export(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN",

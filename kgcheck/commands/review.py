@@ -12,14 +12,14 @@ from typing import Annotated
 
 import typer
 
-from kgcheck.app import app, user_errors
+from kgcheck.app import Command, app, user_errors
 
 
-@app.command("review")
+@app.command("review", cls=Command)
 @user_errors
 def review(
     run_dir: Annotated[Path, typer.Argument(
-        help="A folder written by `kgcheck run` (run.json and verdicts.jsonl).")],
+        metavar="RUN", help="A folder written by `kgcheck run` (run.json and verdicts.jsonl).")],
     only: Annotated[str | None, typer.Option(
         help="Review only these verdicts, comma-separated: F, T, NA, ties.")] = None,
     sample: Annotated[int | None, typer.Option(
