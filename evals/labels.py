@@ -9,11 +9,12 @@ naming the file and the row.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kgcheck.data.sources import json_objects
 
 TRUE_WORDS = {"t", "true", "1", "correct", "yes", "y"}
 FALSE_WORDS = {"f", "false", "0", "incorrect", "no", "n"}
@@ -53,15 +54,7 @@ def iter_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise LabelsError(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise LabelsError(f"{path}, line {n}: expected a JSON object")
+            for n, row in json_objects(fh, path, LabelsError):
                 yield f"{path}, line {n}", {str(k).strip().lower(): v for k, v in row.items()}
     elif suffix in (".csv", ".tsv"):
         with path.open(encoding="utf-8", newline="") as fh:

@@ -8,14 +8,19 @@ terms in N-Triples syntax such as ``<http://ex.org/a>`` and ``"5"^^<...#integer>
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgcheck.data.facts import Fact
-from kgcheck.data.sources import TriplesError, base_name, check_input, open_binary
+from kgcheck.data.sources import (
+    TriplesError,
+    base_name,
+    check_input,
+    json_objects,
+    open_binary,
+)
 
 TERMS = ("subject", "predicate", "object")
 
@@ -68,15 +73,8 @@ def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         except UnicodeDecodeError:
             raise TriplesError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
     if suffix in (".jsonl", ".ndjson"):
-        for n, line in enumerate(text, start=1):
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise TriplesError(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise TriplesError(f"{path}, line {n}: expected a JSON object")
-                yield f"{path}, line {n}", row
+        for n, row in json_objects(text, path):
+            yield f"{path}, line {n}", row
     elif suffix in (".csv", ".tsv"):
         reader = csv.reader(text, delimiter="\t" if suffix == ".tsv" else ",")
         header = [h.strip().lower() for h in next(reader, [])]

@@ -7,9 +7,11 @@ A missing path, a folder or a device (``/dev/zero``) is named as such before any
 from __future__ import annotations
 
 import gzip
+import json
 import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 
 class TriplesError(ValueError):
@@ -47,3 +49,21 @@ def open_binary(path: Path) -> IO[bytes]:
     if path.name.lower().endswith(".gz"):
         return cast(IO[bytes], gzip.open(path, "rb"))
     return path.open("rb")
+
+
+def json_objects(lines: Iterable[str], path: Path, error: type[ValueError] = TriplesError
+                 ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` for each non-blank line of a JSON Lines file.
+
+    A line that is not JSON, or not a JSON object, raises ``error`` naming the file and line.
+    """
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise error(f"{path}, line {n}: expected a JSON object")
+        yield n, row

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import json
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,13 @@ from typing import IO, Any
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
-from kgcheck.data.sources import TriplesError, base_name, check_input, open_binary
+from kgcheck.data.sources import (
+    TriplesError,
+    base_name,
+    check_input,
+    json_objects,
+    open_binary,
+)
 
 REQUIRED = ("subject", "predicate", "object")
 TRUE_WORDS = {"1", "true", "t", "yes", "y"}
@@ -122,15 +127,7 @@ def _table_rows(path: Path, dataset: str, delimiter: str) -> Iterator[Fact]:
 
 def _jsonl_rows(path: Path, dataset: str) -> Iterator[Fact]:
     with open_binary(path) as fh:
-        for n, line in enumerate(_text_lines(fh, path), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TriplesError(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise TriplesError(f"{path}, line {n}: expected a JSON object")
+        for n, row in json_objects(_text_lines(fh, path), path):
             yield _fact(row, f"{path}, line {n}", n, dataset)
 
 
