@@ -94,3 +94,19 @@ def test_run_through_azure_prices_the_deployment(azure: AzureStub, tmp_path) -> 
     assert "cost $0.0111" in result.output
     run_json = (tmp_path / "r" / "run.json").read_text()
     assert KEY not in run_json and KEY not in (tmp_path / "r" / "verdicts.jsonl").read_text()
+
+
+async def test_azure_calls_are_bounded_and_sent_once_per_run_as_openai_ones(
+        azure: AzureStub) -> None:
+    # Azure is the same SDK as OpenAI: the client retries inside one call, so the whole
+    # call is bounded by every attempt, and each model has its own HTTP clients.
+    model = resolve_model("azure:factcheck-4o-mini",
+                          ModelSettings(timeout=2.0, max_retries=3))
+    openai_like = resolve_model("openai-compatible:stub",
+                                ModelSettings(timeout=2.0, max_retries=3,
+                                              base_url=azure.url))
+    assert model._bound() == openai_like._bound() > 2.0 * 4
+    assert model.http_async_client is not None and model.http_client is not None
+    for n in range(2):  # each call reaches the server once, through the model's own client
+        await model.ainvoke([HumanMessage(f"Is Paris in France? {n}")])
+    assert len(azure.calls()) == 2

@@ -3,8 +3,9 @@
 ``azure:<deployment>`` calls ``{AZURE_OPENAI_ENDPOINT}/openai/deployments/<deployment>/chat/
 completions?api-version={OPENAI_API_VERSION}`` with the key of ``AZURE_OPENAI_API_KEY`` in
 the ``api-key`` header, the FactCheck study's only commercial route. ``base_url``
-(``--base-url``) overrides the endpoint. The openai client retries as it does for OpenAI; a
-spent error is rewritten to name the deployment and endpoint, never the key.
+(``--base-url``) overrides the endpoint. The openai client retries, and a call is bounded,
+as for OpenAI (``OpenAIClientModel``); a spent error names the deployment and endpoint,
+never the key.
 """
 
 from __future__ import annotations
@@ -15,15 +16,10 @@ from functools import cache
 
 from langchain_core.language_models import BaseChatModel
 
+from kgcheck.providers.openai_chat import OpenAIClientModel, openai_http_clients
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
-from kgcheck.providers.transports import (
-    ExplainedModel,
-    UnknownModelError,
-    explain_failure,
-    is_transient,
-    redact_url,
-)
+from kgcheck.providers.transports import UnknownModelError, redact_url
 
 ENV = ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION")
 
@@ -34,7 +30,7 @@ def explained_azure_chat_openai() -> type[BaseChatModel]:
     import openai
     from langchain_openai import AzureChatOpenAI
 
-    class ExplainedAzureChatOpenAI(ExplainedModel, AzureChatOpenAI):
+    class ExplainedAzureChatOpenAI(OpenAIClientModel, AzureChatOpenAI):
         """AzureChatOpenAI whose spent transport errors name the deployment and endpoint."""
 
         spec: str = ""
@@ -52,15 +48,7 @@ def explained_azure_chat_openai() -> type[BaseChatModel]:
                 raise UnknownModelError(
                     f"{spec} at {url}: the key was refused (check AZURE_OPENAI_API_KEY)"
                 ) from exc
-            spent = isinstance(exc, openai.APIConnectionError) or (
-                isinstance(exc, openai.APIStatusError) and is_transient(exc))
-            if not spent:
-                return
-            timeout = self.request_timeout
-            explain_failure(
-                exc, spec=spec, url=url, attempts=max(0, self.max_retries or 0) + 1,
-                timeout=timeout if isinstance(timeout, int | float) else None,
-            )
+            self._explain_spent(exc, spec, url)
 
     return ExplainedAzureChatOpenAI
 
@@ -93,6 +81,7 @@ def build_azure(deployment: str, settings: ModelSettings) -> BaseChatModel:
         timeout=settings.timeout,
         max_retries=max(0, settings.max_retries),
         stream_usage=True,
+        **openai_http_clients(settings),
     )
 
 

@@ -34,50 +34,75 @@ from kgcheck.providers.transports import (
 RETRY_PAUSE_SLACK = 2.0
 
 
-@cache
-def explained_chat_openai() -> type[BaseChatModel]:
-    """Build (once) the ChatOpenAI class whose spent transport errors say where it tried.
+class OpenAIClientModel(ExplainedModel):
+    """What the OpenAI SDK's chat classes share (OpenAI, compatible servers, Azure).
 
     The openai client itself retries connection errors, timeouts, 408, 409, 429 and 5xx
-    ``max_retries`` times with exponential backoff, honouring ``retry-after`` headers.
+    ``max_retries`` times with exponential backoff, honouring ``retry-after`` headers, so a
+    whole call is bounded by every attempt's timeout plus the pauses between them.
     """
+
+    def _bound(self) -> float | None:
+        # The client retries inside one call: each attempt may take the timeout.
+        timeout = getattr(self, "request_timeout", None)
+        if not isinstance(timeout, int | float) or timeout <= 0:
+            return None
+        retries = max(0, getattr(self, "max_retries", 0) or 0)
+        return float(timeout) * (retries + 1) + RETRY_PAUSE_SLACK * retries + BOUND_MARGIN
+
+    def _explain_spent(self, exc: BaseException, spec: str, url: str) -> None:
+        """Say, for a reply that cannot be read or retries that are spent, where it tried."""
+        import openai
+
+        raise_bad_reply(exc, f"{spec} at {url}")
+        spent = isinstance(exc, openai.APIConnectionError | TimeoutError) or (
+            isinstance(exc, openai.APIStatusError) and is_transient(exc))
+        if not spent:
+            return
+        timeout = getattr(self, "request_timeout", None)
+        explain_failure(
+            exc, spec=spec, url=url, attempts=max(0, getattr(self, "max_retries", 0) or 0) + 1,
+            timeout=timeout if isinstance(timeout, int | float) else None,
+        )
+
+
+def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
+    """Return the SDK's HTTP clients for one model: its own, with the back-pressure hooks.
+
+    langchain-openai's default async client is cached process-wide and bound to the first
+    event loop, so a second run in one process (a new loop) would meet dead pooled
+    connections and send each call twice. Models are built once per event loop.
+    """
+    return {
+        "http_async_client": httpx.AsyncClient(timeout=settings.timeout, verify=ssl_context(),
+                                               event_hooks=pressure.async_hooks()),
+        "http_client": httpx.Client(timeout=settings.timeout, verify=ssl_context(),
+                                    event_hooks=pressure.sync_hooks()),
+    }
+
+
+@cache
+def explained_chat_openai() -> type[BaseChatModel]:
+    """Build (once) the ChatOpenAI class whose spent transport errors say where it tried."""
     import openai
     from langchain_openai import ChatOpenAI
 
-    class ExplainedChatOpenAI(ExplainedModel, ChatOpenAI):
+    class ExplainedChatOpenAI(OpenAIClientModel, ChatOpenAI):
         """ChatOpenAI whose spent transport errors name the model, server and attempts."""
 
         spec: str = ""
         """The ``provider:model`` string, quoted in error messages."""
 
-        def _bound(self) -> float | None:
-            # The client retries inside one call: each attempt may take the timeout.
-            timeout = self.request_timeout
-            if not isinstance(timeout, int | float) or timeout <= 0:
-                return None
-            retries = max(0, self.max_retries or 0)
-            return (float(timeout) * (retries + 1) + RETRY_PAUSE_SLACK * retries
-                    + BOUND_MARGIN)
-
         def _explain(self, exc: BaseException) -> None:
             spec = self.spec or f"openai:{self.model_name}"
             url = redact_url(str(self.openai_api_base or "https://api.openai.com/v1"))
-            raise_bad_reply(exc, f"{spec} at {url}")
             if isinstance(exc, openai.NotFoundError):
                 # A wrong model name or a base URL without /v1: no other fact escapes it.
                 raise UnknownModelError(
                     f"{spec} at {url}: {exc.message} (check the model name, and that the "
                     "server URL ends in /v1)"
                 ) from exc
-            spent = isinstance(exc, openai.APIConnectionError | TimeoutError) or (
-                isinstance(exc, openai.APIStatusError) and is_transient(exc))
-            if not spent:
-                return
-            timeout = self.request_timeout
-            explain_failure(
-                exc, spec=spec, url=url, attempts=max(0, self.max_retries or 0) + 1,
-                timeout=timeout if isinstance(timeout, int | float) else None,
-            )
+            self._explain_spent(exc, spec, url)
 
     return ExplainedChatOpenAI
 
@@ -101,13 +126,7 @@ def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: st
         kwargs["max_completion_tokens"] = settings.max_tokens
     # The class is made at first use, so its extra pydantic fields are not known statically.
     chat_openai: Callable[..., BaseChatModel] = explained_chat_openai()
-    # Own clients: langchain-openai's default async client is cached process-wide and bound
-    # to the first event loop, so a second run in one process (a new loop) would meet dead
-    # pooled connections and send each call twice. Models are built once per event loop.
-    kwargs["http_async_client"] = httpx.AsyncClient(
-        timeout=settings.timeout, verify=ssl_context(), event_hooks=pressure.async_hooks())
-    kwargs["http_client"] = httpx.Client(timeout=settings.timeout, verify=ssl_context(),
-                                         event_hooks=pressure.sync_hooks())
+    kwargs.update(openai_http_clients(settings))
     return chat_openai(
         spec=spec,
         model=name,
