@@ -8,6 +8,10 @@ when the run has one. A worker that dies is restarted and its facts are retried 
 (``max_restarts``, ``max_task_retries``); a driver that dies leaves the verdicts written so
 far, and ``--resume`` runs the rest.
 
+A large input file (N-Triples, N-Quads, JSON Lines) is read in parallel shards too: the
+driver cuts it at line ends and the cluster parses the shards, a few per worker at once,
+handing the facts back in file order (``map_shards``; see ``kgcheck.data.shards``).
+
 ``address`` is an existing cluster (``ray://host:10001`` or ``host:6379``); without one a
 local cluster is started for the run and stopped after it. The workers must be able to
 import kgcheck (and any plugin strategy), as the driver does: on a real cluster install the
@@ -19,12 +23,22 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from kgcheck.data.shards import (
+    DEFAULT_SHARD_BYTES,
+    ParallelRead,
+    Shard,
+    ShardFacts,
+    read_shard,
+)
+from kgcheck.data.sources import TriplesError
 from kgcheck.evals.engines import GraphKey, compile_graph
 from kgcheck.evals.runner import RunError
 from kgcheck.graphs.registry import AnyCompiledGraph
@@ -58,6 +72,12 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
                              "`ray start --head` or pass its address") from None
 
 
+@cache
+def _shard_task() -> Any:
+    """Return ``read_shard`` as a Ray task (made once, after Ray is imported)."""
+    return ray.remote(num_cpus=1, max_retries=3)(read_shard)
+
+
 class GraphWorker:
     """One worker: compiled graphs, the answer cache, and facts run on its event loop."""
 
@@ -88,6 +108,7 @@ class RayEngine:
         per_worker: Facts one worker runs at once.
         cache: The answer-cache file the workers use (None: no cache).
         num_cpus: CPUs a local cluster may use (None: all).
+        shard_bytes: The size of the shards a large input file is read in.
 
     """
 
@@ -95,9 +116,12 @@ class RayEngine:
 
     def __init__(self, address: str | None = None, workers: int | None = None,
                  per_worker: int = 8, cache: str | Path | None = None,
-                 num_cpus: int | None = None) -> None:
+                 num_cpus: int | None = None, shard_bytes: int = DEFAULT_SHARD_BYTES) -> None:
         if ray is None:
             raise RayEngineError(INSTALL_HINT)
+        if shard_bytes < 1:
+            raise RayEngineError(f"shard_bytes must be at least 1, got {shard_bytes}")
+        self.shard_bytes = shard_bytes
         self._started = not ray.is_initialized()
         if self._started:
             if address and address != "auto":
@@ -137,6 +161,28 @@ class RayEngine:
         finally:
             self._load[index] -= 1
 
+    @property
+    def parallel_read(self) -> ParallelRead:
+        """Read input files in shards parsed on the cluster."""
+        return ParallelRead(self.map_shards, self.shard_bytes)
+
+    def map_shards(self, shards: Iterable[tuple[Shard, bytes]]) -> Iterator[ShardFacts]:
+        """Parse shards on the cluster, two per worker at once; yield them in file order.
+
+        Each shard's bytes go with its task (through the object store), so the workers need
+        not see the file; a shard's malformed line is raised here as the ``TriplesError``
+        that names the file and line.
+        """
+        task = _shard_task()
+        window = 2 * max(1, len(self._workers))
+        pending: deque[Any] = deque()
+        for shard, data in shards:
+            pending.append(task.remote(shard, data))
+            if len(pending) >= window:
+                yield _shard_result(pending.popleft())
+        while pending:
+            yield _shard_result(pending.popleft())
+
     def pids(self) -> list[int]:
         """Return the workers' process ids (tests kill one to show a restart)."""
         return [s["pid"] for s in ray.get([w.stats.remote() for w in self._workers])]
@@ -162,3 +208,14 @@ class RayEngine:
         self._workers = []
         if self._started:
             ray.shutdown()
+
+
+def _shard_result(ref: Any) -> ShardFacts:
+    try:
+        result: ShardFacts = ray.get(ref)
+    except RayError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, TriplesError):
+            raise TriplesError(str(cause)) from None
+        raise RayEngineError(f"a Ray worker failed to read an input shard: {exc}") from None
+    return result

@@ -505,7 +505,7 @@ async def _run_locked(
     sink = VerdictSink(verdicts_path)
 
     with _progress(not show_progress, adaptive) as progress, \
-            pressure.listening(concurrency.signal):
+            pressure.listening(concurrency.signal, concurrency.retake):
         title = f"{info.method} {info.dataset}" + (f" {phase}" if phase else "")
         task = progress.add_task(title, total=len(todo), rate=0.0, tally=_tally(state, phase),
                                  level=concurrency.current)
@@ -516,10 +516,10 @@ async def _run_locked(
                     fact = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                async with concurrency.slot():
-                    asked = time.perf_counter()
+                async with concurrency.slot() as held:
                     verdict = await verdict_of(invoke, fact, info.method, model_label)
-                concurrency.done(time.perf_counter() - asked, overloaded=(
+                    seconds = held.active_seconds()
+                concurrency.done(seconds, overloaded=(
                     (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
                 if aborted:
                     return  # stopped meanwhile (e.g. the disk is full): write nothing more
@@ -574,7 +574,7 @@ async def _run_locked(
     if isinstance(concurrency, AdaptiveLimit):
         summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
                                   "final": concurrency.current, "peak": concurrency.peak,
-                                  "backoffs": concurrency.cuts}
+                                  "backoffs": concurrency.cuts, "lent": concurrency.lent}
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:

@@ -37,6 +37,7 @@ from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.sampling import Selection
 from kgcheck.data.sampling import select_facts as _select_facts
+from kgcheck.data.shards import ParallelRead, ShardedReader, can_shard
 from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlClient, SparqlReader, redact_endpoint
 from kgcheck.data.triples import iter_triples as _iter_triples
@@ -367,6 +368,12 @@ class RunPlan:
     info: RunInfo
     out_dir: Path
     notes: list[str]
+    # Shards the input was read in, in parallel (0: one pass in this process).
+    input_shards: int = 0
+
+
+# An engine's way to read in parallel shards, or a function that starts the engine for it.
+ParallelReadChoice = ParallelRead | Callable[[], ParallelRead | None] | None
 
 
 def default_out_dir(source: str, strategy: str, models: Sequence[str]) -> Path:
@@ -385,11 +392,13 @@ class _Source:
     location: str
     own: bool
     named: Callable[[list[Fact]], list[Fact]] = list
+    sharded: ShardedReader | None = None
 
 
 def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
             graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
-            data: str | Path | None, as_dataset: str | None = None) -> _Source:
+            data: str | Path | None, as_dataset: str | None = None,
+            parallel: ParallelReadChoice = None) -> _Source:
     if triples is not None:
         path = check_input(triples)
         _, suffix = base_name(path)
@@ -397,8 +406,15 @@ def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
         stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
                 else own_kg_name(path, data))
         own = not as_dataset
-        if suffix in RDF_SUFFIXES:
-            reader = RdfReader(path, stem)
+        reader = RdfReader(path, stem) if suffix in RDF_SUFFIXES else None
+        if parallel is not None and can_shard(path):
+            parallel = parallel if isinstance(parallel, ParallelRead) else parallel()
+        if isinstance(parallel, ParallelRead) and can_shard(path):
+            sharded = ShardedReader(path, stem, parallel.map, shard_bytes=parallel.shard_bytes,
+                                    reader=reader)
+            return _Source(lambda: iter(sharded), stem, str(path.resolve()), own,
+                           reader.named if reader else list, sharded)
+        if reader is not None:
             return _Source(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
         return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
@@ -427,7 +443,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              out: str | Path | None = None,
              settings: Mapping[str, Any] | None = None,
              as_dataset: str | None = None,
-             pricing: str | Path | None = None) -> RunPlan:
+             pricing: str | Path | None = None,
+             parallel_read: ParallelReadChoice = None) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
@@ -439,6 +456,10 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     evidence, prompt notes and replay recordings apply). ``consensus`` lists member models that
     vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. ``pricing`` is
     a pricing file for the summary's cost (default: ``kgcheck/pricing.json``).
+    ``parallel_read`` (an engine's, e.g. ``open_engine("ray").parallel_read``, or a function
+    returning it, called only for such a file) reads an N-Triples, N-Quads or JSON Lines
+    file in parallel shards when every fact of it is read (no ``limit``): the same facts in
+    the same order as one pass.
     """
     if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
         raise SettingsError("give exactly one of a dataset, a triples file, a SPARQL endpoint "
@@ -463,7 +484,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         split_spec(spec)
 
     gold = read_gold(labels) if labels is not None else None
-    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset)
+    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
+                     parallel_read if limit is None else None)
     selection: Selection = _select_facts(origin.open, limit=limit, sample=sample, seed=seed,
                                          stratify=stratify, per_stratum=per_stratum, ids=ids)
     loaded = origin.named(selection.facts)
@@ -495,7 +517,53 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
                    pricing=prices)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
-                   out_dir, notes)
+                   out_dir, notes, origin.sharded.shards if origin.sharded else 0)
+
+
+def open_engine(name: str = "local", *, cache: CacheChoice = True,
+                **options: Any) -> Engine:
+    """Start an engine (``local``, ``ray``) for ``plan_run`` and ``execute``; close it after.
+
+    ``options`` are the engine's (Ray: ``address``, ``workers``, ``per_worker``,
+    ``shard_bytes``); ``cache`` is the answer cache its workers use.
+    """
+    return make_engine(name, cache=cache_path(cache), **options)
+
+
+class EngineOnDemand:
+    """An engine started when first needed, so that a bad input fails before a cluster starts.
+
+    The plan starts it to read a large input in shards on its workers (the Ray engine);
+    otherwise the run does, once the plan is checked. An engine object is used as given
+    (and left open); one started here is closed by ``close``.
+    """
+
+    def __init__(self, engine: str | Engine, *, cache: CacheChoice = True,
+                 options: Mapping[str, Any] | None = None) -> None:
+        self._name = engine if isinstance(engine, str) else engine.name
+        self._engine = None if isinstance(engine, str) else engine
+        self._owned = isinstance(engine, str)
+        self._cache = cache
+        self._options = dict(options or {})
+
+    def get(self) -> Engine:
+        """Return the engine, starting it now if it has not started."""
+        if self._engine is None:
+            self._engine = open_engine(self._name, cache=self._cache, **self._options)
+        return self._engine
+
+    @property
+    def parallel_read(self) -> Callable[[], ParallelRead | None] | None:
+        """What ``plan_run`` takes as ``parallel_read``: none for the local engine."""
+        if self._name == "local":
+            return None
+        return lambda: getattr(self.get(), "parallel_read", None)
+
+    def close(self) -> None:
+        """Close the engine if it was started here."""
+        if self._owned and self._engine is not None:
+            self._engine.close()
+            self._engine = None
 
 
 async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
@@ -524,7 +592,7 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     path = cache_path(cache)
     # An engine object is the caller's to close (workers reused across runs); a name is ours.
     owned = isinstance(engine, str)
-    runner = make_engine(engine, cache=path, **dict(engine_options or {})) if isinstance(
+    runner = open_engine(engine, cache=cache, **dict(engine_options or {})) if isinstance(
         engine, str) else engine
     try:
         # The local engine's calls see the driver's cache; remote workers open their own.
@@ -536,6 +604,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         if owned:
             runner.close()
     extra: dict[str, Any] = {"engine": {k: v for k, v in stats.items() if k != "cache"}}
+    if plan.input_shards:
+        extra["engine"]["input_shards"] = plan.input_shards
     if answers is not None:
         extra["cache"] = answers.stats()
     elif path is not None and stats.get("cache"):
@@ -569,7 +639,7 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
 
 async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
                fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
-               cache: CacheChoice = True, engine: str = "local",
+               cache: CacheChoice = True, engine: str | Engine = "local",
                engine_options: Mapping[str, Any] | None = None, **plan: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -579,15 +649,20 @@ async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume:
     receives warnings found before the run (e.g. facts without evidence). Live models'
     answers are cached (``cache``, see ``cache_path``); the summary counts the hits.
     """
-    checked = plan_run(**plan)
-    for message in checked.notes:
-        if warn is None:
-            warnings.warn(message, KgcheckWarning, stacklevel=2)
-        else:
-            warn(message)
-    return await execute(checked, concurrency=concurrency, max_concurrency=max_concurrency,
-                         resume=resume, fresh=fresh, show_progress=show_progress, cache=cache,
-                         engine=engine, engine_options=engine_options, warn=warn)
+    runner = EngineOnDemand(engine, cache=cache, options=engine_options)
+    try:
+        checked = plan_run(**plan, parallel_read=runner.parallel_read)
+        for message in checked.notes:
+            if warn is None:
+                warnings.warn(message, KgcheckWarning, stacklevel=2)
+            else:
+                warn(message)
+        return await execute(checked, concurrency=concurrency,
+                             max_concurrency=max_concurrency, resume=resume, fresh=fresh,
+                             show_progress=show_progress, cache=cache, engine=runner.get(),
+                             warn=warn)
+    finally:
+        runner.close()
 
 
 def run(**kwargs: Any) -> RunResult:

@@ -106,9 +106,57 @@ def test_ray_gives_the_verdicts_the_local_engine_gives(cluster: str, tmp_path: P
         assert (a[fact_id]["label"], a[fact_id]["raw"]) == (b[fact_id]["label"],
                                                             b[fact_id]["raw"])
     summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
-    assert summary["engine"] == {"name": "ray", "workers": 2, "per_worker": 8}
+    assert summary["engine"] == {"name": "ray", "workers": 2, "per_worker": 8}, \
+        "a --limit run reads its first facts in one pass, not in shards"
     assert summary["f1_true"] == json.loads(
         (tmp_path / "local" / "summary.json").read_text())["f1_true"]
+
+
+def _yago_jsonl(path: Path, count: int = 40, broken_line: int | None = None) -> Path:
+    import kgcheck
+
+    rows = [json.dumps({"id": f.id, "subject": f.subject, "predicate": f.predicate,
+                        "object": f.object}) for f in kgcheck.load_dataset("yago")[:count]]
+    if broken_line is not None:
+        rows[broken_line - 1] = '{"id": "x", "subject": "A", '
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_ray_reads_an_input_file_in_parallel_shards_into_the_same_verdicts(
+        cluster: str, tmp_path: Path) -> None:
+    source = _yago_jsonl(tmp_path / "yago.jsonl")
+    args = ["--triples", str(source), "--as-dataset", "yago", "--no-progress"]
+    local = subprocess.run([sys.executable, "-m", "kgcheck.cli", "run", *args, "--out",
+                            str(tmp_path / "local")], cwd=ROOT, env=ENV, capture_output=True,
+                           text=True, timeout=300)
+    assert local.returncode == 0, local.stderr
+    # Shards of about 1 kB: the 4 kB file is cut in four or five.
+    on_ray = subprocess.run([sys.executable, "-m", "kgcheck.cli", "run", *args, "--out",
+                             str(tmp_path / "ray"), *_ray(cluster), "--ray-shard-mb", "0.001"],
+                            cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert on_ray.returncode == 0, on_ray.stderr
+    a = read_verdicts(tmp_path / "local" / "verdicts.jsonl")
+    b = read_verdicts(tmp_path / "ray" / "verdicts.jsonl")
+    assert len(a) == 40 and {k: v["label"] for k, v in a.items()} == {
+        k: v["label"] for k, v in b.items()}
+    summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    assert summary["engine"]["input_shards"] >= 4
+    assert "input_shards" not in json.loads(
+        (tmp_path / "local" / "summary.json").read_text())["engine"]
+
+
+def test_a_malformed_line_in_a_shard_is_named_with_its_line_of_the_file(
+        cluster: str, tmp_path: Path) -> None:
+    source = _yago_jsonl(tmp_path / "yago.jsonl", broken_line=35)
+    done = subprocess.run([sys.executable, "-m", "kgcheck.cli", "run", "--triples",
+                           str(source), "--as-dataset", "yago", "--no-progress", "--out",
+                           str(tmp_path / "run"), *_ray(cluster), "--ray-shard-mb", "0.001"],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert f"{source}, line 35: malformed JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "run" / "verdicts.jsonl").exists()
 
 
 def test_a_killed_worker_is_restarted_and_no_fact_is_lost(cluster: str, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import dataclasses
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -19,6 +19,9 @@ from kgcheck.app import app, console, err_console, user_errors
 from kgcheck.data.sampling import parse_ids
 from kgcheck.graphs.context import DEFAULT_MODEL
 from kgcheck.graphs.verdicts import is_defect
+
+if TYPE_CHECKING:
+    from kgcheck.api import EngineOnDemand
 
 Opt = typer.Option
 
@@ -222,6 +225,9 @@ def run(
                                            "start a local one.")] = None,
     ray_workers: Annotated[int | None, Opt(help="With --engine ray: worker actors "
                                            "(default: the cluster's CPUs, at most 8).")] = None,
+    ray_shard_mb: Annotated[float | None, Opt(help="With --engine ray: an N-Triples, N-Quads "
+                                              "or JSON Lines file is read in parallel "
+                                              "shards of this many MB (default 32).")] = None,
     out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
         None
     ),
@@ -244,7 +250,7 @@ def run(
                                  "the estimated tokens and cost, then exit.")] = False,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
-    from kgcheck.providers.secrets import redact_logs, redact_text
+    from kgcheck.providers.secrets import redact_logs
     from kgcheck.tracing import setup_tracing
 
     # httpx and the model clients log request URLs: mask their credentials first.
@@ -257,7 +263,6 @@ def run(
     logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
 
     from kgcheck import api
-    from kgcheck.evals.runner import VERDICTS, read_verdicts
     from kgcheck.graphs.consensus import settings_class
 
     if sum(x is not None for x in (dataset, triples, sparql)) != 1:
@@ -281,13 +286,35 @@ def run(
                        ("replay_latency", replay_latency)):
         if value:
             values[key] = value
-    plan = api.plan_run(
-        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
-        strategy=strategy.name, model=model,
-        consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
-        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
-        ids=parse_ids(ids) if ids is not None else None, labels=labels, out=out,
-        settings=values, as_dataset=as_dataset, pricing=pricing)
+    answers = False if no_cache else (cache or True)
+    runner = api.EngineOnDemand(engine, cache=answers,
+                                options=_engine_options(engine, ray_address, ray_workers,
+                                                        ray_shard_mb))
+    try:
+        _plan_and_run(runner, dry_run=dry_run, resume=resume, fresh=fresh,
+                      concurrency=concurrency, max_concurrency=max_concurrency,
+                      progress=progress, cache=answers, plan_args=dict(
+            dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+            strategy=strategy.name, model=model,
+            consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
+            limit=limit, sample=sample, seed=seed, stratify=stratify,
+            per_stratum=per_stratum, ids=parse_ids(ids) if ids is not None else None,
+            labels=labels, out=out, settings=values, as_dataset=as_dataset,
+            pricing=pricing))
+    finally:
+        runner.close()
+
+
+def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh: bool,
+                  concurrency: str, max_concurrency: int, progress: bool,
+                  cache: bool | Path, plan_args: dict[str, Any]) -> None:
+    """Plan the run (reading the input, in shards where the engine can), then run it."""
+    from kgcheck import api
+    from kgcheck.evals.runner import VERDICTS, read_verdicts
+    from kgcheck.providers.secrets import redact_text
+
+    # A dry run starts no engine: it reads the input in this process.
+    plan = api.plan_run(**plan_args, parallel_read=None if dry_run else runner.parallel_read)
     for warning in plan.notes:
         err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
     out_dir = plan.out_dir
@@ -298,9 +325,7 @@ def run(
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
                       resume=resume, fresh=fresh, show_progress=progress,
-                      cache=False if no_cache else (cache or True), engine=engine,
-                      engine_options=_engine_options(engine, ray_address, ray_workers),
-                      warn=_warn)
+                      cache=cache, engine=runner.get(), warn=_warn)
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
@@ -326,13 +351,18 @@ def run(
 
 def _warn(message: str) -> None:
     err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False)
-def _engine_options(engine: str, address: str | None, workers: int | None) -> dict[str, Any]:
+def _engine_options(engine: str, address: str | None, workers: int | None,
+                    shard_mb: float | None = None) -> dict[str, Any]:
     """Check the engine flags; the Ray ones mean nothing to another engine."""
-    if engine != "ray" and (address or workers):
-        raise ValueError("--ray-address and --ray-workers need --engine ray")
+    if engine != "ray" and (address or workers or shard_mb is not None):
+        raise ValueError("--ray-address, --ray-workers and --ray-shard-mb need --engine ray")
     if workers is not None and workers < 1:
         raise ValueError(f"--ray-workers must be at least 1, got {workers}")
     options: dict[str, Any] = {}
+    if shard_mb is not None:
+        if not shard_mb > 0:
+            raise ValueError(f"--ray-shard-mb must be more than 0, got {shard_mb}")
+        options["shard_bytes"] = max(1, round(shard_mb * 1024 * 1024))
     if address:
         options["address"] = address
     if workers:

@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyoxigraph as ox
 
@@ -103,6 +103,27 @@ class Names:
                 return
             self._best[term] = (rank, obj.value)
 
+    @property
+    def best(self) -> dict[str, tuple[tuple[int, int], str]]:
+        """Each term's best name with its rank (what a shard read hands back to merge)."""
+        return self._best
+
+    def merge(self, best: dict[str, tuple[tuple[int, int], str]], *,
+              overflowed: bool = False) -> None:
+        """Take the names of a later part of the file (as if its triples came now)."""
+        if self.overflowed or overflowed:
+            self.overflowed = True
+            self._best.clear()
+            return
+        for term, (rank, value) in best.items():
+            kept = self._best.get(term)
+            if kept is None or rank < kept[0]:
+                self._best[term] = (rank, value)
+        if len(self._best) > self.cap:
+            # As in one pass: past the cap the names are looked up again for chosen facts.
+            self.overflowed = True
+            self._best.clear()
+
     def get(self, term: str) -> str | None:
         """Return the name of a term in N-Triples form, if one was seen."""
         kept = self._best.get(term)
@@ -179,24 +200,37 @@ class RdfReader:
 
     def _triples(self) -> Iterator[tuple[Any, Any, Any]]:
         """Yield (subject, predicate, object) terms; a syntax error names file and line."""
-        anonymous: dict[str, ox.BlankNode] = {}
-
-        def stable(term: Any) -> Any:
-            # Number generated blank nodes by first appearance, so ids repeat across runs.
-            if isinstance(term, ox.BlankNode) and _GENERATED_BNODE.fullmatch(term.value):
-                return anonymous.setdefault(term.value, ox.BlankNode(f"anon{len(anonymous)}"))
-            return term
-
         try:
             with open_binary(self.path) as fh:
-                for quad in ox.parse(fh, self.format):
-                    yield stable(quad.subject), quad.predicate, stable(quad.object)
-        except SyntaxError as exc:
-            message = re.sub(r"^Parser error at line \d+ (between columns [\d ]+and \d+)?:?\s*",
-                             "", str(exc.msg if hasattr(exc, "msg") else exc))
-            where = f", line {exc.lineno}" if exc.lineno else ""
-            raise TriplesError(f"{self.path}{where}: malformed {self.format.name} "
-                               f"({message})") from None
-        except (OSError, EOFError, ValueError) as exc:
+                yield from rdf_terms(fh, self.format, self.path)
+        except (OSError, EOFError) as exc:
             raise TriplesError(f"{self.path}: cannot be read as {self.format.name} "
                                f"({exc})") from None
+
+
+def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: Path,
+              first_line: int = 1) -> Iterator[tuple[Any, Any, Any]]:
+    """Yield the (subject, predicate, object) terms of RDF text.
+
+    The text starts at line ``first_line`` of ``path``; a syntax error names both.
+    """
+    anonymous: dict[str, ox.BlankNode] = {}
+
+    def stable(term: Any) -> Any:
+        # Number generated blank nodes by first appearance, so ids repeat across runs.
+        if isinstance(term, ox.BlankNode) and _GENERATED_BNODE.fullmatch(term.value):
+            return anonymous.setdefault(term.value, ox.BlankNode(f"anon{len(anonymous)}"))
+        return term
+
+    try:
+        for quad in ox.parse(source, rdf_format):
+            yield stable(quad.subject), quad.predicate, stable(quad.object)
+    except SyntaxError as exc:
+        message = re.sub(r"^Parser error at line \d+ (between columns [\d ]+and \d+)?:?\s*",
+                         "", str(exc.msg if hasattr(exc, "msg") else exc))
+        where = f", line {exc.lineno + first_line - 1}" if exc.lineno else ""
+        raise TriplesError(f"{path}{where}: malformed {rdf_format.name} "
+                           f"({message})") from None
+    except (OSError, EOFError, ValueError) as exc:
+        raise TriplesError(f"{path}: cannot be read as {rdf_format.name} "
+                           f"({exc})") from None

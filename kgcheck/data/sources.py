@@ -51,13 +51,14 @@ def open_binary(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
-def json_objects(lines: Iterable[str], path: Path, error: type[ValueError] = TriplesError
-                 ) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_objects(lines: Iterable[str], path: Path, error: type[ValueError] = TriplesError,
+                 first_line: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line of a JSON Lines file.
 
-    A line that is not JSON, or not a JSON object, raises ``error`` naming the file and line.
+    A line that is not JSON, or not a JSON object, raises ``error`` naming the file and line
+    (``first_line``: the number of the first of ``lines`` in the file).
     """
-    for n, line in enumerate(lines, start=1):
+    for n, line in enumerate(lines, start=first_line):
         if not line.strip():
             continue
         try:

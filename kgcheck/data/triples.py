@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -70,11 +70,11 @@ def _fact(row: dict[str, Any], where: str, row_number: int, dataset: str) -> Fac
                             parse_label(row.get("label"), where))
 
 
-def _text_lines(fh: IO[bytes], path: Path) -> Iterator[str]:
+def _text_lines(fh: IO[bytes], path: Path, first_line: int = 1) -> Iterator[str]:
     """Decode a file line by line, so that bad bytes are reported with their line."""
-    number = 0
+    number = first_line - 1
     try:
-        for number, raw in enumerate(fh, start=1):  # noqa: B007 - the count is the location
+        for number, raw in enumerate(fh, start=first_line):  # noqa: B007 - the count is the location
             if b"\x00" in raw:
                 raise TriplesError(f"{path}, line {number}: holds NUL bytes, so it is a binary "
                                    "file, not text; give a CSV, TSV or JSON Lines file")
@@ -127,11 +127,18 @@ def _table_rows(path: Path, dataset: str, delimiter: str) -> Iterator[Fact]:
 
 def _jsonl_rows(path: Path, dataset: str) -> Iterator[Fact]:
     with open_binary(path) as fh:
-        for n, row in json_objects(_text_lines(fh, path), path):
-            yield _fact(row, f"{path}, line {n}", n, dataset)
+        yield from jsonl_facts(fh, path, dataset)
 
 
-def _unique(facts: Iterator[Fact], path: Path) -> Iterator[Fact]:
+def jsonl_facts(fh: IO[bytes], path: Path, dataset: str, first_line: int = 1
+                ) -> Iterator[Fact]:
+    """Read the facts of JSON Lines text that starts at line ``first_line`` of ``path``."""
+    for n, row in json_objects(_text_lines(fh, path, first_line), path,
+                               first_line=first_line):
+        yield _fact(row, f"{path}, line {n}", n, dataset)
+
+
+def unique_ids(facts: Iterable[Fact], path: Path) -> Iterator[Fact]:
     """Refuse a second fact with an id already seen (one dictionary look-up per fact)."""
     first: dict[str, int] = {}
     for n, fact in enumerate(facts, start=1):
@@ -154,9 +161,10 @@ def iter_triples(path: str | Path, dataset: str = "", *, reader: RdfReader | Non
     if suffix in RDF_SUFFIXES:
         yield from (reader or RdfReader(path, dataset))
     elif suffix in TABLE_SUFFIXES:
-        yield from _unique(_table_rows(path, dataset, "\t" if suffix == ".tsv" else ","), path)
+        yield from unique_ids(_table_rows(path, dataset, "\t" if suffix == ".tsv" else ","),
+                              path)
     elif suffix in JSONL_SUFFIXES:
-        yield from _unique(_jsonl_rows(path, dataset), path)
+        yield from unique_ids(_jsonl_rows(path, dataset), path)
     else:
         raise TriplesError(f"{path}: unsupported format {suffix!r}; use "
                            f"{', '.join(SUFFIXES)} (optionally .gz)")

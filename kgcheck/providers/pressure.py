@@ -1,20 +1,23 @@
 """Back-pressure signals: a model server saying it is overloaded (429, 503, timeouts).
 
 The retrying transports report every transient failure here, retried or not, so that an
-adaptive concurrency limit can back off before failures reach a verdict. Listeners are
-per run (a context variable), so two runs in one process do not slow each other down.
+adaptive concurrency limit can back off before failures reach a verdict. A run may also
+set a gate that every request awaits before it goes out (the limit takes back a slot the
+fact lent while its client waited to retry). Listeners and gates are per run (context
+variables), so two runs in one process do not slow each other down.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 
 Listener = Callable[[BaseException], None]
+Gate = Callable[[], Awaitable[None]]
 # Responses that say "fewer requests, please", whatever retries the client then makes.
 OVERLOAD_STATUS = frozenset({408, 429, 502, 503, 504})
 
@@ -28,6 +31,8 @@ class Overloaded(Exception):
 
 _LISTENERS: contextvars.ContextVar[tuple[Listener, ...]] = contextvars.ContextVar(
     "kgcheck_pressure_listeners", default=())
+_GATES: contextvars.ContextVar[tuple[Gate, ...]] = contextvars.ContextVar(
+    "kgcheck_pressure_gates", default=())
 
 
 def report(exc: BaseException) -> None:
@@ -37,13 +42,28 @@ def report(exc: BaseException) -> None:
 
 
 @contextmanager
-def listening(listener: Listener) -> Iterator[None]:
-    """Call ``listener`` with every overload signal raised inside this block."""
+def listening(listener: Listener, gate: Gate | None = None) -> Iterator[None]:
+    """Call ``listener`` with every overload signal raised inside this block.
+
+    Every async request sent inside it awaits ``gate`` first.
+    """
     token = _LISTENERS.set((*_LISTENERS.get(), listener))
+    gates = _GATES.set((*_GATES.get(), gate) if gate is not None else _GATES.get())
     try:
         yield
     finally:
+        _GATES.reset(gates)
         _LISTENERS.reset(token)
+
+
+async def before_request() -> None:
+    """Await the current run's gates (a retrying transport calls this before a retry)."""
+    for gate in _GATES.get():
+        await gate()
+
+
+async def _on_request(request: httpx.Request) -> None:
+    await before_request()
 
 
 async def _on_response(response: httpx.Response) -> None:
@@ -57,11 +77,11 @@ def _on_response_sync(response: httpx.Response) -> None:
 
 
 def async_hooks() -> dict[str, list[Any]]:
-    """Return httpx event hooks that report overload statuses, for an ``AsyncClient``.
+    """Return httpx event hooks for an ``AsyncClient``: gate requests, report overloads.
 
-    SDK clients retry 429 and 503 on their own; the hook sees every such answer.
+    SDK clients retry 429 and 503 on their own; the hooks see every attempt.
     """
-    return {"response": [_on_response]}
+    return {"request": [_on_request], "response": [_on_response]}
 
 
 def sync_hooks() -> dict[str, list[Any]]:

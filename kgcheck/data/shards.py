@@ -1,0 +1,177 @@
+"""Read a large triples file in parallel shards: byte ranges cut at line ends.
+
+N-Triples, N-Quads and JSON Lines hold one record per line, so a file cut at line ends
+reads, shard by shard, into the same facts in the same order as one pass does. The shards
+are parsed in parallel by a ``ShardMap`` (the Ray engine's workers: ``RayEngine.map_shards``;
+``map_in_process`` here) and merged in file order, where what spans shards is settled: ids
+unique over the file (JSON Lines), a triple in two named graphs kept once (N-Quads), and
+the best name of each term (RDF). Each shard carries its bytes, so workers need not see the
+file. Compressed files cannot be cut; they, and files of one shard, are read in one pass.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kgcheck.data.facts import Fact
+from kgcheck.data.rdf import FORMATS, Names, RdfReader, is_name_triple, rdf_fact, rdf_terms
+from kgcheck.data.triples import jsonl_facts, unique_ids
+
+SHARDABLE = (".nt", ".nq", ".jsonl", ".ndjson")
+DEFAULT_SHARD_BYTES = 32 * 1024 * 1024
+_COUNT_BLOCK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One byte range of a file, starting at the start of line ``first_line``."""
+
+    path: str
+    dataset: str
+    start: int
+    end: int
+    first_line: int
+
+    @property
+    def suffix(self) -> str:
+        """The file's format, by extension."""
+        return Path(self.path).suffix.lower()
+
+    def read_bytes(self) -> bytes:
+        """Read this shard's bytes from the file."""
+        with open(self.path, "rb") as fh:
+            fh.seek(self.start)
+            return fh.read(self.end - self.start)
+
+
+@dataclass
+class ShardFacts:
+    """A shard's facts in file order, and (RDF) the names its triples give to terms."""
+
+    facts: list[Fact]
+    names: dict[str, tuple[tuple[int, int], str]] = field(default_factory=dict)
+    names_overflowed: bool = False
+
+
+# Parse shards (with their bytes, taken from the iterable as needed, so that few are in
+# memory at once) in parallel; yield their facts in the shards' order.
+ShardMap = Callable[[Iterable[tuple[Shard, bytes]]], Iterator[ShardFacts]]
+
+
+@dataclass(frozen=True)
+class ParallelRead:
+    """How an engine reads a file in parallel: the map that parses shards, their size."""
+
+    map: ShardMap
+    shard_bytes: int = DEFAULT_SHARD_BYTES
+
+
+def can_shard(path: str | Path) -> bool:
+    """Whether a file can be cut at line ends (one-record-per-line formats, uncompressed)."""
+    return Path(path).suffix.lower() in SHARDABLE
+
+
+def plan_shards(path: str | Path, dataset: str,
+                shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
+    """Cut a file into ranges of about ``shard_bytes``, each ending at a line end."""
+    if shard_bytes < 1:
+        raise ValueError(f"shard_bytes must be at least 1, got {shard_bytes}")
+    path = Path(path)
+    size = path.stat().st_size
+    cuts = [0]
+    with path.open("rb") as fh:
+        while cuts[-1] + shard_bytes < size:
+            fh.seek(cuts[-1] + shard_bytes - 1)
+            fh.readline()  # to the end of the line the cut fell in
+            if fh.tell() >= size:
+                break
+            cuts.append(fh.tell())
+        cuts.append(size)
+        # Line numbers (row ids of JSON Lines, error messages): count the line ends before
+        # each cut, at memchr speed, in one read of the file.
+        lines_before = [0]
+        fh.seek(0)
+        counted = 0
+        for start, end in zip(cuts, cuts[1:], strict=False):
+            remaining = end - start
+            while remaining:
+                block = fh.read(min(_COUNT_BLOCK, remaining))
+                counted += block.count(b"\n")
+                remaining -= len(block)
+            lines_before.append(counted)
+    return [Shard(str(path), dataset, start, end, lines_before[n] + 1)
+            for n, (start, end) in enumerate(zip(cuts, cuts[1:], strict=False))]
+
+
+def read_shard(shard: Shard, data: bytes) -> ShardFacts:
+    """Parse one shard's bytes into its facts (and names, for RDF)."""
+    where = Path(shard.path)
+    if shard.suffix in FORMATS:
+        names = Names()
+        facts = []
+        for subject, predicate, obj in rdf_terms(data, FORMATS[shard.suffix], where,
+                                                 shard.first_line):
+            if is_name_triple(predicate):
+                names.offer(str(subject), predicate.value, obj)
+            else:
+                facts.append(rdf_fact(subject, predicate, obj, shard.dataset))
+        return ShardFacts(facts, names.best, names.overflowed)
+    return ShardFacts(list(jsonl_facts(io.BytesIO(data), where, shard.dataset,
+                                       shard.first_line)))
+
+
+def map_in_process(shards: Iterable[tuple[Shard, bytes]]) -> Iterator[ShardFacts]:
+    """Parse shards one after another in this process (the reference for parallel maps)."""
+    for shard, data in shards:
+        yield read_shard(shard, data)
+
+
+def _with_bytes(shards: Iterable[Shard]) -> Iterator[tuple[Shard, bytes]]:
+    for shard in shards:
+        yield shard, shard.read_bytes()
+
+
+class ShardedReader:
+    """Iterate a file's facts, read in parallel shards and merged in file order.
+
+    For RDF, ``reader`` (an ``RdfReader`` of the file) receives the names the shards found,
+    so that its ``named`` gives the chosen facts their names as after one pass.
+    """
+
+    def __init__(self, path: str | Path, dataset: str, shard_map: ShardMap, *,
+                 shard_bytes: int = DEFAULT_SHARD_BYTES,
+                 reader: RdfReader | None = None) -> None:
+        self.path = Path(path)
+        self.dataset = dataset
+        self.shard_map = shard_map
+        self.shard_bytes = shard_bytes
+        self.reader = reader
+        self.shards = 0
+
+    def __iter__(self) -> Iterator[Fact]:
+        shards = plan_shards(self.path, self.dataset, self.shard_bytes)
+        self.shards = len(shards)
+        parts = self.shard_map(_with_bytes(shards))
+        if self.reader is None:
+            yield from unique_ids((f for part in parts for f in part.facts), self.path)
+            return
+        yield from self._merge_rdf(parts, self.reader)
+
+    def _merge_rdf(self, parts: Iterator[ShardFacts], reader: RdfReader) -> Iterator[Fact]:
+        reader.exhausted = False
+        reader.names = Names(reader.names.cap)
+        quads = self.path.suffix.lower() == ".nq"
+        seen: set[int] = set()
+        for part in parts:
+            reader.names.merge(part.names, overflowed=part.names_overflowed)
+            for fact in part.facts:
+                if quads:
+                    key = int(fact.id, 16)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                yield fact
+        reader.exhausted = True
