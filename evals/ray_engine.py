@@ -9,7 +9,7 @@ when the run has one. A worker that dies is restarted and its facts are retried 
 far, and ``--resume`` runs the rest.
 
 A large input file (N-Triples, N-Quads, JSON Lines) is read in parallel shards too: the
-driver cuts it at line ends and the cluster parses the shards, a few per worker at once,
+driver cuts it at line ends and the cluster parses the shards, a few per CPU at once,
 handing the facts back in file order (``map_shards``; see ``kgcheck.data.shards``).
 
 ``address`` is an existing cluster (``ray://host:10001`` or ``host:6379``); without one a
@@ -167,14 +167,14 @@ class RayEngine:
         return ParallelRead(self.map_shards, self.shard_bytes)
 
     def map_shards(self, shards: Iterable[tuple[Shard, bytes]]) -> Iterator[ShardFacts]:
-        """Parse shards on the cluster, two per worker at once; yield them in file order.
+        """Parse shards on the cluster, two per CPU at once; yield them in file order.
 
         Each shard's bytes go with its task (through the object store), so the workers need
         not see the file; a shard's malformed line is raised here as the ``TriplesError``
         that names the file and line.
         """
         task = _shard_task()
-        window = 2 * max(1, len(self._workers))
+        window = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
         pending: deque[Any] = deque()
         for shard, data in shards:
             pending.append(task.remote(shard, data))
