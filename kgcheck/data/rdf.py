@@ -30,6 +30,7 @@ FORMATS = {
     ".owl": ox.RdfFormat.RDF_XML,
 }
 RDF_SUFFIXES = tuple(FORMATS)
+QUAD_FORMATS = (ox.RdfFormat.N_QUADS, ox.RdfFormat.TRIG)
 # Naming predicates, best first: the first one a term has gives its readable name.
 NAME_PREDICATES = (
     "http://www.w3.org/2000/01/rdf-schema#label",
@@ -160,6 +161,16 @@ class Names:
         return out
 
 
+def distinct_triples(facts: Iterable[Fact]) -> Iterator[Fact]:
+    """Drop the facts already seen: in N-Quads and TriG one triple in two graphs is one fact."""
+    seen: set[int] = set()
+    for fact in facts:
+        key = int(fact.id, 16)
+        if key not in seen:
+            seen.add(key)
+            yield fact
+
+
 def is_name_triple(predicate: Any) -> bool:
     """Return whether a triple names its subject rather than stating a fact."""
     return isinstance(predicate, ox.NamedNode) and predicate.value in _RANK
@@ -184,20 +195,16 @@ class RdfReader:
 
     def __iter__(self) -> Iterator[Fact]:
         self.exhausted = False
-        quads = self.format in (ox.RdfFormat.N_QUADS, ox.RdfFormat.TRIG)
-        seen: set[int] = set()
+        facts = self._facts()
+        yield from distinct_triples(facts) if self.format in QUAD_FORMATS else facts
+        self.exhausted = True
+
+    def _facts(self) -> Iterator[Fact]:
         for subject, predicate, obj in self._triples():
             if is_name_triple(predicate):
                 self.names.offer(str(subject), predicate.value, obj)
-                continue
-            fact = rdf_fact(subject, predicate, obj, self.dataset)
-            if quads:
-                key = int(fact.id, 16)
-                if key in seen:
-                    continue
-                seen.add(key)
-            yield fact
-        self.exhausted = True
+            else:
+                yield rdf_fact(subject, predicate, obj, self.dataset)
 
     def named(self, facts: Iterable[Fact]) -> list[Fact]:
         """Return facts with readable names from the file (reading the rest of it if needed)."""

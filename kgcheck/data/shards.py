@@ -19,9 +19,11 @@ from pathlib import Path
 from kgcheck.data.facts import Fact
 from kgcheck.data.rdf import (
     FORMATS,
+    QUAD_FORMATS,
     Names,
     RdfReader,
     TripleRow,
+    distinct_triples,
     is_name_triple,
     rdf_terms,
     row_fact,
@@ -177,16 +179,13 @@ class ShardedReader:
     def _merge_rdf(self, parts: Iterator[ShardFacts], reader: RdfReader) -> Iterator[Fact]:
         reader.exhausted = False
         reader.names = Names(reader.names.cap)
-        quads = self.path.suffix.lower() == ".nq"
-        seen: set[int] = set()
+        facts = (row_fact(row, self.dataset) for part in self._names_taken(parts, reader)
+                 for row in part.rows)
+        yield from distinct_triples(facts) if reader.format in QUAD_FORMATS else facts
+        reader.exhausted = True
+
+    @staticmethod
+    def _names_taken(parts: Iterator[ShardFacts], reader: RdfReader) -> Iterator[ShardFacts]:
         for part in parts:
             reader.names.merge(part.names, overflowed=part.names_overflowed)
-            for row in part.rows:
-                fact = row_fact(row, self.dataset)
-                if quads:
-                    key = int(fact.id, 16)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                yield fact
-        reader.exhausted = True
+            yield part
