@@ -11,6 +11,7 @@ A slotted OpenAI-compatible stub (``tests/stubs/slotted.py``) runs in its own pr
    (a short LLM answer) keep the client's own work per fact (~10 ms of CPU) small beside
    the server's; 480 facts make a run of about a minute, in which the slow start's first
    rounds still cost a few per cent (less in a longer run).
+   Each mode's server is warmed up by a short run first (imports, connections).
 2. Cache: the same run twice; the second makes zero model calls.
 
 Prints one JSON document.
@@ -84,6 +85,10 @@ def main() -> None:
         for mode in ("reject", "queue"):
             proc, url = start_stub(args.slots, args.seconds, mode)
             try:
+                # The first run in a process pays for imports and connections: warm up first,
+                # so that no setting is timed with them.
+                one_run(url, 16, f"{mode}warm", out / f"{mode}-warm", concurrency=4,
+                        max_concurrency=args.max_concurrency)
                 rows = {}
                 for label, conc in (("auto", "auto"), ("fixed_at_slots", args.slots),
                                     ("fixed_4x_slots", 4 * args.slots)):
