@@ -6,7 +6,8 @@ in this process (the cost of cutting and merging), the driver's part alone (shar
 beforehand: the ceiling with CPUs to spare), and in shards parsed on a local Ray cluster
 of 1 and of 2 CPUs (two shard tasks per CPU at a time). Each figure is facts/s, with its
 ratio to one pass; Ray's start-up is left out (the cluster starts before the clock). The
-facts read are checked to be the one pass's, in its order.
+facts read are checked to be the one pass's, in its order. Last, the memory the facts of
+a run take in the driver (``tracemalloc`` over a one-pass read of 100,000 of them).
 
     python benchmarks/bench_shards.py [--triples 400000] [--shard-mb 4]
 """
@@ -119,7 +120,25 @@ def main() -> None:
                 note(f"ray_{cpus}_cpus", seconds, facts, cpus=cpus)
             finally:
                 engine.close()
+        report["driver_bytes_per_fact"] = bytes_per_fact(Path(tmp) / "small.nt", 100_000)
     print(json.dumps(report, indent=1))
+
+
+def bytes_per_fact(path: Path, count: int) -> int:
+    """Measure the memory that read facts (with their names) hold, per fact."""
+    import gc
+    import tracemalloc
+
+    write_triples(path, count)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        facts = one_pass(path)
+        gc.collect()
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return round(held / len(facts))
 
 
 if __name__ == "__main__":
