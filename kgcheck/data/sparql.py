@@ -9,14 +9,19 @@ in the same order (which sampling with a seed relies on).
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pyoxigraph as ox
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.rdf import NAME_PREDICATES, TERMS, Names, is_name_triple, rdf_fact
@@ -82,43 +87,45 @@ class SparqlClient:
             raise SparqlError(f"SPARQL endpoint {where} answered {kind or 'something'} that is "
                               "not SPARQL JSON results") from None
 
-    def _failed(self, last: str) -> SparqlError:
+    def _retrying(self) -> dict[str, Any]:
+        """Return the retry policy of ``select`` and ``aselect``: the same tries, pauses."""
+        return {"stop": stop_after_attempt(self.retries + 1),
+                "wait": wait_exponential(multiplier=self.backoff),
+                "retry": retry_if_exception_type((_Retryable, httpx.TransportError)),
+                "reraise": True}
+
+    def _failed(self, exc: Exception) -> SparqlError:
+        if isinstance(exc, httpx.TimeoutException):
+            last = f"no answer within {self.timeout:g} s"
+        elif isinstance(exc, _Retryable):
+            last = str(exc)
+        else:
+            last = f"{type(exc).__name__}: {exc}"
         return SparqlError(f"SPARQL endpoint {redact_endpoint(self.url)} did not answer after "
                            f"{self.retries + 1} tries: {last}")
 
     def select(self, query: str) -> list[Row]:
         """Run a SELECT query and return its rows (bindings), retrying transient failures."""
-        last = ""
-        with httpx.Client(timeout=self.timeout, follow_redirects=True) as client:
-            for attempt in range(self.retries + 1):
-                if attempt:
-                    time.sleep(self.backoff * 2 ** (attempt - 1))
-                try:
-                    return self._rows(client.post(self.url, **self._request_args(query)))
-                except _Retryable as exc:
-                    last = str(exc)
-                except httpx.TimeoutException:
-                    last = f"no answer within {self.timeout:g} s"
-                except httpx.TransportError as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-        raise self._failed(last)
+        try:
+            with httpx.Client(timeout=self.timeout, follow_redirects=True) as client:
+                for attempt in Retrying(**self._retrying()):
+                    with attempt:
+                        return self._rows(client.post(self.url, **self._request_args(query)))
+        except (_Retryable, httpx.TransportError) as exc:
+            raise self._failed(exc) from None
+        raise AssertionError("unreachable: the retries return or raise")
 
     async def aselect(self, query: str) -> list[Row]:
         """Run a SELECT query without blocking the event loop (same retries as ``select``)."""
-        last = ""
-        async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client:
-            for attempt in range(self.retries + 1):
-                if attempt:
-                    await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-                try:
-                    return self._rows(await client.post(self.url, **self._request_args(query)))
-                except _Retryable as exc:
-                    last = str(exc)
-                except httpx.TimeoutException:
-                    last = f"no answer within {self.timeout:g} s"
-                except httpx.TransportError as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-        raise self._failed(last)
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client:
+                async for attempt in AsyncRetrying(**self._retrying()):
+                    with attempt:
+                        response = await client.post(self.url, **self._request_args(query))
+                        return self._rows(response)
+        except (_Retryable, httpx.TransportError) as exc:
+            raise self._failed(exc) from None
+        raise AssertionError("unreachable: the retries return or raise")
 
 
 def binding_term(binding: dict[str, str]) -> Any:
