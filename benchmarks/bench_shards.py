@@ -36,8 +36,8 @@ from kgcheck.data.shards import (  # noqa: E402
     ShardedReader,
     ShardFacts,
     ShardMap,
+    cut_shards,
     map_in_process,
-    plan_shards,
 )
 
 LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
@@ -104,8 +104,7 @@ def main() -> None:
         note("shards_in_process", seconds, facts)
         # The driver's part alone (cutting, reading the bytes, merging, naming) with shards
         # parsed beforehand: the ceiling when the cluster has CPUs to spare for the parsing.
-        parsed = list(map_in_process(
-            (s, s.read_bytes()) for s in plan_shards(path, "kg", shard_bytes)))
+        parsed = list(map_in_process(cut_shards(path, "kg", shard_bytes)))
         seconds, facts = timed(lambda: in_shards(path, lambda pairs: _replayed(pairs, parsed),
                                                  shard_bytes))
         note("driver_part_alone", seconds, facts)

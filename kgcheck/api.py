@@ -407,10 +407,11 @@ def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
                 else own_kg_name(path, data))
         own = not as_dataset
         reader = RdfReader(path, stem) if suffix in RDF_SUFFIXES else None
-        if parallel is not None and can_shard(path):
-            parallel = parallel if isinstance(parallel, ParallelRead) else parallel()
-        if isinstance(parallel, ParallelRead) and can_shard(path):
-            sharded = ShardedReader(path, stem, parallel.map, shard_bytes=parallel.shard_bytes,
+        # A function is called (its engine started) only for a file that can be cut.
+        chosen = None if parallel is None or not can_shard(path) else (
+            parallel if isinstance(parallel, ParallelRead) else parallel())
+        if chosen is not None:
+            sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
             return _Source(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
@@ -533,9 +534,10 @@ def open_engine(name: str = "local", *, cache: CacheChoice = True,
 class EngineOnDemand:
     """An engine started when first needed, so that a bad input fails before a cluster starts.
 
-    The plan starts it to read a large input in shards on its workers (the Ray engine);
-    otherwise the run does, once the plan is checked. An engine object is used as given
-    (and left open); one started here is closed by ``close``.
+    The plan starts it when the input is a file that can be read in shards (the Ray engine
+    reads those on its workers); otherwise the run does, once the plan is checked. An
+    engine object is used as given (and left open); one started here is closed by
+    ``close``.
     """
 
     def __init__(self, engine: str | Engine, *, cache: CacheChoice = True,
@@ -553,10 +555,8 @@ class EngineOnDemand:
         return self._engine
 
     @property
-    def parallel_read(self) -> Callable[[], ParallelRead | None] | None:
-        """What ``plan_run`` takes as ``parallel_read``: none for the local engine."""
-        if self._name == "local":
-            return None
+    def parallel_read(self) -> Callable[[], ParallelRead | None]:
+        """What ``plan_run`` takes as ``parallel_read``: the engine's, if it has one."""
         return lambda: getattr(self.get(), "parallel_read", None)
 
     def close(self) -> None:
@@ -591,9 +591,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         raise SettingsError(str(exc)) from None
     path = cache_path(cache)
     # An engine object is the caller's to close (workers reused across runs); a name is ours.
-    owned = isinstance(engine, str)
-    runner = open_engine(engine, cache=cache, **dict(engine_options or {})) if isinstance(
-        engine, str) else engine
+    engines = EngineOnDemand(engine, cache=cache, options=engine_options)
+    runner = engines.get()
     try:
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
@@ -601,8 +600,7 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
                                     fresh=fresh, show_progress=show_progress, warn=warn)
         stats = runner.stats()
     finally:
-        if owned:
-            runner.close()
+        engines.close()
     extra: dict[str, Any] = {"engine": {k: v for k, v in stats.items() if k != "cache"}}
     if plan.input_shards:
         extra["engine"]["input_shards"] = plan.input_shards

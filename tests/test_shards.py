@@ -16,8 +16,8 @@ from kgcheck.data.shards import (
     ParallelRead,
     ShardedReader,
     can_shard,
+    cut_shards,
     map_in_process,
-    plan_shards,
 )
 from kgcheck.data.sources import TriplesError
 from kgcheck.data.triples import iter_triples
@@ -59,8 +59,10 @@ def sharded(path: Path, shard_bytes: int, cap: int | None = None) -> tuple[list[
 def test_shards_end_at_line_ends_and_cover_the_file(tmp_path: Path) -> None:
     path = nt_file(tmp_path / "kg.nt")
     data = path.read_bytes()
-    shards = plan_shards(path, "kg", 300)
+    cut = list(cut_shards(path, "kg", 300))
+    shards = [shard for shard, _ in cut]
     assert len(shards) > 10
+    assert all(chunk == data[shard.start:shard.end] for shard, chunk in cut)
     assert shards[0].start == 0 and shards[-1].end == len(data)
     for before, after in zip(shards, shards[1:], strict=False):
         assert before.end == after.start and data[after.start - 1:after.start] == b"\n"

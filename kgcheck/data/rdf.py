@@ -111,14 +111,17 @@ class Names:
         """Keep ``obj`` as the name of ``term`` if it beats the one kept so far."""
         if not isinstance(obj, ox.Literal) or (bounded and self.overflowed):
             return
-        rank = (_RANK.get(predicate, len(_RANK)), name_rank(obj))
+        self._keep(term, (_RANK.get(predicate, len(_RANK)), name_rank(obj)), obj.value,
+                   bounded=bounded)
+
+    def _keep(self, term: str, rank: tuple[int, int], name: str, *, bounded: bool) -> None:
         kept = self._best.get(term)
         if kept is None or rank < kept[0]:
             if bounded and kept is None and len(self._best) >= self.cap:
                 self.overflowed = True
                 self._best.clear()
                 return
-            self._best[term] = (rank, obj.value)
+            self._best[term] = (rank, name)
 
     @property
     def best(self) -> dict[str, tuple[tuple[int, int], str]]:
@@ -128,18 +131,14 @@ class Names:
     def merge(self, best: dict[str, tuple[tuple[int, int], str]], *,
               overflowed: bool = False) -> None:
         """Take the names of a later part of the file (as if its triples came now)."""
-        if self.overflowed or overflowed:
-            self.overflowed = True
-            self._best.clear()
-            return
-        for term, (rank, value) in best.items():
-            kept = self._best.get(term)
-            if kept is None or rank < kept[0]:
-                self._best[term] = (rank, value)
-        if len(self._best) > self.cap:
+        if overflowed:
             # As in one pass: past the cap the names are looked up again for chosen facts.
             self.overflowed = True
             self._best.clear()
+        for term, (rank, name) in best.items():
+            if self.overflowed:
+                return
+            self._keep(term, rank, name, bounded=True)
 
     def get(self, term: str) -> str | None:
         """Return the name of a term in N-Triples form, if one was seen."""

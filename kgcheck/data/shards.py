@@ -33,7 +33,6 @@ from kgcheck.data.triples import jsonl_facts, unique_ids
 
 SHARDABLE = (".nt", ".nq", ".jsonl", ".ndjson")
 DEFAULT_SHARD_BYTES = 32 * 1024 * 1024
-_COUNT_BLOCK = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -50,12 +49,6 @@ class Shard:
     def suffix(self) -> str:
         """The file's format, by extension."""
         return Path(self.path).suffix.lower()
-
-    def read_bytes(self) -> bytes:
-        """Read this shard's bytes from the file."""
-        with open(self.path, "rb") as fh:
-            fh.seek(self.start)
-            return fh.read(self.end - self.start)
 
 
 @dataclass
@@ -90,36 +83,25 @@ def can_shard(path: str | Path) -> bool:
     return Path(path).suffix.lower() in SHARDABLE
 
 
-def plan_shards(path: str | Path, dataset: str,
-                shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
-    """Cut a file into ranges of about ``shard_bytes``, each ending at a line end."""
+def cut_shards(path: str | Path, dataset: str,
+               shard_bytes: int = DEFAULT_SHARD_BYTES) -> Iterator[tuple[Shard, bytes]]:
+    """Read a file in one pass as shards of about ``shard_bytes``, each ending at a line end.
+
+    Each shard comes with its bytes and the number of its first line (row ids of JSON
+    Lines, error messages), counted in those bytes as they go by; shards are read as they
+    are asked for, so few are in memory at once.
+    """
     if shard_bytes < 1:
         raise ValueError(f"shard_bytes must be at least 1, got {shard_bytes}")
     path = Path(path)
-    size = path.stat().st_size
-    cuts = [0]
+    start, first_line = 0, 1
     with path.open("rb") as fh:
-        while cuts[-1] + shard_bytes < size:
-            fh.seek(cuts[-1] + shard_bytes - 1)
-            fh.readline()  # to the end of the line the cut fell in
-            if fh.tell() >= size:
-                break
-            cuts.append(fh.tell())
-        cuts.append(size)
-        # Line numbers (row ids of JSON Lines, error messages): count the line ends before
-        # each cut, at memchr speed, in one read of the file.
-        lines_before = [0]
-        fh.seek(0)
-        counted = 0
-        for start, end in zip(cuts, cuts[1:], strict=False):
-            remaining = end - start
-            while remaining:
-                block = fh.read(min(_COUNT_BLOCK, remaining))
-                counted += block.count(b"\n")
-                remaining -= len(block)
-            lines_before.append(counted)
-    return [Shard(str(path), dataset, start, end, lines_before[n] + 1)
-            for n, (start, end) in enumerate(zip(cuts, cuts[1:], strict=False))]
+        while data := fh.read(shard_bytes):
+            if not data.endswith(b"\n"):
+                data += fh.readline()  # to the end of the line the cut fell in
+            yield Shard(str(path), dataset, start, start + len(data), first_line), data
+            start += len(data)
+            first_line += data.count(b"\n")
 
 
 def read_shard(shard: Shard, data: bytes) -> ShardFacts:
@@ -145,11 +127,6 @@ def map_in_process(shards: Iterable[tuple[Shard, bytes]]) -> Iterator[ShardFacts
         yield read_shard(shard, data)
 
 
-def _with_bytes(shards: Iterable[Shard]) -> Iterator[tuple[Shard, bytes]]:
-    for shard in shards:
-        yield shard, shard.read_bytes()
-
-
 class ShardedReader:
     """Iterate a file's facts, read in parallel shards and merged in file order.
 
@@ -168,9 +145,9 @@ class ShardedReader:
         self.shards = 0
 
     def __iter__(self) -> Iterator[Fact]:
-        shards = plan_shards(self.path, self.dataset, self.shard_bytes)
-        self.shards = len(shards)
-        parts = self.shard_map(_with_bytes(shards))
+        self.shards = 0
+        parts = self.shard_map(self._counted(cut_shards(self.path, self.dataset,
+                                                        self.shard_bytes)))
         if self.reader is None:
             yield from unique_ids((f for part in parts for f in part.facts), self.path)
             return
@@ -183,6 +160,12 @@ class ShardedReader:
                  for row in part.rows)
         yield from distinct_triples(facts) if reader.format in QUAD_FORMATS else facts
         reader.exhausted = True
+
+    def _counted(self, shards: Iterator[tuple[Shard, bytes]]
+                 ) -> Iterator[tuple[Shard, bytes]]:
+        for shard in shards:
+            self.shards += 1
+            yield shard
 
     @staticmethod
     def _names_taken(parts: Iterator[ShardFacts], reader: RdfReader) -> Iterator[ShardFacts]:

@@ -56,14 +56,9 @@ def listening(listener: Listener, gate: Gate | None = None) -> Iterator[None]:
         _LISTENERS.reset(token)
 
 
-async def before_request() -> None:
-    """Await the current run's gates (a retrying transport calls this before a retry)."""
+async def _on_request(request: httpx.Request) -> None:
     for gate in _GATES.get():
         await gate()
-
-
-async def _on_request(request: httpx.Request) -> None:
-    await before_request()
 
 
 async def _on_response(response: httpx.Response) -> None:
