@@ -27,7 +27,7 @@ from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
 from kgcheck.evals.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels
-from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_verdicts
+from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_run_info, read_verdicts
 from kgcheck.evals.tables import (
     STUDY,
     Consensus,
@@ -75,15 +75,8 @@ def read_run(path: str | Path, warn: Callable[[str], None] | None = None) -> Run
     ``warn`` hears of lines of ``verdicts.jsonl`` that are not verdicts (they are ignored).
     """
     folder = Path(path)
-    if not folder.is_dir():
-        raise ReportInputError(f"{folder}: run folder not found")
+    info = read_run_info(folder, ReportInputError)
     info_path = folder / RUN_INFO
-    if not info_path.is_file():
-        raise ReportInputError(f"{folder}: no {RUN_INFO}; is it a `kgcheck run` folder?")
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ReportInputError(f"{info_path}: malformed JSON: {exc.msg}") from None
     missing = [k for k in ("dataset", "method", "models") if not info.get(k)]
     if missing:
         raise ReportInputError(f"{info_path}: missing {', '.join(missing)}")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import json
 import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -34,7 +33,7 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels, write_labels
-from kgcheck.evals.runner import RUN_INFO, VERDICTS, read_verdicts
+from kgcheck.evals.runner import VERDICTS, read_run_info, read_verdicts
 from kgcheck.graphs.registry import get_graph
 from kgcheck.graphs.strategies.review import DECISIONS, is_tie, question_for, read_answer
 
@@ -294,15 +293,7 @@ def _verdict_of(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _read_run(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    if not folder.is_dir():
-        raise ReviewError(f"{folder}: run folder not found")
-    info_path = folder / RUN_INFO
-    if not info_path.is_file():
-        raise ReviewError(f"{folder}: no {RUN_INFO}; is it a `kgcheck run` folder?")
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ReviewError(f"{info_path}: malformed JSON: {exc.msg}") from None
+    info = read_run_info(folder, ReviewError)
     records = list(read_verdicts(folder / VERDICTS).values())
     if not records:
         raise ReviewError(f"{folder}: no verdicts to review; run `kgcheck run ... --out "

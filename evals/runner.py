@@ -251,6 +251,19 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
     return records
 
 
+def read_run_info(folder: Path, error: type[Exception]) -> dict[str, Any]:
+    """Read a run folder's ``run.json``; ``error`` names what is missing or malformed."""
+    if not folder.is_dir():
+        raise error(f"{folder}: run folder not found")
+    info_path = folder / RUN_INFO
+    if not info_path.is_file():
+        raise error(f"{folder}: no {RUN_INFO}; is it a `kgcheck run` folder?")
+    try:
+        return dict(json.loads(info_path.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as exc:
+        raise error(f"{info_path}: malformed JSON: {exc.msg}") from None
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
