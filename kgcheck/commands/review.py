@@ -59,3 +59,7 @@ def review(
         asyncio.run(main())
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    # The server runs until a signal stops it. asyncio turns a Ctrl-C into a cancellation of
+    # the review, which closing the session may absorb depending on where it lands; the
+    # review was stopped all the same, so it ends as Ctrl-C does.
+    raise typer.Exit(130)
