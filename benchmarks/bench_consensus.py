@@ -33,8 +33,8 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import lookup
 from kgcheck.data.upstream import resolve_data_dir
 from kgcheck.evals.metrics import consensus_alignment
-from kgcheck.graphs.consensus import ConsensusContext, build
-from kgcheck.graphs.judges import resolve_judge
+from kgcheck.graphs.consensus.graph import ConsensusContext, build
+from kgcheck.graphs.consensus.judges import resolve_judge
 from kgcheck.graphs.parsing import parse_verdict
 
 MEMBERS = ["replay:gemma2:9b", "replay:qwen2.5:7b", "replay:llama3.1:8b", "replay:mistral:7b"]

@@ -29,7 +29,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from benchmarks.bench_concurrency import facts, start_stub  # noqa: E402
 from kgcheck import api  # noqa: E402
-from kgcheck.evals.engines import make_engine  # noqa: E402
+from kgcheck.runs.engines import make_engine  # noqa: E402
 
 
 async def timed_run(url: str, n: int, tag: str, out: Path, concurrency: int,

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from kgcheck.evals.designs import Unit, draw_srs, draw_stratified, pool_units
-from kgcheck.evals.estimate import Labeled, estimate_all
-from kgcheck.evals.recorded import load_recorded
-from kgcheck.evals.tables import consensus_verdicts
+from kgcheck.evals.accuracy.designs import Unit, draw_srs, draw_stratified, pool_units
+from kgcheck.evals.accuracy.estimators import Labeled, estimate_all
+from kgcheck.evals.study.recorded import load_recorded
+from kgcheck.evals.study.tables import consensus_verdicts
 
 ESTIMATORS = ("llm", "human", "ppi")
 

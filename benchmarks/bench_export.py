@@ -24,8 +24,8 @@ import pyoxigraph as ox
 
 import kgcheck
 from kgcheck.data.facts import Fact
-from kgcheck.evals.cost_estimate import estimate
 from kgcheck.graphs.registry import get_strategy
+from kgcheck.runs.dry_run import estimate
 
 
 def write_run(folder: Path, n: int) -> None:

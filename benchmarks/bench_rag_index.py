@@ -38,7 +38,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
 def retrieve(retriever, dataset: str, fact_id: str, sentence: str, questions: list[str]) -> int:
     """Run RAG's retrieval phase for one fact; returns the number of chunks found."""
     from kgcheck.retrievers.evidence import drop_domains, own_source_domains
-    from kgcheck.retrievers.search import merge_hits
+    from kgcheck.retrievers.search.engine import merge_hits
     from kgcheck.retrievers.selection import get_selector
 
     hits = merge_hits(retriever.search_many([sentence, *questions], dataset, fact_id))

@@ -108,7 +108,7 @@ def main() -> None:
         seconds, facts = timed(lambda: in_shards(path, lambda pairs: _replayed(pairs, parsed),
                                                  shard_bytes))
         note("driver_part_alone", seconds, facts)
-        from kgcheck.evals.ray_engine import RayEngine
+        from kgcheck.runs.ray_engine import RayEngine
 
         for cpus in (1, 2):
             engine = RayEngine(workers=1, num_cpus=cpus, shard_bytes=shard_bytes)

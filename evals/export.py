@@ -33,14 +33,19 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from kgcheck.evals.runner import RUN_INFO, VERDICTS, read_verdicts
+from kgcheck.data.runfolder import (
+    LABELS_FILE,
+    RUN_INFO,
+    VERDICT_LABELS,
+    VERDICTS,
+    LabelRow,
+    read_labels,
+    read_verdicts,
+)
 
 FORMATS = ("csv", "jsonl", "nt", "ttl")
 RDF_FORMATS = {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE}
 RDF_SHAPES = ("annotated", "plain")
-VERDICT_LABELS = ("T", "F", "NA")
-REVIEW_FILE = "labels.csv"
-REVIEW_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
 COLUMNS = ("fact_id", "subject", "predicate", "object", "verdict", "method", "model", "reason",
            "evidence", "checked_at", "gold", "error", "review_label", "review_note", "reviewer",
            "reviewed_at", "dataset", "run_id")
@@ -89,23 +94,6 @@ def parse_only(only: str | Sequence[str] | None) -> set[str] | None:
     return labels
 
 
-def read_review(path: Path) -> dict[str, dict[str, str]]:
-    """Read a review's ``labels.csv``: the last row per fact (label T, F or skip)."""
-    if not path.is_file():
-        return {}
-    try:
-        with path.open(encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in ("fact_id", "label") if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ExportError(f"{path}: header lacks {', '.join(missing)} (expected "
-                                  f"{','.join(REVIEW_COLUMNS)})")
-            return {row["fact_id"]: {k: row.get(k) or "" for k in REVIEW_COLUMNS}
-                    for row in reader if row.get("fact_id")}
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise ExportError(f"{path}: cannot be read as CSV ({exc})") from None
-
-
 def _reason(record: Mapping[str, Any]) -> str:
     details = record.get("details") or {}
     text = record.get("error") or details.get("reason") or record.get("raw") or ""
@@ -119,11 +107,11 @@ def _evidence(record: Mapping[str, Any]) -> str:
 
 
 def rows(records: Iterable[Mapping[str, Any]],
-         review: Mapping[str, Mapping[str, str]]) -> Iterator[dict[str, Any]]:
+         review: Mapping[str, LabelRow]) -> Iterator[dict[str, Any]]:
     """Flatten verdict records (and their review) into export rows with ``COLUMNS``."""
     for record in records:
         fid = str(record["fact_id"])
-        seen = review.get(fid) or {}
+        seen: Mapping[str, str] = review.get(fid) or {}  # type: ignore[assignment]
         yield {
             "fact_id": fid,
             "subject": record.get("subject"),
@@ -331,7 +319,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
     labels = parse_only(only)
-    review = read_review(folder / REVIEW_FILE)
+    review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
     records = [r for r in read_verdicts(folder / VERDICTS).values()
                if labels is None or r.get("label", "NA") in labels]
     sink, path = _open_target(out)

@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from kgcheck.evals.plots import pareto_front, save_figure  # noqa: E402
+from kgcheck.evals.study.plots import pareto_front, save_figure  # noqa: E402
 
 LEADERBOARD_JSON = "leaderboard.json"
 LEADERBOARD_MD = "tables.md"

@@ -23,12 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data.runfolder import (
+    LABELS_FILE,
+    RUN_INFO,
+    VERDICTS,
+    LabelRow,
+    read_labels,
+    read_run_info,
+    read_summary,
+    read_verdicts,
+)
 from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
-from kgcheck.evals.recorded import load_recorded, token_section, token_usage
-from kgcheck.evals.review_labels import LABELS, LabelRow, read_labels
-from kgcheck.evals.runner import RUN_INFO, SUMMARY, VERDICTS, read_run_info, read_verdicts
-from kgcheck.evals.tables import (
+from kgcheck.evals.study.recorded import load_recorded, token_section, token_usage
+from kgcheck.evals.study.tables import (
     STUDY,
     Consensus,
     MethodResults,
@@ -85,14 +93,8 @@ def read_run(path: str | Path, warn: Callable[[str], None] | None = None) -> Run
     records = list(read_verdicts(folder / VERDICTS, warn).values())
     if not records:
         raise ReportInputError(f"{folder / VERDICTS}: no verdicts")
-    summary_path = folder / SUMMARY
-    summary = None
-    if summary_path.is_file():
-        try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            summary = None  # A run killed while writing it; the verdicts are what counts.
-    return RunFolder(folder, info, records, summary)
+    # A summary torn by a crash reads as None: the verdicts are what counts.
+    return RunFolder(folder, info, records, read_summary(folder))
 
 
 def _gold(records: Sequence[dict[str, Any]]) -> dict[str, bool | None]:
@@ -223,7 +225,7 @@ def review_rows(runs: Sequence[RunFolder]) -> list[dict[str, Any]]:
     """
     rows = []
     for run in runs:
-        path = run.path / LABELS
+        path = run.path / LABELS_FILE
         if not path.is_file():
             continue
         decisions = read_labels(path, {str(r["fact_id"]) for r in run.records})
@@ -328,7 +330,7 @@ def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, titl
     js.write_text(json.dumps(public, indent=1) + "\n", encoding="utf-8")
     paths: list[Path] = []
     if plots:
-        from kgcheck.evals.plots import plot_all
+        from kgcheck.evals.study.plots import plot_all
 
         paths = plot_all(ordered, records, out / PLOTS_DIR)
     return Outputs(md, js, paths, public)

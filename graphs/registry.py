@@ -1,4 +1,4 @@
-"""Strategies by name: the CLI, the Python API, Studio and consensus members resolve here.
+"""Graphs by name: the CLI, the Python API, Studio, engines and consensus members resolve here.
 
 A strategy is a ``Strategy``: its name (what the CLI and Studio call it), its Context class
 (the settings, and in ``METHOD`` / ``REPLAYS`` the label its verdicts carry and the recorded
@@ -8,10 +8,13 @@ own; installed packages add theirs under the ``kgcheck.strategies`` entry-point 
 (``dka-cot = "my_package.cot:strategy"``). Graphs take ``{"fact": FactInput}`` and return
 ``{"verdict": ...}``.
 
-An entry's ``kind`` says what its graph is for: ``check`` (a fact-checking strategy, what
-``kgcheck run``, the Python API and consensus members use) or ``review`` (a graph that
+An entry's ``kind`` says what its graph is for: ``strategy`` (a fact-checking strategy, what
+``kgcheck run``, the Python API and consensus members use), ``consensus`` (a graph that runs
+a strategy as its members' method: ``around`` builds it for one) or ``review`` (a graph that
 pauses for a person, served in Studio and driven by ``kgcheck review``, never run as a
-method). ``strategies()`` lists the checking ones; ``graphs()`` lists every entry.
+method). ``strategies()`` lists the strategies; ``graphs()`` lists every entry, which is
+what Studio serves. ``compile_graph`` is the one way to get a compiled graph: the local and
+Ray engines, Studio, the Python API and the review session all call it.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ AnyStateGraph: TypeAlias = StateGraph[Any, Any, Any, Any]
 AnyCompiledGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
 # Checks a batch run makes before starting: (facts, context) -> warnings to print.
 Preflight = Callable[[Sequence[Fact], Any], list[str]]
-Kind = Literal["check", "review"]
-CHECK: Kind = "check"
+Kind = Literal["strategy", "consensus", "review"]
+STRATEGY: Kind = "strategy"
+# A graph named by kind and name: ("strategy", "giv-z"), ("review", "review"); a consensus
+# key names its members' method: ("consensus", "dka").
+GraphKey = tuple[Kind, str]
 
 
 class UnknownStrategyError(UnknownNameError):
@@ -57,8 +63,10 @@ class Strategy:
         build: Build the (uncompiled) graph for a Context class.
         description: One line for listings and Studio.
         preflight: Optional checks before a batch run: ``(facts, context) -> warnings``.
-        kind: ``check`` for a fact-checking strategy, ``review`` for a graph that pauses
-            for a person (served, never run as a method).
+        kind: ``strategy`` for a fact-checking strategy, ``consensus`` for a graph built
+            around one (``around``), ``review`` for a graph that pauses for a person
+            (served, never run as a method).
+        around: For ``consensus``: build the graph around a strategy, by its name.
 
     """
 
@@ -68,7 +76,8 @@ class Strategy:
     build: Callable[[Any], AnyStateGraph] = field(repr=False)
     description: str = ""
     preflight: Preflight | None = field(default=None, repr=False)
-    kind: Kind = CHECK
+    kind: Kind = STRATEGY
+    around: Callable[[str], AnyStateGraph] | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -95,23 +104,27 @@ class Strategy:
 
 
 BUILTIN_PACKAGE = "kgcheck.graphs.strategies"
+# Graphs of the other kinds, each registering itself on import (after the strategies).
+OTHER_GRAPHS = ("kgcheck.graphs.review", "kgcheck.graphs.consensus.graph")
 
 
-def _builtin_strategies() -> None:
+def _builtin_graphs() -> None:
     # Every module of the package registers its strategies on import: nothing lists them.
     package = importlib.import_module(BUILTIN_PACKAGE)
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{BUILTIN_PACKAGE}.{module.name}")
+    for name in OTHER_GRAPHS:
+        importlib.import_module(name)
 
 
 STRATEGIES: Registry[Strategy] = Registry(
-    "strategy", group="kgcheck.strategies", discover=_builtin_strategies,
+    "strategy", group="kgcheck.strategies", discover=_builtin_graphs,
     unknown=UnknownStrategyError)
 
 
 def register(strategy: Strategy) -> Strategy:
-    """Register a strategy under its name; returns it (so a module can keep it)."""
-    if not strategy.context.METHOD:
+    """Register a graph under its name; returns it (so a module can keep it)."""
+    if strategy.kind == STRATEGY and not strategy.context.METHOD:
         raise ValueError(f"strategy {strategy.name!r}: its Context class "
                          f"{strategy.context.__name__} sets no METHOD (the verdicts' label)")
     STRATEGIES.register(strategy.name, strategy, origin=strategy.build.__module__)
@@ -125,7 +138,7 @@ def graphs() -> dict[str, Strategy]:
 
 def strategies() -> dict[str, Strategy]:
     """Every registered fact-checking strategy, by name."""
-    return {name: s for name, s in STRATEGIES.items().items() if s.kind == CHECK}
+    return {name: s for name, s in STRATEGIES.items().items() if s.kind == STRATEGY}
 
 
 def get_graph(name: str) -> Strategy:
@@ -134,12 +147,33 @@ def get_graph(name: str) -> Strategy:
 
 
 def get_strategy(name: str) -> Strategy:
-    """Look up a fact-checking strategy; an unknown name lists the known ones."""
+    """Look up a fact-checking strategy; an unknown name lists the known strategies."""
+    if name not in STRATEGIES:
+        known = ", ".join(strategies()) or "none"
+        raise UnknownStrategyError(f"unknown strategy {name.strip()!r}; known: {known}")
     found = STRATEGIES.get(name)
-    if found.kind != CHECK:
+    if found.kind != STRATEGY:
         known = ", ".join(strategies())
-        raise NotAStrategyError(
-            f"{found.name} is a {found.kind} graph (it pauses for a person), not a "
-            f"fact-checking strategy: review a run with `kgcheck review RUN`; strategies: "
-            f"{known}")
+        advice = ("it pauses for a person: review a run with `kgcheck review RUN`"
+                  if found.kind == "review" else
+                  "it runs a strategy's graph for several models: give consensus members")
+        raise NotAStrategyError(f"{found.name} is a {found.kind} graph ({advice}), not a "
+                                f"fact-checking strategy; strategies: {known}")
     return found
+
+
+def compile_graph(key: GraphKey | str, **kwargs: Any) -> AnyCompiledGraph:
+    """Compile the graph a key or name names; ``kwargs`` go to ``compile`` (``checkpointer``).
+
+    Every process compiles its own (the Ray workers build what the local engine builds).
+    """
+    kind, name = (key if isinstance(key, tuple) else (get_graph(key).kind, key))
+    if kind == "consensus":
+        consensus = next(g for g in STRATEGIES.items().values() if g.kind == "consensus")
+        if name == consensus.name or consensus.around is None:
+            return consensus.compile(**kwargs)
+        return consensus.around(name).compile(name=consensus.name, **kwargs)
+    found = get_strategy(name) if kind == STRATEGY else get_graph(name)
+    if found.kind != kind:
+        raise NotAStrategyError(f"{name} is a {found.kind} graph, not a {kind} graph")
+    return found.compile(**kwargs)

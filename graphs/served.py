@@ -1,23 +1,20 @@
-"""The graphs kgcheck serves (Studio, ``kgcheck graph``): the strategies and consensus.
+"""The graphs kgcheck serves (Studio, ``kgcheck graph``): every registered graph.
 
-Every registered graph is served (the strategies and the ``review`` graph), and
-``consensus``, which runs any strategy as its members' method. One list, from the
-registry: ``langgraph.json`` is written from it (``kgcheck studio --write-config``),
-``kgcheck.studio`` serves it, and a test fails when they disagree.
+The strategies, the ``review`` graph and ``consensus`` (which runs any strategy as its
+members' method), in the registry's order. One list: ``langgraph.json`` is written from it
+(``kgcheck studio --write-config``), ``kgcheck.studio`` serves it, and a test fails when
+they disagree.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kgcheck.graphs import consensus
-from kgcheck.graphs.registry import AnyCompiledGraph, graphs
+from kgcheck.graphs.registry import AnyCompiledGraph, compile_graph, graphs
 
-CONSENSUS = "consensus"
-CONSENSUS_DESCRIPTION = ("Multi-model consensus: members vote in parallel through a strategy "
-                         "subgraph; a judge breaks ties.")
 STUDIO_MODULE = "kgcheck.studio"
 
 
@@ -41,12 +38,10 @@ def attribute_of(name: str) -> str:
 
 
 def served_graphs() -> dict[str, ServedGraph]:
-    """Every graph served, by name: the registered graphs (review included), then consensus."""
-    served = {name: ServedGraph(name, strategy.description, strategy.compile)
-              for name, strategy in graphs().items()}
-    served[CONSENSUS] = ServedGraph(CONSENSUS, CONSENSUS_DESCRIPTION,
-                                    lambda: consensus.builder.compile(name=CONSENSUS))
-    return served
+    """Every graph served, by name, in the registry's order."""
+    return {name: ServedGraph(name, graph.description,
+                              functools.partial(compile_graph, (graph.kind, name)))
+            for name, graph in graphs().items()}
 
 
 def langgraph_config(env: str = ".env") -> dict[str, Any]:

@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
     if name in API:
         return getattr(importlib.import_module("kgcheck.api"), name)
     if name in SWEEPS:
-        return getattr(importlib.import_module("kgcheck.sweeps"), name)
+        return getattr(importlib.import_module("kgcheck.runs.sweeps"), name)
     if name in MODELS:
         return getattr(importlib.import_module("kgcheck.data.facts"), name)
     raise AttributeError(f"module 'kgcheck' has no attribute {name!r}")

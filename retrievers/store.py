@@ -334,7 +334,7 @@ def sqlite_store(path: str, **_: Hashable) -> DocumentSource:
 
 def search_api(url: str, *, api_key: str = "", **_: Hashable) -> DocumentSource:
     """``search-api:<url>``: a search API compatible with FactCheck's (X-API-Key)."""
-    from kgcheck.retrievers.client import RemoteSource
+    from kgcheck.retrievers.search.client import RemoteSource
 
     return RemoteSource(url, api_key)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import kgcheck
-from kgcheck.evals.concurrency import AdaptiveLimit, FixedLimit, is_overload, parse_concurrency
 from kgcheck.providers import pressure
+from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, is_overload, parse_concurrency
 from tests.stubs.slotted import Slots, SlottedStub
 
 

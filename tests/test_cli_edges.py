@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
-from kgcheck.commands.search_api import ServeError, bind_sockets
+from kgcheck.cli.commands.search_api import ServeError, bind_sockets
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

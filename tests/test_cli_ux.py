@@ -13,8 +13,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
-from kgcheck.commands.run import print_summary
-from kgcheck.evals import runner as run_module
+from kgcheck.cli.commands.run import print_summary
+from kgcheck.runs import runner as run_module
 from tests.test_consensus_run import FACTS, MEMBERS, panel, run  # noqa: F401 - fixture
 
 cli = CliRunner()
@@ -24,7 +24,7 @@ WIDTH = 80
 def _narrow(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
     """Send the CLI's console to an 80-column buffer."""
     buffer = io.StringIO()
-    monkeypatch.setattr("kgcheck.commands.run.console", Console(file=buffer, width=WIDTH))
+    monkeypatch.setattr("kgcheck.cli.commands.run.console", Console(file=buffer, width=WIDTH))
     return buffer
 
 
@@ -67,7 +67,8 @@ def test_settings_lists_a_strategys_keys_with_type_default_and_description() -> 
 def test_corpus_list_with_nothing_imported_says_so(tmp_path: Path) -> None:
     result = cli.invoke(app, ["corpus", "list", "--store", str(tmp_path / "none.sqlite")])
     assert result.exit_code == 0, result.output
-    assert "no corpus imported" in result.output and "kgcheck corpus import" in result.output
+    said = " ".join(result.output.split())
+    assert "no corpus imported" in said and "kgcheck corpus import" in said
     assert not (tmp_path / "none.sqlite").exists()
 
 
@@ -165,7 +166,7 @@ def test_the_readmes_rag_studio_example_has_documents_in_the_sample_corpus() -> 
     after = readme[readme.index("For `rag`, pick a fact"):]
     block = after[after.index("```json") + len("```json"):]
     fact = json.loads(block[:block.index("```")])["fact"]
-    docs = FolderSource(root / "data" / "sample-corpus").documents(fact["dataset"].lower(),
+    docs = FolderSource(root / "vendored" / "sample-corpus").documents(fact["dataset"].lower(),
                                                                    fact["id"])
     assert docs, fact
     assert any(fact["subject"].split("_")[0] in d.text for d in docs)

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from kgcheck.data.facts import Fact
-from kgcheck.graphs.consensus import (
+from kgcheck.graphs.consensus.graph import (
     ConsensusContext,
     build,
     graph,
@@ -22,7 +22,7 @@ from kgcheck.graphs.consensus import (
     member_values,
     settings_class,
 )
-from kgcheck.graphs.judges import (
+from kgcheck.graphs.consensus.judges import (
     DEFAULT_SIBLINGS,
     ConsensusError,
     larger_sibling,

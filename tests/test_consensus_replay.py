@@ -13,7 +13,7 @@ from kgcheck.cli import app
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.upstream import resolve_data_dir
 from kgcheck.evals.metrics import classification_report, consensus_alignment, tie_rate
-from kgcheck.graphs.consensus import ConsensusContext, graph
+from kgcheck.graphs.consensus.graph import ConsensusContext, graph
 from kgcheck.graphs.parsing import parse_verdict
 from kgcheck.providers.replay import lookup
 

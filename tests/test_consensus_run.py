@@ -14,10 +14,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from kgcheck.data.facts import Fact
-from kgcheck.evals.consensus_run import VOTES_DIR, run_consensus
-from kgcheck.evals.runner import RunError, RunInfo
-from kgcheck.graphs.consensus import ConsensusError
+from kgcheck.data.runfolder import RunError
+from kgcheck.graphs.consensus.graph import ConsensusError
 from kgcheck.graphs.registry import get_strategy
+from kgcheck.runs.consensus import VOTES_DIR, run_consensus
+from kgcheck.runs.runner import RunInfo
 from tests.scripted import SCRIPTED, register_scripted
 
 # Votes per fact (subject) of members a, b, c, d. CA_M over the 4 decided facts:
@@ -195,8 +196,8 @@ async def test_replay_judge_without_recordings_fails_before_any_fact(tmp_path) -
 
 def test_run_values_split_into_consensus_and_member_settings() -> None:
     pytest.importorskip("kgcheck.graphs.strategies.giv")
-    from kgcheck.evals.consensus_run import consensus_context
-    from kgcheck.graphs.consensus import member_values
+    from kgcheck.graphs.consensus.graph import member_values
+    from kgcheck.runs.consensus import consensus_context
 
     values = {"model": "replay:gemma2:9b", "data_dir": "/data", "prompt": "mine.txt",
               "temperature": 0.1, "max_attempts": 5, "siblings": "a=b"}

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 import kgcheck
 from kgcheck.cli import app
 from kgcheck.data.facts import Fact
-from kgcheck.evals.cost import PricingError, cost_summary, default_pricing, load_pricing
-from kgcheck.evals.cost_estimate import CHARS_PER_TOKEN, count_tokens, estimate, tokenizer_name
 from kgcheck.graphs.prompting import fill_prompt
 from kgcheck.graphs.registry import get_strategy
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS
+from kgcheck.providers.pricing import PricingError, cost_summary, default_pricing, load_pricing
+from kgcheck.runs.dry_run import CHARS_PER_TOKEN, count_tokens, estimate, tokenizer_name
 from tests.stubs import Behaviour, OpenAIStub
 
 runner = CliRunner()
@@ -140,7 +140,7 @@ def test_a_damaged_tiktoken_cache_falls_back_to_characters(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
 
-    from kgcheck.evals import cost_estimate as cost
+    from kgcheck.runs import dry_run as cost
 
     pytest.importorskip("tiktoken")
     cached = tmp_path / hashlib.sha1(cost.TIKTOKEN_URL.encode()).hexdigest()
@@ -163,7 +163,7 @@ def test_the_runner_and_exports_build_no_graph_at_import() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, kgcheck.evals.runner, kgcheck.evals.export, kgcheck.evals.cost; "
+    code = ("import sys, kgcheck.runs.runner, kgcheck.evals.export, kgcheck.providers.pricing; "
             "print(sorted(m for m in sys.modules if m.startswith('kgcheck.graphs.strategies')))")
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from kgcheck.evals import designs
-from kgcheck.evals.estimate import (
+from kgcheck.evals.accuracy import designs
+from kgcheck.evals.accuracy.estimators import (
     MIN_CLASS,
     EstimateError,
     Labeled,

@@ -17,8 +17,8 @@ import kgcheck
 from kgcheck.cli import app
 from kgcheck.data.facts import Fact
 from kgcheck.evals.export import KGC, TERM, ExportError, export_run
-from kgcheck.evals.runner import RunInfo, run_facts
 from kgcheck.graphs.registry import get_strategy
+from kgcheck.runs.runner import RunInfo, check_facts
 
 runner = CliRunner()
 KG = ("subject,predicate,object,label\n"
@@ -154,7 +154,7 @@ def test_rdf_terms_of_a_fact_are_kept_unchanged(tmp_path: Path, scripted) -> Non
         return await graph.ainvoke({"fact": f.as_input()}, context=ctx)
 
     info = RunInfo(dataset="own", strategy="dka", method="DKA", models=[spec])
-    asyncio.run(run_facts([fact], invoke, info, tmp_path, show_progress=False))
+    asyncio.run(check_facts([fact], invoke, info, tmp_path, show_progress=False))
     (record,) = _lines(tmp_path / "verdicts.jsonl")
     assert record["rdf"] == rdf
     export_run(tmp_path, "nt", tmp_path / "f.nt", shape="plain", only="F")

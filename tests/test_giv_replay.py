@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.evals.metrics import classification_report
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
 from kgcheck.graphs.registry import get_strategy
+from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, check_facts
 
 
 async def _run_strategy(name: str, dataset: str, model: str, out_dir: Path,
@@ -28,7 +28,7 @@ async def _run_strategy(name: str, dataset: str, model: str, out_dir: Path,
                                    config={"recursion_limit": RECURSION_LIMIT})
 
     info = RunInfo(dataset=dataset, strategy=strategy.name, method=strategy.label, models=[model])
-    result = await run_facts(facts, invoke, info, out_dir, concurrency=16, show_progress=False)
+    result = await check_facts(facts, invoke, info, out_dir, concurrency=16, show_progress=False)
     assert result.aborted is None
     assert len(result.records) == len(facts)
     return result.records

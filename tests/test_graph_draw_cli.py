@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from typing_extensions import TypedDict
 
 from kgcheck.cli import app
-from kgcheck.commands import graph as graph_cmd
+from kgcheck.cli.commands import graph as graph_cmd
 
 runner = CliRunner()
 
@@ -116,7 +116,7 @@ def test_docs_draws_every_format(tmp_path: Path) -> None:
 
 
 def test_every_conditional_edge_of_every_graph_is_labelled() -> None:
-    from kgcheck.commands.graph import graph_sources
+    from kgcheck.cli.commands.graph import graph_sources
 
     for name, (_, compile_graph) in graph_sources().items():
         result = runner.invoke(app, ["graph", "draw", name, "--format", "mermaid"])

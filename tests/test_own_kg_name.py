@@ -13,7 +13,7 @@ from kgcheck.data.facts import Fact
 from kgcheck.graphs.prompting import prompt_values
 
 runner = CliRunner()
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+SAMPLE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 # YAGO fact 10019 has evidence documents in the sample corpus.
 ROW = "id,subject,predicate,object,label\n10019,Jerzy_Jurandot,isMarriedTo,Stefania_Grodzieńska,1\n"
 

@@ -60,9 +60,9 @@ def test_every_module_and_data_file_is_in_the_wheel(wheel: Path) -> None:
                  "kgcheck/vendored/models/all-minilm-l6-v2/tokenizer.json.gz",
                  "kgcheck/vendored/sample-corpus/rag_dataset/yago/10143/2.txt",
                  "kgcheck/prompts/dka.txt", "kgcheck/prompts/examples/yago.json",
-                 "kgcheck/prompts/kg_notes.json", "kgcheck/pricing.json",
-                 "kgcheck/static/review.html", "kgcheck/static/review.js",
-                 "kgcheck/static/review.css", "kgcheck/static/favicon.svg"):
+                 "kgcheck/prompts/kg_notes.json", "kgcheck/providers/pricing.json",
+                 "kgcheck/review/static/review.html", "kgcheck/review/static/review.js",
+                 "kgcheck/review/static/review.css", "kgcheck/review/static/favicon.svg"):
         assert data in names, data
 
 

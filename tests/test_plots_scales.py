@@ -5,8 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from kgcheck.evals.plots import correct_matrix, f1_ranked_figure, time_f1_figure
-from kgcheck.evals.tables import MethodResults, ModelAnswers
+from kgcheck.evals.study.plots import correct_matrix, f1_ranked_figure, time_f1_figure
+from kgcheck.evals.study.tables import MethodResults, ModelAnswers
 
 
 def _f1(method: str, model: str, f1_t: float, f1_f: float) -> dict:

@@ -17,10 +17,11 @@ from langchain_core.messages import AIMessageChunk, HumanMessage
 from ollama import ResponseError
 
 from kgcheck.data.facts import Fact
-from kgcheck.evals.runner import RECURSION_LIMIT, VERDICTS, RunInfo, run_facts
+from kgcheck.data.runfolder import VERDICTS
 from kgcheck.graphs.strategies.dka import DKAContext, graph
 from kgcheck.providers import ModelSettings, UnknownModelError, redact_url, resolve_model
 from kgcheck.providers.transports import ModelReplyError, backoff_delay
+from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, check_facts
 from tests.stubs import Behaviour, OllamaStub, OpenAIStub, refused_url
 from tests.stubs.base import MAX_HANG_SECONDS
 
@@ -250,7 +251,7 @@ async def test_run_stops_when_ollama_goes_away_and_keeps_verdicts(
             ollama.stop()
 
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[OLLAMA])
-    result = await run_facts(FACTS, _invoke(ctx, crash_after_three), info, tmp_path,
+    result = await check_facts(FACTS, _invoke(ctx, crash_after_three), info, tmp_path,
                              concurrency=1, show_progress=False)
     assert result.aborted
     assert "could not reach the model" in result.aborted
@@ -271,7 +272,7 @@ async def test_run_stops_at_once_on_a_missing_model(ollama: OllamaStub, tmp_path
     ollama.behaviour = Behaviour(fail_times=99, fail_status=404)
     ctx = QuickRetryContext(model=OLLAMA, base_url=ollama.url)
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[OLLAMA])
-    result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
+    result = await check_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
                              show_progress=False)
     assert result.aborted and "UnknownModelError" in result.aborted
     assert "not found" in result.aborted
@@ -282,7 +283,7 @@ async def test_run_stops_when_openai_server_is_unreachable(tmp_path: Path) -> No
     ctx = QuickRetryContext(model="openai-compatible:m", base_url=refused_url("/v1"),
                             timeout=0.5, max_retries=0)
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["openai-compatible:m"])
-    result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
+    result = await check_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
                              show_progress=False)
     assert result.aborted and "cannot reach openai-compatible:m" in result.aborted
     assert len(_records(tmp_path)) == 5
@@ -299,10 +300,10 @@ async def test_the_api_key_stays_out_of_files_and_logs(
                             max_retries=2)
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["openai:gpt-4o-mini"],
                    settings={"model": ctx.model, "base_url": ctx.base_url})
-    result = await run_facts(FACTS[:4], _invoke(ctx), info, tmp_path, concurrency=2,
+    result = await check_facts(FACTS[:4], _invoke(ctx), info, tmp_path, concurrency=2,
                              show_progress=False)
     server.behaviour = Behaviour(fail_times=99, fail_status=401)
-    await run_facts(FACTS[4:5], _invoke(ctx), info, tmp_path / "denied", concurrency=1,
+    await check_facts(FACTS[4:5], _invoke(ctx), info, tmp_path / "denied", concurrency=1,
                     show_progress=False)
     assert not result.aborted
     assert [r["label"] for r in _records(tmp_path)] == ["T"] * 4
@@ -376,7 +377,7 @@ async def test_run_stops_after_a_run_of_server_failures(ollama: OllamaStub, tmp_
     ollama.behaviour = behaviour
     ctx = QuickRetryContext(model=OLLAMA, base_url=ollama.url, max_retries=0)
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[OLLAMA])
-    result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
+    result = await check_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
                              show_progress=False)
     assert result.aborted, "the run went through every fact"
     assert "5 facts in a row got no usable answer from the model server" in result.aborted
@@ -389,7 +390,7 @@ async def test_openai_429_stops_a_run(server: OpenAIStub, tmp_path: Path) -> Non
     server.behaviour = Behaviour(fail_times=99, fail_status=429, retry_after_ms=1)
     ctx = QuickRetryContext(model="openai-compatible:m", base_url=server.url, max_retries=0)
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=[ctx.model])
-    result = await run_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
+    result = await check_facts(FACTS, _invoke(ctx), info, tmp_path, concurrency=1,
                              show_progress=False)
     assert result.aborted and "HTTP 429" in result.aborted
     assert "no usable answer from the model server" in result.aborted

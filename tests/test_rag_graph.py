@@ -7,7 +7,7 @@ from kgcheck.data.facts import Fact
 from kgcheck.graphs.registry import get_strategy
 from kgcheck.graphs.strategies.rag import RAGContext, graph, parse_questions, rule_sentence
 
-FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+FIXTURE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 SENTENCE = "Arlene Alda is married to Alan Alda."
 QUESTIONS = "1. Who is Arlene Alda married to?\n2. When did Arlene Alda marry Alan Alda?"
 

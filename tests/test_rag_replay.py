@@ -11,7 +11,7 @@ from kgcheck.graphs.registry import get_strategy
 def parse_rag_answer(answer):
     return read_yes_no_json(answer).label
 
-FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+FIXTURE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 MODELS = ["gemma2:9b", "llama3.1:8b", "mistral:7b", "qwen2.5:7b"]
 SAMPLE = {"YAGO": ["10019", "10053", "10143", "10185", "11726"],
           "FactBench": ["correct_birth_00126", "wrong_mix_range_birth_00026",

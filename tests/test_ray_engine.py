@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kgcheck.evals import ray_engine
-from kgcheck.evals.engines import make_engine
-from kgcheck.evals.runner import read_verdicts
+from kgcheck.data.runfolder import read_verdicts
+from kgcheck.runs import ray_engine
+from kgcheck.runs.engines import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = Path(sys.executable).parent / "ray"

@@ -107,9 +107,10 @@ def test_registries_of_every_plugin_kind() -> None:
 
     kinds = {r.kind: (r.group, set(r.names())) for r in (
         STRATEGIES, PROVIDERS, PARSERS, SOURCES, EMBEDDERS, SELECTORS, INDEXES)}
-    # The strategies, and the review graph (kind "review": served, never run as a method).
-    assert kinds["strategy"] == ("kgcheck.strategies",
-                                 {"dka", "dka-sc", "giv-z", "giv-f", "rag", "review"})
+    # The strategies, and the graphs of the other kinds: review (served, never run as a
+    # method) and consensus (runs a strategy for several models).
+    assert kinds["strategy"] == ("kgcheck.strategies", {"dka", "dka-sc", "giv-z", "giv-f",
+                                                        "rag", "review", "consensus"})
     assert kinds["model provider"][1] >= {"ollama", "openai", "openai-compatible", "replay"}
     assert kinds["verdict parser"][1] == {"strict", "last-line", "yes-no-json"}
     assert kinds["evidence source"][1] == {"folder", "tarball", "store", "search-api"}

@@ -14,10 +14,10 @@ from kgcheck.cli import app
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.evals.metrics import f1_true_false, iqr_mean
-from kgcheck.evals.recorded import load_recorded
 from kgcheck.evals.report import ReportInputError, build_report, read_run
-from kgcheck.evals.runner import RECURSION_LIMIT, RunInfo, run_facts
+from kgcheck.evals.study.recorded import load_recorded
 from kgcheck.graphs.registry import get_strategy
+from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, check_facts
 
 MODELS = ("gemma2:9b", "qwen2.5:7b")
 
@@ -39,7 +39,7 @@ async def _run(facts: list[Fact], model: str, out: Path) -> None:
                                    config={"recursion_limit": RECURSION_LIMIT})
 
     info = RunInfo(dataset="FactBench", strategy="dka", method="DKA", models=[f"replay:{model}"])
-    await run_facts(facts, invoke, info, out, concurrency=4, show_progress=False)
+    await check_facts(facts, invoke, info, out, concurrency=4, show_progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,7 @@ def test_bad_run_folders_are_clear_errors(tmp_path: Path) -> None:
 
 
 def test_report_of_a_consensus_run_agrees_with_the_study(tmp_path: Path) -> None:
-    from kgcheck.evals.consensus_run import run_consensus
+    from kgcheck.runs.consensus import run_consensus
 
     members = ["replay:gemma2:9b", "replay:llama3.1:8b", "replay:mistral:7b",
                "replay:qwen2.5:7b"]

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
-from kgcheck.evals.recorded import load_recorded, token_usage
+from kgcheck.evals.study.recorded import load_recorded, token_usage
 
 GOLD = {"1": 1, "2": 1, "3": 1, "4": 0, "5": 0, "6": 1}
 DKA_VOTES = {  # fact -> (m1, m2, m3, m4)
@@ -146,7 +146,7 @@ def test_folder_without_answers_is_a_clear_error(tmp_path: Path) -> None:
 def test_pareto_front_and_intersections() -> None:
     import pandas as pd
 
-    from kgcheck.evals.plots import intersections, pareto_front
+    from kgcheck.evals.study.plots import intersections, pareto_front
 
     points = [(0.2, 0.7), (0.1, 0.5), (0.3, 0.6), (0.4, 0.9), (0.4, 0.8), (0.1, 0.4)]
     assert pareto_front(points) == [(0.1, 0.5), (0.2, 0.7), (0.4, 0.9)]

@@ -17,7 +17,7 @@ from kgcheck.cli import app
 
 FIXTURE = Path(__file__).parent / "fixtures" / "paper_targets.json"
 TARGETS = json.loads(FIXTURE.read_text(encoding="utf-8"))
-VENDORED = Path(__file__).resolve().parent.parent / "data" / "factcheck"
+VENDORED = Path(__file__).resolve().parent.parent / "vendored" / "factcheck"
 
 
 @pytest.fixture(scope="module")

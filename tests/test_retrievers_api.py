@@ -10,14 +10,14 @@ import httpx
 import pytest
 import uvicorn
 
-from kgcheck.retrievers.api import create_app
-from kgcheck.retrievers.client import RemoteSource, SearchAPIError, SearchClient
 from kgcheck.retrievers.embeddings import get_embedder
 from kgcheck.retrievers.evidence import Retriever
+from kgcheck.retrievers.search.client import RemoteSource, SearchAPIError, SearchClient
+from kgcheck.retrievers.search.server import create_app
+from kgcheck.retrievers.search.tool import EvidenceSearchTool
 from kgcheck.retrievers.store import FolderSource
-from kgcheck.retrievers.tool import EvidenceSearchTool
 
-FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+FIXTURE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 KEY = "test-key-123"
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from kgcheck.retrievers.index import IndexBusyError, index_lock
 from tests.conftest import ROOT
 
 runner = CliRunner()
-SAMPLE = ROOT / "data" / "sample-corpus"
+SAMPLE = ROOT / "vendored" / "sample-corpus"
 
 
 @pytest.mark.parametrize("store", ["/proc/kgcheck-test.sqlite", "FILE/x.sqlite", "DIR"])

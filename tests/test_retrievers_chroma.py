@@ -14,7 +14,7 @@ from kgcheck.retrievers.chunking import Chunk
 from kgcheck.retrievers.evidence import get_retriever
 from kgcheck.retrievers.index import ChromaIndex, VectorIndexError, collection_name, open_index
 
-FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+FIXTURE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 ROOT = Path(__file__).resolve().parent.parent
 
 

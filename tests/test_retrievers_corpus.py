@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from kgcheck.retrievers.corpus import CorpusError, iter_documents, parse_header
 from kgcheck.retrievers.store import CorpusStore, FolderSource, import_corpus, open_source
 
-FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+FIXTURE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 
 
 def make_tarball(path: Path, root: Path = FIXTURE) -> Path:

@@ -9,11 +9,11 @@ from kgcheck.retrievers.embeddings import EmbeddingError, get_embedder
 from kgcheck.retrievers.evidence import RetrievalError, Retriever, drop_domains, own_source_domains
 from kgcheck.retrievers.index import MemoryIndex
 from kgcheck.retrievers.lexical import LexicalIndex, tokenize
-from kgcheck.retrievers.search import merge_hits
+from kgcheck.retrievers.search.engine import merge_hits
 from kgcheck.retrievers.selection import SelectionError, get_selector
 from kgcheck.retrievers.store import CorpusStore
 
-FIXTURE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+FIXTURE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 
 # A handmade fact: several pages name both people; only one says they married.
 PAGES = [

@@ -11,10 +11,10 @@ from langgraph.types import Command
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
-from kgcheck.graphs.consensus import ConsensusContext
-from kgcheck.graphs.consensus import builder as consensus_builder
+from kgcheck.graphs.consensus.graph import ConsensusContext
+from kgcheck.graphs.consensus.graph import builder as consensus_builder
 from kgcheck.graphs.registry import NotAStrategyError, get_graph, get_strategy, graphs, strategies
-from kgcheck.graphs.strategies.review import read_answer
+from kgcheck.graphs.review import read_answer
 from tests.review_runs import IMG, SCRIPT, _verdict
 
 FACT = {"id": "3", "dataset": "mine", "subject": f"Evil{SCRIPT}", "predicate": "hasName",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
-from kgcheck.evals.review import ReviewSession
+from kgcheck.review.session import ReviewSession
 from tests.review_runs import make_run
 
 

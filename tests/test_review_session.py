@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 import kgcheck
 from kgcheck.cli import app
-from kgcheck.evals.review import ReviewError, ReviewSession, parse_only
-from kgcheck.evals.review_labels import COLUMNS, LabelsError, read_labels
+from kgcheck.data.runfolder import LABEL_COLUMNS as COLUMNS
+from kgcheck.data.runfolder import LabelsError, read_labels
+from kgcheck.review.session import ReviewError, ReviewSession, parse_only
 from tests.review_runs import checkpoint_reviews, label_rows, make_run
 
 
@@ -91,7 +92,7 @@ async def test_bad_input_gets_one_clear_line(run_dir: Path, tmp_path: Path) -> N
     with pytest.raises(ReviewError, match="no verdicts to review; run `kgcheck run"):
         async with ReviewSession.open(empty):
             pass
-    with pytest.raises(ReviewError, match="no run.json; is it a `kgcheck run` folder"):
+    with pytest.raises(ReviewError, match="is not a kgcheck run folder"):
         async with ReviewSession.open(tmp_path):
             pass
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from kgcheck.data.datasets import load_facts
-from kgcheck.evals.runner import RunError, RunInfo, RunWarning, read_verdicts, run_facts
+from kgcheck.data.runfolder import RunError, read_verdicts
 from kgcheck.graphs.strategies.dka import DKAContext, builder
+from kgcheck.runs.runner import RunInfo, RunWarning, check_facts
 from tests.conftest import ROOT
 
 
@@ -35,7 +36,7 @@ def _lines(path: Path) -> list[dict]:
 async def test_run_writes_every_verdict_and_a_summary(tmp_path) -> None:
     facts = load_facts("yago")[:40]
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
-    result = await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
+    result = await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
                              concurrency=4, show_progress=False)
     lines = _lines(tmp_path / "verdicts.jsonl")
     assert sorted(r["fact_id"] for r in lines) == sorted(f.id for f in facts)
@@ -51,14 +52,14 @@ async def test_run_writes_every_verdict_and_a_summary(tmp_path) -> None:
 async def test_existing_run_needs_resume_or_fresh_and_must_match(tmp_path) -> None:
     facts = load_facts("yago")[:5]
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
-    await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
+    await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
     with pytest.raises(RunError, match="already holds 5 verdicts: pass --resume"):
-        await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
+        await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
     other = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:mistral:7b"])
     with pytest.raises(RunError, match="holds a different run.*models"):
-        await run_facts(facts, _invoker("replay:mistral:7b"), other, tmp_path, resume=True,
+        await check_facts(facts, _invoker("replay:mistral:7b"), other, tmp_path, resume=True,
                         show_progress=False)
-    fresh = await run_facts(facts, _invoker("replay:mistral:7b"), other, tmp_path, fresh=True,
+    fresh = await check_facts(facts, _invoker("replay:mistral:7b"), other, tmp_path, fresh=True,
                             show_progress=False)
     assert fresh.summary["n"] == 5
 
@@ -66,7 +67,7 @@ async def test_existing_run_needs_resume_or_fresh_and_must_match(tmp_path) -> No
 async def test_resume_retries_errors_and_skips_a_torn_line(tmp_path) -> None:
     facts = load_facts("yago")[:6]
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
-    await run_facts(facts[:4], _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
+    await check_facts(facts[:4], _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
     path = tmp_path / "verdicts.jsonl"
     records = _lines(path)
     records[0]["error"] = "ConnectError: refused"
@@ -80,7 +81,7 @@ async def test_resume_retries_errors_and_skips_a_torn_line(tmp_path) -> None:
         return await inner(fact)
 
     with pytest.warns(RunWarning, match="line 5: incomplete or malformed JSON"):
-        result = await run_facts(facts, counting, info, tmp_path, resume=True,
+        result = await check_facts(facts, counting, info, tmp_path, resume=True,
                                  show_progress=False)
     assert sorted(calls) == sorted([records[0]["fact_id"], facts[4].id, facts[5].id])
     lines = _lines(path)
@@ -146,14 +147,14 @@ def test_ctrl_c_keeps_verdicts_and_says_how_to_resume(tmp_path) -> None:
 
 
 async def test_two_runs_cannot_share_a_folder(tmp_path) -> None:
-    from kgcheck.evals.runner import _exclusive
+    from kgcheck.data.runfolder import exclusive as _exclusive
 
     facts = load_facts("yago")[:2]
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
     with _exclusive(tmp_path):
         with pytest.raises(RunError, match="another kgcheck run is writing to"):
-            await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
+            await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
                             show_progress=False)
-    result = await run_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
+    result = await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
                              show_progress=False)
     assert result.summary["n"] == 2

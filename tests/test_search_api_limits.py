@@ -13,13 +13,13 @@ import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
-from kgcheck.commands.search_api import index_choice
-from kgcheck.retrievers.api import create_app, server_config
+from kgcheck.cli.commands.search_api import index_choice
 from kgcheck.retrievers.embeddings import get_embedder
 from kgcheck.retrievers.evidence import Retriever, get_retriever
+from kgcheck.retrievers.search.server import create_app, server_config
 from kgcheck.retrievers.store import FolderSource
 
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample-corpus"
+SAMPLE = Path(__file__).resolve().parent.parent / "vendored" / "sample-corpus"
 KEY = "k-123"
 HEADERS = {"X-API-Key": KEY}
 pytestmark = pytest.mark.integration

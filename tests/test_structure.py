@@ -13,7 +13,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from kgcheck.data.datasets import load_facts
-from kgcheck.graphs.consensus import ConsensusContext, settings_class
+from kgcheck.graphs.consensus.graph import ConsensusContext, settings_class
 from kgcheck.graphs.registry import strategies
 from kgcheck.graphs.strategies.rag import RAGContext
 from kgcheck.providers import ModelSettings
@@ -22,7 +22,7 @@ from tests.package_tree import ROOT, build_tree
 from tests.scripted import SCRIPTED, register_scripted
 from tests.stubs import Behaviour, OllamaStub
 
-SAMPLE_CORPUS = ROOT / "data" / "sample-corpus"
+SAMPLE_CORPUS = ROOT / "vendored" / "sample-corpus"
 STUDY_SAMPLING = {"temperature": 0.75, "top_p": 0.9, "top_k": 40, "num_predict": 512,
                   "repeat_penalty": 1.1}
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import kgcheck
 from kgcheck.cli import app
-from kgcheck.evals.sweep import SweepConfigError, load_sweep
+from kgcheck.runs.grid import SweepConfigError, load_sweep
 
 GRID = """
 out = "{out}"

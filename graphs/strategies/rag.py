@@ -48,7 +48,7 @@ from kgcheck.retrievers.evidence import (
 )
 from kgcheck.retrievers.questions import is_statement_about
 from kgcheck.retrievers.questions import template_questions as templates
-from kgcheck.retrievers.search import SearchHit, merge_hits
+from kgcheck.retrievers.search.engine import SearchHit, merge_hits
 from kgcheck.retrievers.selection import get_selector
 from kgcheck.retrievers.settings import RetrievalSettings
 from kgcheck.retrievers.store import open_source

@@ -2,7 +2,7 @@
 
 The upstream layout (``dataset/<Name>/data/kg.json``, ``results/paper_results/<METHOD>/...``)
 is the one contract: a clone of FactCheck-AI/FactCheck, ``../shared/factcheck-data`` and the
-compact copy in ``data/factcheck`` all answer the same relative paths. The compact copy
+compact copy in ``vendored/factcheck`` all answer the same relative paths. The compact copy
 stores, per dataset, a gzipped JSON object that maps those relative paths to their parsed
 content, so no file name in the project carries the upstream ``:`` characters.
 """

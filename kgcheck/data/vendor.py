@@ -1,4 +1,4 @@
-"""Write the compact vendored copy of upstream data (``data/factcheck/<Dataset>.json.gz``).
+"""Write the compact vendored copy of upstream data (``vendored/factcheck/<Dataset>.json.gz``).
 
 Each bundle maps upstream relative paths to their content, restricted to one dataset: its
 triples (the benchmark subset), labels, sentences, every recorded-answer file, its rows of the

@@ -1,0 +1,1 @@
+"""How accurate is a KG: sampling designs, estimators (PPI++, Wilson) and their plots."""

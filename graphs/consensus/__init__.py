@@ -1,0 +1,1 @@
+"""Multi-model consensus: the voting graph and the judges that break ties."""

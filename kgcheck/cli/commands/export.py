@@ -1,0 +1,35 @@
+"""``kgcheck export``: a run's verdicts as CSV, JSONL or RDF, for a curator to act on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgcheck.cli.app import Command, app, err_console, user_errors
+
+
+@app.command("export", cls=Command)
+@user_errors
+def export(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN",
+                                            help="A folder written by `kgcheck run`.")],
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="csv, jsonl, nt (N-Triples) or ttl (Turtle).")] = "csv",
+    only: Annotated[str | None, typer.Option(
+        help="Keep these verdicts only, comma-separated: T, F, NA (e.g. --only F).")] = None,
+    rdf: Annotated[str, typer.Option(
+        help="RDF shape: annotated (each verdict as a reified statement with model, method "
+        "and time) or plain (just the triples, e.g. those judged false).")] = "annotated",
+    out: Annotated[str | None, typer.Option(
+        help="File to write; default RUN/export.<format>; - for standard output.")] = None,
+) -> None:
+    """Export verdicts with their triples, reasons, times and review labels."""
+    from kgcheck import api
+
+    target = out if out is not None else str(Path(run_dir) / f"export.{format}")
+    written = api.export(run_dir, format, target, only=only, rdf=rdf)
+    if written.path is not None:
+        what = f"{written.count} verdicts" + (f" ({only})" if only else "")
+        err_console.print(f"{what} written to {written.path}", highlight=False)

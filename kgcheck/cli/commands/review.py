@@ -1,0 +1,65 @@
+"""``kgcheck review``: a person confirms or overturns a run's verdicts in the browser.
+
+Argument parsing and presentation only: the review is ``kgcheck.api.open_review``'s and the
+page is ``kgcheck.review.server``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgcheck.cli.app import Command, app, user_errors
+
+
+@app.command("review", cls=Command)
+@user_errors
+def review(
+    run_dir: Annotated[Path, typer.Argument(
+        metavar="RUN", help="A folder written by `kgcheck run` (run.json and verdicts.jsonl).")],
+    only: Annotated[str | None, typer.Option(
+        help="Review only these verdicts, comma-separated: F, T, NA, ties.")] = None,
+    sample: Annotated[int | None, typer.Option(
+        help="Review a random sample of this many (of those --only keeps).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of --sample (same seed, same facts).")] = 0,
+    port: Annotated[int, typer.Option(help="Port to serve on (0: any free port).")] = 8765,
+    host: Annotated[str, typer.Option(
+        help="Address to serve on; anything but loopback lets others on the network in.")]
+    = "127.0.0.1",
+    reviewer: Annotated[str | None, typer.Option(
+        help="Your name or e-mail, kept with each decision.")] = None,
+) -> None:
+    """Serve a review page for a run; decisions go to RUN/labels.csv as they are made."""
+    # Imported here, as in every command: the CLI starts light, and no graph is built
+    # before a command that traces has started tracing.
+    from kgcheck.api import open_review
+    from kgcheck.review.server import Served, serve
+
+    if not 0 <= port < 65536:
+        raise ValueError(f"--port {port}: expected a TCP port from 0 to 65535")
+
+    def ready(served: Served) -> None:
+        # Plain print: the address must stay on one line, whatever the terminal width.
+        print(f"reviewing {run_dir}: open {served.url}", flush=True)
+        print(f"decisions go to {run_dir / 'labels.csv'}; Ctrl-C stops (nothing is lost: "
+              "start again to continue)", flush=True)
+
+    async def main() -> None:
+        async with open_review(run_dir, only=only, sample=sample, seed=seed,
+                               reviewer=reviewer) as session:
+            progress = session.progress()
+            print(f"{progress['total']} facts in the queue, {progress['decided']} already "
+                  "decided", flush=True)
+            await serve(session, host=host, port=port, on_ready=ready)
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    # The server runs until a signal stops it. asyncio turns a Ctrl-C into a cancellation of
+    # the review, which closing the session may absorb depending on where it lands; the
+    # review was stopped all the same, so it ends as Ctrl-C does.
+    raise typer.Exit(130)

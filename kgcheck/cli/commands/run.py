@@ -1,0 +1,410 @@
+"""``kgcheck run``: a strategy over a dataset or a user's triples, resumable.
+
+Argument parsing and presentation only: the run itself is ``kgcheck.api``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from kgcheck.cli.app import app, console, err_console, user_errors
+from kgcheck.data.sampling import parse_ids
+from kgcheck.graphs.context import DEFAULT_MODEL
+from kgcheck.graphs.verdicts import is_defect
+
+if TYPE_CHECKING:
+    from kgcheck.api import EngineOnDemand
+
+Opt = typer.Option
+
+
+def parse_settings(pairs: list[str], context_cls: type) -> dict[str, Any]:
+    """Turn ``--set key=value`` pairs into typed Context values."""
+    fields = {f.name: f for f in dataclasses.fields(context_cls)}
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--set {pair!r}: expected key=value")
+        if key not in fields:
+            raise ValueError(
+                f"--set {key}: unknown setting; known: {', '.join(sorted(fields))}"
+            )
+        default = fields[key].default
+        try:
+            if isinstance(default, bool):
+                value: Any = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, int):
+                value = int(raw)
+            elif isinstance(default, float):
+                value = float(raw)
+            elif isinstance(default, list | tuple):
+                value = [item.strip() for item in raw.split(",") if item.strip()]
+            else:
+                value = raw
+        except ValueError:
+            raise ValueError(f"--set {key}={raw!r}: expected a {type(default).__name__}") from None
+        values[key] = value
+    return values
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.4f}"
+
+
+def _seconds(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """Print the run's scores as a table that fits 80 columns, the confusion matrix and cost.
+
+    The model goes into the title (a long name wraps there at its own width, never inside a
+    column); a consensus run adds one row per member, scored from that member's own votes.
+    """
+    members = list(summary.get("models") or [])
+    consensus = "alignment" in summary
+    who = f"consensus of {len(members)} models" if consensus else ", ".join(members)
+    table = Table(title=f"{summary['method']} on {summary['dataset']}: {who}")
+    for column in ("n", "F1(T)", "F1(F)", "acc", "macro-F1", "invalid", "errors", "s/call",
+                   "facts/s"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_row(
+        str(summary["n"]), _score(summary["f1_true"]), _score(summary["f1_false"]),
+        _score(summary.get("accuracy")), _score(summary.get("macro_f1")),
+        str(summary["invalid"]), str(summary["errors"]),
+        _seconds(summary.get("mean_model_seconds")),
+        _seconds(summary.get("facts_per_second"), 1),
+    )
+    console.print(table)
+    console.print(f"cost {_usd(summary.get('cost_usd'))}"
+                  + (f", tokens in {summary['tokens_in']:,}" if summary.get("tokens_in") else "")
+                  + (f", out {summary['tokens_out']:,}" if summary.get("tokens_out") else ""),
+                  highlight=False)
+    counts = summary.get("verdicts") or {}
+    if counts:
+        console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    matrix = summary.get("confusion")
+    if matrix:
+        console.print("confusion matrix (rows: gold, columns: verdict)")
+        grid = Table()
+        grid.add_column("gold")
+        for label in ("T", "F", "NA"):
+            grid.add_column(label, justify="right")
+        for gold in ("T", "F"):
+            grid.add_row(gold, *(str(matrix[gold][label]) for label in ("T", "F", "NA")))
+        console.print(grid)
+    cost = summary.get("cost") or {}
+    if cost.get("unpriced"):
+        console.print(f"cost: no price for {', '.join(cost['unpriced'])} in {cost['pricing']} "
+                      "(give one with --pricing FILE)", highlight=False)
+    cached = summary.get("cache")
+    if cached and (cached.get("hits") or cached.get("misses")):
+        console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
+                      f"({cached['path']})")
+    level = summary.get("concurrency")
+    if level:
+        console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
+                      f"{level['backoffs']} back-offs")
+    if consensus:
+        _print_consensus(summary, members)
+
+
+def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
+    """Print the members' own scores and alignment, the ties and the judge."""
+    scores = summary.get("member_scores") or {}
+    alignment = summary.get("alignment") or {}
+    table = Table(title="members (each scored on its own votes)")
+    table.add_column("member", overflow="fold")
+    for column in ("F1(T)", "F1(F)", "NA votes", "CA_M"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for member in members:
+        own = scores.get(member) or {}
+        ca = alignment.get(member)
+        table.add_row(member, _score(own.get("f1_true")), _score(own.get("f1_false")),
+                      str(own.get("na", "-")), "-" if ca is None else f"{ca:.3f}")
+    console.print(table)
+    ties = summary.get("ties", 0)
+    n = summary.get("n") or 0
+    share = f" ({100 * ties / n:.1f} %)" if n else ""
+    judge = summary.get("judge_model") or "none"
+    if judge == "none":
+        console.print(f"ties: {ties} of {n}{share}, left NA (no judge)", highlight=False)
+    else:
+        console.print(f"ties: {ties} of {n}{share}; judge {judge} asked "
+                      f"{summary.get('judge_calls', 0)} times, decided "
+                      f"{summary.get('judge_decided', 0)}", highlight=False)
+    console.print("CA_M: how often a member agrees with the majority where there is one",
+                  highlight=False)
+
+
+def print_estimate(found: Any, out_dir: Path) -> None:
+    """Print a dry run's estimate: facts, calls, tokens and cost per model."""
+    console.print(f"dry run: {found.facts:,} facts to check"
+                  + (f" ({found.skipped:,} unsendable, skipped)" if found.skipped else "")
+                  + f"; run folder {out_dir}", highlight=False)
+    table = Table(title="estimate before any call")
+    table.add_column("model", overflow="fold", min_width=12, max_width=36)
+    for column in ("calls", "at most", "tokens in", "cost in", "cost, at most"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for model, row in found.by_model.items():
+        most = None if row["usd_in"] is None else row["usd_in"] + row["max_usd_out"]
+        table.add_row(model, f"{row['calls']:,}", f"{row['max_calls']:,}",
+                      f"{row['tokens_in']:,}", _usd(row["usd_in"]), _usd(most))
+    console.print(table)
+    console.print(f"total: {found.calls:,} calls (at most {found.max_calls:,}), "
+                  f"{found.tokens_in:,} input tokens, at most {found.max_tokens_out:,} output "
+                  f"tokens (max_tokens per call); cost {_usd(found.cost_in_usd)} for input, at "
+                  f"most {_usd(found.max_cost_usd)} in all",
+                  highlight=False)
+    console.print(f"tokens counted with {found.tokenizer}", highlight=False)
+    if found.unpriced:
+        console.print(f"no price for {', '.join(found.unpriced)} (give one with --pricing FILE)",
+                      highlight=False)
+    for note in found.notes:
+        console.print(f"note: {note}", highlight=False)
+
+
+@app.command("run")
+@user_errors
+def run(
+    dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
+    triples: Annotated[Path | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
+                                        "subject, predicate, object[, id, label], or RDF: "
+                                        ".nt .nq .ttl .trig .rdf (also .gz).")] = None,
+    sparql: Annotated[str | None, Opt(help="Read the facts from this SPARQL 1.1 endpoint "
+                                      "URL.")] = None,
+    graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
+    where: Annotated[str | None, Opt(help="With --sparql: a pattern binding ?s ?p ?o, e.g. "
+                                     "'?s a <http://ex.org/Person> . ?s ?p ?o'.")] = None,
+    labels: Annotated[Path | None, Opt(help="Gold labels: .csv/.jsonl with id or subject, "
+                                       "predicate, object, and label.")] = None,
+    sample: Annotated[int | None, Opt(help="Check a uniform random sample of N facts (one "
+                                      "pass over the input).")] = None,
+    seed: Annotated[int, Opt(help="Seed of --sample / --stratify: the same seed, the same "
+                             "sample.")] = 0,
+    stratify: Annotated[str | None, Opt(help="Sample per stratum: predicate, subject, "
+                                        "dataset or label.")] = None,
+    per_stratum: Annotated[int | None, Opt(help="With --stratify: K facts of each stratum "
+                                           "(default: proportional to --sample).")] = None,
+    ids: Annotated[str | None, Opt(help="Only these fact ids: ID,ID,... or @FILE.")] = None,
+    as_dataset: Annotated[str | None, Opt(help="Check the --triples file as facts of this "
+                                          "benchmark dataset (its evidence, prompt notes, "
+                                          "replay); default: your own KG.")] = None,
+    method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
+                               "(`kgcheck graph list`).")] = "dka",
+    model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
+    data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
+    limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
+    concurrency: Annotated[str, Opt(help="Facts checked at once: a number, or auto (adapt "
+                                    "to the server, up to --max-concurrency).")] = "4",
+    max_concurrency: Annotated[int, Opt(help="With --concurrency auto: the most facts at "
+                                        "once.")] = 64,
+    cache: Annotated[Path | None, Opt(help="Answer cache file (default: "
+                                      "$KGCHECK_CACHE_DIR/answers.sqlite, else "
+                                      "~/.cache/kgcheck/answers.sqlite).")] = None,
+    no_cache: Annotated[bool, Opt("--no-cache", help="Ask the model every time; neither "
+                                  "read nor write the answer cache.")] = False,
+    engine: Annotated[str, Opt(help="Where the graphs run: local (this process) or ray (a "
+                               "Ray cluster; pip install 'kgcheck[ray]').")] = "local",
+    ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
+                                           "(host:6379 or ray://host:10001); default: "
+                                           "start a local one.")] = None,
+    ray_workers: Annotated[int | None, Opt(help="With --engine ray: worker actors "
+                                           "(default: the cluster's CPUs, at most 8).")] = None,
+    ray_shard_mb: Annotated[float | None, Opt(help="With --engine ray: an N-Triples, N-Quads "
+                                              "or JSON Lines file is read in parallel "
+                                              "shards of this many MB (default 32).")] = None,
+    out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
+        None
+    ),
+    resume: Annotated[bool, Opt(help="Continue the run in --out.")] = False,
+    fresh: Annotated[bool, Opt(help="Discard what --out holds and start over.")] = False,
+    prompt: Annotated[str | None, Opt(help="Prompt file (name in prompts/ or a path).")] = None,
+    base_url: Annotated[str | None, Opt(help="Server URL for ollama/openai-compatible.")] = None,
+    replay_latency: Annotated[float, Opt(help="Replay: sleep this x the recorded time.")] = 0.0,
+    consensus: Annotated[str | None, Opt(help="Member models, comma-separated: multi-model "
+                                         "consensus over --method.")] = None,
+    judge: Annotated[str, Opt(help="Tie-break: model spec, cons-up, cons-down, none")] = "none",
+    settings: Annotated[list[str] | None, Opt(
+        "--set", metavar="KEY=VALUE", help="A setting of the strategy (repeatable), e.g. "
+        "--set max_attempts=5; `kgcheck settings METHOD` lists them.")] = None,
+    trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
+    progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
+    pricing: Annotated[Path | None, Opt(help="Pricing file (US dollars per 1,000 tokens, "
+                                        "kgcheck/providers/pricing.json's format) for the "
+                                        "cost.")] = None,
+    dry_run: Annotated[bool, Opt(help="Print how many facts and calls the run will make and "
+                                 "the estimated tokens and cost, then exit.")] = False,
+) -> None:
+    """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
+    from kgcheck.providers.secrets import redact_logs
+    from kgcheck.tracing import setup_tracing
+
+    # httpx and the model clients log request URLs: mask their credentials first.
+    redact_logs()
+
+    # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
+    # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    setup_tracing(force=trace)
+    # The command reports failed evidence sources itself, once, after the run.
+    logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
+
+    from kgcheck import api
+    from kgcheck.graphs.consensus.graph import settings_class
+
+    if sum(x is not None for x in (dataset, triples, sparql)) != 1:
+        raise ValueError("give exactly one of --dataset NAME, --triples FILE or --sparql URL")
+    if as_dataset is not None and triples is None:
+        raise ValueError("--as-dataset applies to a --triples file; --dataset already names "
+                         "a benchmark")
+    if resume and fresh:
+        raise ValueError("--resume and --fresh contradict each other; pick one")
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {limit}")
+    if replay_latency < 0:
+        raise ValueError(f"--replay-latency must be 0 or more, got {replay_latency}")
+    if judge != "none" and not consensus:
+        raise ValueError(f"--judge {judge} needs --consensus MODEL,MODEL,... (the members "
+                         "whose ties it breaks)")
+    strategy = api.strategy(method)
+    context_cls = settings_class(strategy.context) if consensus else strategy.context
+    values: dict[str, Any] = parse_settings(settings or [], context_cls)
+    for key, value in (("prompt", prompt), ("base_url", base_url),
+                       ("replay_latency", replay_latency)):
+        if value:
+            values[key] = value
+    answers = False if no_cache else (cache or True)
+    runner = api.EngineOnDemand(engine, cache=answers,
+                                options=_engine_options(engine, ray_address, ray_workers,
+                                                        ray_shard_mb))
+    try:
+        _plan_and_run(runner, dry_run=dry_run, resume=resume, fresh=fresh,
+                      concurrency=concurrency, max_concurrency=max_concurrency,
+                      progress=progress, cache=answers, plan_args=dict(
+            dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+            strategy=strategy.name, model=model,
+            consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
+            limit=limit, sample=sample, seed=seed, stratify=stratify,
+            per_stratum=per_stratum, ids=parse_ids(ids) if ids is not None else None,
+            labels=labels, out=out, settings=values, as_dataset=as_dataset,
+            pricing=pricing))
+    finally:
+        runner.close()
+
+
+def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh: bool,
+                  concurrency: str, max_concurrency: int, progress: bool,
+                  cache: bool | Path, plan_args: dict[str, Any]) -> None:
+    """Plan the run (reading the input, in shards where the engine can), then run it."""
+    from kgcheck import api
+    from kgcheck.data.runfolder import VERDICTS, read_verdicts
+    from kgcheck.providers.secrets import redact_text
+
+    # A dry run starts no engine: it reads the input in this process.
+    plan = api.plan_run(**plan_args, parallel_read=None if dry_run else runner.parallel_read)
+    for warning in plan.notes:
+        err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
+    out_dir = plan.out_dir
+    if dry_run:
+        print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
+        return
+    if resume and not (out_dir / VERDICTS).exists():
+        err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
+    job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
+                      resume=resume, fresh=fresh, show_progress=progress,
+                      cache=cache, engine=runner.get(), warn=_warn)
+    try:
+        result = asyncio.run(job)
+    except KeyboardInterrupt:
+        kept = len(read_verdicts(out_dir / VERDICTS))
+        err_console.print(f"interrupted: {kept} verdicts are kept in {out_dir / VERDICTS}; "
+                          f"continue with --resume --out {out_dir}")
+        raise typer.Exit(130) from None
+    print_summary(result.summary)
+    console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
+    if result.summary["n"] > result.summary.get("asked", result.summary["n"]):
+        err_console.print(f"note: the summary covers all {result.summary['n']} verdicts in "
+                          f"{out_dir}; this run asked for {result.summary['asked']} facts "
+                          "(--limit)")
+    _report_source_failures(result.records)
+    if result.aborted:
+        advice = (f"fix the setting and start again with --fresh --out {out_dir}"
+                  if result.summary.get("aborted_because") == "configuration" else
+                  f"the verdicts written so far are kept: rerun with --resume --out {out_dir}")
+        err_console.print(f"[bold red]error:[/] {result.aborted}; {advice}")
+        raise typer.Exit(1)
+    _report_errors(result.records, out_dir)
+
+
+def _warn(message: str) -> None:
+    err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False)
+def _engine_options(engine: str, address: str | None, workers: int | None,
+                    shard_mb: float | None = None) -> dict[str, Any]:
+    """Check the engine flags; the Ray ones mean nothing to another engine."""
+    if engine != "ray" and (address or workers or shard_mb is not None):
+        raise ValueError("--ray-address, --ray-workers and --ray-shard-mb need --engine ray")
+    if workers is not None and workers < 1:
+        raise ValueError(f"--ray-workers must be at least 1, got {workers}")
+    options: dict[str, Any] = {}
+    if shard_mb is not None:
+        if not shard_mb > 0:
+            raise ValueError(f"--ray-shard-mb must be more than 0, got {shard_mb}")
+        options["shard_bytes"] = max(1, round(shard_mb * 1024 * 1024))
+    if address:
+        options["address"] = address
+    if workers:
+        options["workers"] = workers
+    return options
+
+
+def _report_source_failures(records: list[dict[str, Any]]) -> None:
+    """Say once per evidence source that it failed, for how many facts, and why."""
+    failed: dict[str, Counter[str]] = {}
+    for record in records:
+        gathering = (record.get("details") or {}).get("gathering") or {}
+        for source, reason in (gathering.get("failed") or {}).items():
+            failed.setdefault(source, Counter())[str(reason)] += 1
+    for source, reasons in failed.items():
+        reason, _ = reasons.most_common(1)[0]
+        err_console.print(f"[bold yellow]warning:[/] evidence source {source} failed for "
+                          f"{sum(reasons.values())} of {len(records)} facts: {reason}",
+                          markup=True, highlight=False)
+
+
+def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
+    """Say why facts failed (the commonest error); fail the command when every fact did.
+
+    Defective input (a triple that cannot be sent to a model) is reported as skipped: no
+    retry can change it, so the advice is to fix the input, not to resume.
+    """
+    skipped = [r for r in records if is_defect(r)]
+    if skipped:
+        shown = "; ".join(str(r["error"]) for r in skipped[:3])
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        err_console.print(f"note: {len(skipped)} fact(s) skipped as invalid input ({shown}"
+                          f"{more}); they cannot be checked as they are: fix them in the "
+                          "input", highlight=False)
+    errors = [str(r["error"]) for r in records if r.get("error") and not is_defect(r)]
+    if not errors:
+        return
+    commonest, count = Counter(errors).most_common(1)[0]
+    if len(errors) == len(records) - len(skipped):
+        err_console.print(f"[bold red]error:[/] every fact failed, e.g. {commonest}; rerun "
+                          f"with --resume --out {out_dir} once the cause is fixed")
+        raise typer.Exit(1)
+    err_console.print(f"[bold yellow]warning:[/] {len(errors)} of {len(records)} facts failed "
+                      f"({count} with: {commonest}); --resume --out {out_dir} retries them")

@@ -1,1 +1,0 @@
-"""CLI command modules; each attaches its commands to ``kgcheck.app.app`` on import."""

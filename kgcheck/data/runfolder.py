@@ -1,0 +1,311 @@
+"""The run folder: the one module that names its files and reads and writes them.
+
+A run folder (``kgcheck run --out RUN``) holds::
+
+    RUN/run.json        what the run is: strategy, models, input fingerprint, settings, prompts
+    RUN/verdicts.jsonl  one verdict record per line, appended as each fact completes;
+                        the last valid record per fact counts
+    RUN/summary.json    scores and counts over every verdict in the folder
+    RUN/labels.csv      a person's decisions (``kgcheck review``)
+    RUN/estimate.json   the KG's accuracy estimate (``kgcheck estimate``)
+    RUN/review.sqlite   the review graph's checkpoints
+    RUN/plots/          figures
+    RUN/.lock           held by the one process writing the folder
+
+Every file but ``verdicts.jsonl`` is replaced whole (``kgcheck.data.atomic``);
+``verdicts.jsonl`` is appended one whole line at a time (``VerdictSink``).
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import json
+import os
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.datasets import load_facts
+from kgcheck.data.facts import Fact
+from kgcheck.data.triples import read_triples
+from kgcheck.data.upstream import as_source
+
+__all__ = [
+    "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
+    "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
+    "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text", "make_folder",
+    "read_labels", "read_run_info", "read_summary", "read_verdicts", "record_problem",
+    "short_repr", "write_json", "write_labels",
+]
+
+VERDICTS = "verdicts.jsonl"
+SUMMARY = "summary.json"
+RUN_INFO = "run.json"
+LABELS_FILE = "labels.csv"
+ESTIMATE = "estimate.json"
+REVIEW_DB = "review.sqlite"
+LOCK = ".lock"
+# What a verdict record's ``label`` may be.
+VERDICT_LABELS = ("T", "F", "NA")
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip.
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
+REVIEW_LABELS = ("T", "F", "skip")
+
+Warn = Callable[[str], None]
+
+
+class RunError(RuntimeError):
+    """The run cannot start or go on; the message says why and what to do."""
+
+
+class RunFolderError(ValueError):
+    """A folder that is not a run folder, or one whose files are malformed."""
+
+
+class LabelsError(ValueError):
+    """A labels file that cannot be read, or that belongs to another run."""
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """Return ``repr(value)`` cut to ``limit`` characters, for messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def record_problem(record: Any) -> str | None:
+    """Say why a verdicts.jsonl record cannot be used (None: it can)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    fact_id = record.get("fact_id")
+    if not isinstance(fact_id, str | int) or isinstance(fact_id, bool) or str(fact_id) == "":
+        return "no fact_id"
+    if "label" not in record:
+        return "no label"
+    if record["label"] not in VERDICT_LABELS:
+        return f"label {short_repr(record['label'])} is not T, F or NA"
+    return None
+
+
+def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
+    """Read a verdicts file, last valid record per fact.
+
+    A line that is not a verdict (a torn last line from a crash, ``{}``, a record without
+    ``label``) is skipped, so it never replaces a good verdict; ``warn`` hears of such lines
+    once, with their line numbers.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return records
+    problems: list[str] = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                problems.append(f"line {n}: incomplete or malformed JSON")
+                continue
+            problem = record_problem(record)
+            if problem:
+                problems.append(f"line {n}: {problem}")
+                continue
+            records[str(record["fact_id"])] = record
+    if problems and warn is not None:
+        shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
+        warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
+             "those facts keep their last good verdict or run again")
+    return records
+
+
+def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict[str, Any]:
+    """Read a run folder's ``run.json``; ``error`` names what is missing or malformed."""
+    if not folder.is_dir():
+        raise error(f"{folder}: run folder not found")
+    info_path = folder / RUN_INFO
+    if not info_path.is_file():
+        raise error(f"{folder} is not a kgcheck run folder (no {RUN_INFO})")
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{info_path}: malformed JSON: {getattr(exc, 'msg', exc)}") from None
+    if not isinstance(info, dict):
+        raise error(f"{info_path}: not a JSON object")
+    return info
+
+
+def read_summary(folder: Path) -> dict[str, Any] | None:
+    """Read ``summary.json`` (None when absent or torn by a crash: the verdicts count)."""
+    path = folder / SUMMARY
+    if not path.is_file():
+        return None
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Replace a JSON file of the folder atomically (``indent=1``, one trailing newline)."""
+    write_text_atomic(path, json.dumps(value, indent=1) + "\n")
+
+
+def amend_summary(out_dir: Path, fields: Mapping[str, Any]) -> None:
+    """Add ``fields`` to a finished run's summary.json (what the runner cannot know)."""
+    folder = Path(out_dir)
+    write_json(folder / SUMMARY, {**(read_summary(folder) or {}), **fields})
+
+
+def make_folder(out_dir: Path) -> None:
+    """Create the run folder (and its parents); a clear ``RunError`` when it cannot be."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise RunError(f"{out_dir} exists and is not a folder; pick another --out") from None
+    except OSError as exc:
+        raise RunError(f"cannot create the run folder {out_dir}: {exc.strerror or exc}; "
+                       "pick another --out") from None
+
+
+@contextmanager
+def exclusive(out_dir: Path) -> Iterator[None]:
+    """Hold the run folder's lock, so that two runs never write one folder at once."""
+    make_folder(out_dir)
+    with (out_dir / LOCK).open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"another kgcheck run is writing to {out_dir}; wait for it to end "
+                           "or pick another --out") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class VerdictSink:
+    """Append verdict lines to a file, each line whole or not at all.
+
+    A write that fails part way (disk full, file too large) is cut back off, so the file
+    never holds a torn line that a later append would glue onto.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append one record as a JSON line; on OSError the file is left as it was."""
+        data = memoryview((json.dumps(record) + "\n").encode("utf-8"))
+        size = os.fstat(self.fd).st_size
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:
+            with suppress(OSError):
+                os.ftruncate(self.fd, size)
+            raise
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self.fd)
+
+
+def checked_facts(run_dir: Path, info: Mapping[str, Any], data: str | Path | None = None,
+                  error: type[Exception] = RunFolderError) -> list[Fact]:
+    """Load the facts a run checked (its verdicts hold ids and terms, not whole facts).
+
+    A run's ``source`` is its triples file or data folder. Facts a script passed in memory
+    are looked up in ``data`` (or the default data) under the run's dataset name: they are
+    usually a slice of ``kgcheck.load_dataset``.
+    """
+    source = str(info.get("source") or "")
+    dataset = str(info.get("dataset") or "")
+    try:
+        if source and Path(source).is_file():
+            return read_triples(source, dataset)
+        folder = data or (None if source in ("", "memory") or not Path(source).exists()
+                          else source)
+        return load_facts(dataset, as_source(folder))
+    except (OSError, ValueError) as exc:
+        where = ("the run's facts were given in memory" if source in ("", "memory")
+                 else f"cannot load the facts the run checked from {source}")
+        raise error(f"{run_dir}: {where} ({exc}); run them from a dataset or a triples "
+                    "file") from None
+
+
+class LabelRow(TypedDict):
+    """One decision, as ``labels.csv`` keeps it."""
+
+    fact_id: str
+    label: str
+    note: str
+    reviewer: str
+    reviewed_at: str
+
+
+def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
+                ) -> dict[str, LabelRow]:
+    """Read a labels file, by fact id; with ``run_fact_ids``, refuse labels of other facts.
+
+    Raises:
+        LabelsError: the header or a row is malformed, a fact is labelled twice, or (given
+            ``run_fact_ids``) the file labels facts that the run did not check.
+
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise LabelsError(f"{path}: labels file not found")
+    rows: dict[str, LabelRow] = {}
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            header = tuple(reader.fieldnames or ())
+            if header != LABEL_COLUMNS:
+                raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
+                                  f"found {','.join(header) or 'none'}")
+            for n, raw in enumerate(reader, start=2):
+                row = LabelRow(**{k: (raw.get(k) or "").strip()  # type: ignore[typeddict-item]
+                                  for k in LABEL_COLUMNS})
+                if not row["fact_id"]:
+                    raise LabelsError(f"{path}, row {n}: no fact_id")
+                if row["label"] not in REVIEW_LABELS:
+                    raise LabelsError(f"{path}, row {n}: label {row['label']!r} is not one of "
+                                      f"{', '.join(REVIEW_LABELS)}")
+                if row["fact_id"] in rows:
+                    raise LabelsError(f"{path}, row {n}: fact {row['fact_id']} is labelled "
+                                      "twice")
+                rows[row["fact_id"]] = row
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise LabelsError(f"{path}: cannot be read as CSV ({exc})") from None
+    if run_fact_ids is not None:
+        foreign = [fid for fid in rows if fid not in run_fact_ids]
+        if foreign:
+            raise LabelsError(
+                f"{path} labels {len(foreign)} facts this run did not check (e.g. "
+                f"{', '.join(foreign[:3])}): it belongs to another run; move it away or "
+                "review the run it came from")
+    return rows
+
+
+def labels_text(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Render rows as the CSV text of a labels file (header included)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=LABEL_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: row.get(k) or "" for k in LABEL_COLUMNS})
+    return out.getvalue()
+
+
+def write_labels(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Replace the labels file atomically and durably: a crash leaves the old or the new."""
+    write_text_atomic(path, labels_text(rows))

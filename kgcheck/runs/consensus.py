@@ -1,0 +1,228 @@
+"""Run multi-model consensus over many facts: votes, ties, the judge, alignment (CA_M).
+
+One phase when the judge is fixed (a model, ``none``, or ``cons-up``/``cons-down`` with the
+alignment given): each fact runs the consensus graph once. Two phases when ``cons-up`` or
+``cons-down`` must be measured: first every member votes on every fact with no judge
+(``OUT/votes/``), then CA_M over the facts with a majority picks the judge, and the graph
+re-runs each fact from its recorded votes so only the ties reach the judge (``OUT/``). Both
+phases stream to their own ``verdicts.jsonl`` and resume on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from kgcheck.data.facts import Fact
+from kgcheck.data.recordings import has_recordings
+from kgcheck.evals.metrics import consensus_alignment, f1_true_false, tie_rate
+from kgcheck.graphs.consensus.graph import ConsensusContext, member_specs, member_values
+from kgcheck.graphs.consensus.judges import (
+    CONS_JUDGES,
+    JUDGE_NONE,
+    ConsensusError,
+    parse_alignment,
+    resolve_judge,
+)
+from kgcheck.graphs.context import Context, make_context
+from kgcheck.graphs.registry import GraphKey, Strategy
+from kgcheck.providers import split_spec
+from kgcheck.runs.concurrency import Limit
+from kgcheck.runs.engines import Engine, LocalEngine
+from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, RunResult, Warn, check_facts
+
+VOTES_DIR = "votes"
+
+
+def vote_maps(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Each consensus record's votes as ``{member: label}`` (records without votes skipped)."""
+    out = []
+    for record in records:
+        votes = (record.get("details") or {}).get("votes")
+        if votes:
+            out.append({v["model"]: v["label"] for v in votes})
+    return out
+
+
+def alignment_of(records: Sequence[Mapping[str, Any]], members: Sequence[str]) -> dict[str, float]:
+    """CA_M of each member over the records, in member order."""
+    scores = consensus_alignment(vote_maps(records))
+    return {m: round(scores.get(m, 0.0), 4) for m in members}
+
+
+def member_scores(records: Sequence[Mapping[str, Any]],
+                  members: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each member's own F1(T), F1(F) (None without gold labels) and NA votes, from its votes."""
+    scores: dict[str, dict[str, Any]] = {}
+    for member in members:
+        labels = [(r.get("gold"), vote["label"]) for r in records
+                  for vote in (r.get("details") or {}).get("votes") or []
+                  if vote.get("model") == member]
+        scored = [(g == "T", p) for g, p in labels if g in ("T", "F")]
+        f1_t, f1_f = f1_true_false([g for g, _ in scored], [p for _, p in scored]) if scored \
+            else (None, None)
+        scores[member] = {"f1_true": f1_t, "f1_false": f1_f, "votes": len(labels),
+                          "na": sum(1 for _, p in labels if p == "NA")}
+    return scores
+
+
+def consensus_summary(records: Sequence[Mapping[str, Any]], members: Sequence[str],
+                      **extra: Any) -> dict[str, Any]:
+    """Summarize a consensus run: ties, CA_M per member, judge calls, member errors."""
+    votes = vote_maps(records)
+    details = [r.get("details") or {} for r in records]
+    return {
+        "tie_rate": round(tie_rate(votes), 4),
+        "ties": sum(1 for d in details if d.get("decision") == "tie"),
+        "alignment": alignment_of(records, members),
+        "member_scores": member_scores(records, members),
+        "judge_calls": sum(1 for d in details if d.get("judge_called")),
+        "judge_decided": sum(1 for d in details if d.get("judge_decided")),
+        "member_errors": sum(int(d.get("member_errors") or 0) for d in details),
+        **extra,
+    }
+
+
+def consensus_context(strategy: Strategy, members: Sequence[str], judge: str,
+                      values: Mapping[str, Any]) -> ConsensusContext:
+    """Build the graph's Context from run values: shared, consensus and method settings."""
+    shared = {f.name for f in fields(Context)}
+    own = {f.name for f in fields(ConsensusContext)}
+    method_only = {f.name for f in fields(strategy.context)} - shared
+    extra = {k: v for k, v in values.items() if k in method_only and k not in own}
+    ctx_values = {k: v for k, v in values.items() if k in own and k != "model"}
+    ctx_values["member_settings"] = {**extra, **dict(ctx_values.get("member_settings") or {})}
+    return make_context(ConsensusContext, {**ctx_values, "members": list(members),
+                                           "method": strategy.name, "judge": judge})
+
+
+def _check_replay_judge(spec: str | None, data_dir: str, dataset: str,
+                        method: str | None) -> None:
+    """Fail before any work when a replay judge has nothing recorded to answer with."""
+    if not spec or split_spec(spec)[0] != "replay":
+        return
+    name = split_spec(spec)[1]
+    if not method or not has_recordings(data_dir or None, name, dataset, method):
+        raise ConsensusError(
+            f"judge {spec} has no recorded {method} tie-breaks for {dataset}: the study "
+            "recorded only the judges it picked over whole datasets, for DKA, GIV-Z and GIV-F; "
+            "use --judge none, a recorded judge, or a live model"
+        )
+
+
+async def run_consensus(
+    facts: Sequence[Fact],
+    *,
+    strategy: Strategy,
+    members: Sequence[str],
+    judge: str,
+    values: Mapping[str, Any],
+    info: RunInfo,
+    out_dir: Path,
+    concurrency: int | Limit = 4,
+    resume: bool = False,
+    fresh: bool = False,
+    show_progress: bool = True,
+    warn: Warn | None = None,
+    engine: Engine | None = None,
+) -> RunResult:
+    """Check every fact by consensus of ``members`` running ``strategy``; return the run.
+
+    ``judge`` is a model spec, ``none``, ``cons-up`` or ``cons-down``; for the last two the
+    alignment comes from ``values["alignment"]`` when given, else it is measured in a first
+    phase (see the module docstring). ``summary`` adds ``tie_rate``, ``alignment`` (CA_M per
+    member), ``judge_calls`` and the judge model used.
+    """
+    members = list(members)
+    out_dir = Path(out_dir)
+    setting = (judge or JUDGE_NONE).strip()
+    if setting.lower() in (JUDGE_NONE, *CONS_JUDGES):
+        setting = setting.lower()
+    data_dir = str(values.get("data_dir") or "")
+    base_ctx = consensus_context(strategy, members, JUDGE_NONE, values)
+    # Bad members, method or settings fail here, before any fact is run.
+    member_specs(base_ctx)
+    member_values(base_ctx)
+    engine = engine or LocalEngine()
+    graph_key: GraphKey = ("consensus", strategy.name)
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
+                              "metadata": {"kgcheck_run_id": info.run_id}}
+
+    def summary_extras(judge_spec: str | None, source: str,
+                       **more: Any) -> Any:
+        def extras(records: list[dict[str, Any]]) -> dict[str, Any]:
+            return consensus_summary(records, members, judge_model=judge_spec or JUDGE_NONE,
+                                     judge_source=source, **more)
+        return extras
+
+    def final_run(ctx: ConsensusContext, judge_spec: str | None, source: str,
+                  votes_of: Mapping[str, list[Any]] | None = None, phase: str = "members",
+                  **more: Any) -> Any:
+        async def invoke(fact: Fact) -> dict[str, Any]:
+            state: dict[str, Any] = {"fact": fact.as_input()}
+            # A fact without recorded votes (a dirty triple) simply runs the whole graph.
+            if votes_of is not None and fact.id in votes_of:
+                state["votes"] = votes_of[fact.id]
+            return await engine.invoke(graph_key, state, ctx, config)
+
+        info.settings = {**info.settings, "judge_model": judge_spec or JUDGE_NONE}
+        return check_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
+                         fresh=fresh, show_progress=show_progress, phase=phase,
+                         warn=warn,
+                         summary_extras=summary_extras(judge_spec, source, **more))
+
+    def judged_context(
+        alignment: Mapping[str, float] | None,
+    ) -> tuple[ConsensusContext, str | None]:
+        spec = resolve_judge(setting, members, alignment=alignment,
+                             siblings=base_ctx.siblings or None)
+        _check_replay_judge(spec, data_dir, info.dataset, strategy.replays)
+        if setting in CONS_JUDGES:
+            # The graph picks the judge itself from the alignment, as it does in Studio.
+            pairs = ",".join(f"{m}={alignment[m]!r}" for m in members) if alignment else ""
+            return replace(base_ctx, judge=setting, alignment=pairs), spec
+        return replace(base_ctx, judge=spec or JUDGE_NONE, alignment=""), spec
+
+    if setting not in CONS_JUDGES or values.get("alignment"):
+        given = parse_alignment(values.get("alignment")) if setting in CONS_JUDGES else None
+        if given:
+            # Keys may be specs or bare model names; a member left out is named by the judge.
+            given = {m: given[m] if m in given else given[split_spec(m)[1]] for m in members
+                     if m in given or split_spec(m)[1] in given}
+        ctx, spec = judged_context(given)
+        return await final_run(ctx, spec, "given" if setting in CONS_JUDGES else "fixed",
+                               phase="members" if spec is None else "consensus")
+
+    # Phase 1: every member votes on every fact; no judge yet.
+    votes_info = RunInfo(dataset=info.dataset, strategy=info.strategy, method=info.method,
+                         models=list(info.models),
+                         judge=JUDGE_NONE, source=info.source, settings=dict(info.settings),
+                         pricing=info.pricing, input=dict(info.input),
+                         prompts=dict(info.prompts))
+
+    async def vote(fact: Fact) -> dict[str, Any]:
+        return await engine.invoke(graph_key, {"fact": fact.as_input()}, base_ctx, config)
+
+    phase1 = await check_facts(
+        facts, vote, votes_info, out_dir / VOTES_DIR, concurrency=concurrency, resume=resume,
+        fresh=fresh, show_progress=show_progress, phase="members", warn=warn,
+        summary_extras=summary_extras(None, "phase 1: votes only"),
+    )
+    if phase1.aborted:
+        return RunResult(out_dir, phase1.records, {**phase1.summary, "judge": setting,
+                                                   "phase": "votes"}, phase1.aborted)
+    # Phase 2: CA_M over the facts with a majority picks the judge; only ties reach it.
+    measured = consensus_alignment(vote_maps(phase1.records))
+    ctx, spec = judged_context({m: measured.get(m, 0.0) for m in members})
+    votes_of = {str(r["fact_id"]): r["details"]["votes"] for r in phase1.records
+                if (r.get("details") or {}).get("votes")}
+    return await final_run(
+        ctx, spec, "measured", votes_of, phase="judge",
+        votes_phase={"out_dir": str(out_dir / VOTES_DIR),
+                     "ran_this_time": phase1.summary.get("ran_this_time"),
+                     "seconds": phase1.summary.get("seconds")},
+    )

@@ -1,0 +1,485 @@
+"""Plan a run: check its inputs and settings, load its facts, and execute it on an engine.
+
+``plan_run`` resolves where the facts come from (a dataset, a triples file, a SPARQL endpoint
+or facts in memory), chooses among them, and checks everything that can be checked before a
+fact is sent: the strategy and its settings, prompt files, models and their servers, replay
+recordings. ``execute`` runs a checked plan on an engine into its run folder.
+"""
+
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from kgcheck.data.datasets import load_facts
+from kgcheck.data.facts import Fact
+from kgcheck.data.gold import read_gold
+from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
+from kgcheck.data.recordings import has_recordings, recorded_models
+from kgcheck.data.runfolder import (
+    VERDICTS,
+    amend_summary,
+    read_verdicts,
+)
+from kgcheck.data.sampling import Selection
+from kgcheck.data.sampling import select_facts as _select_facts
+from kgcheck.data.shards import ParallelRead, ShardedReader, can_shard
+from kgcheck.data.sources import base_name, check_input
+from kgcheck.data.sparql import SparqlReader, redact_endpoint
+from kgcheck.data.triples import iter_triples as _iter_triples
+from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
+from kgcheck.graphs.consensus.graph import settings_class
+from kgcheck.graphs.consensus.judges import CONS_JUDGES, JUDGE_NONE
+from kgcheck.graphs.context import DEFAULT_MODEL, Context
+from kgcheck.graphs.prompting import check_prompts
+from kgcheck.graphs.registry import GraphKey, Strategy, get_strategy
+from kgcheck.prompts import prompt_path
+from kgcheck.providers import reach_model, resolve_model, split_spec
+from kgcheck.providers.cache import default_cache_path, use_cache
+from kgcheck.providers.pricing import load_pricing
+from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
+from kgcheck.runs.consensus import run_consensus
+from kgcheck.runs.dry_run import Estimate as CostEstimate
+from kgcheck.runs.dry_run import estimate as _cost_estimate
+from kgcheck.runs.engines import Engine, make_engine
+from kgcheck.runs.runner import (
+    RECURSION_LIMIT,
+    RunInfo,
+    RunResult,
+    check_facts,
+    file_digest,
+    input_fingerprint,
+    public_settings,
+)
+
+FactLike = Fact | Mapping[str, Any]
+Warn = Callable[[str], None]
+# The answer cache: True = the default file, a path = that file, False or None = off.
+CacheChoice = bool | str | Path | None
+
+
+class SettingsError(ValueError):
+    """A setting that the strategy does not have, or a combination that cannot run."""
+
+
+class KgcheckWarning(UserWarning):
+    """Something found before a run that will make part of it come out NA."""
+
+
+def own_kg_name(path: str | Path, data: str | Path | None = None) -> str:
+    """Name the KG of a user's triples file: its stem, unless that names a benchmark.
+
+    A file called ``yago.csv`` is the user's KG, not the YAGO benchmark: it gets the name
+    ``yago.csv``, so none of YAGO's evidence, prompt notes, examples or recordings apply to
+    it. ``--as-dataset`` (``as_dataset=``) says otherwise explicitly.
+    """
+    path = Path(path)
+    stem, _ = base_name(path)
+    benchmarks = {name.lower() for name in dataset_names(as_source(None))}
+    if data:
+        benchmarks |= {name.lower() for name in dataset_names(as_source(data))}
+    return path.name if stem.lower() in benchmarks else stem
+
+
+def as_facts_lazy(facts: Iterable[FactLike]) -> Iterable[Fact]:
+    """Like ``as_facts``, one item at a time (a list stays a list)."""
+    if isinstance(facts, list) and all(isinstance(f, Fact) for f in facts):
+        return facts
+    if isinstance(facts, Sequence):
+        return as_facts(facts)
+    return (f if isinstance(f, Fact) else as_facts([f])[0] for f in facts)
+
+
+def as_facts(facts: Iterable[FactLike]) -> list[Fact]:
+    """Accept ``Fact`` objects or mappings with subject, predicate, object (id, dataset)."""
+    out = []
+    for n, item in enumerate(facts, 1):
+        if isinstance(item, Fact):
+            out.append(item)
+        else:
+            payload = {"id": str(n), "dataset": "", **dict(item)}
+            out.append(Fact.model_validate(payload))
+    return out
+
+
+def make_context(chosen: Strategy, model: str, values: Mapping[str, Any],
+                 context_class: type[Context] | None = None) -> Context:
+    """Build a strategy's Context from settings, refusing names it does not have."""
+    cls = context_class or chosen.context
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise SettingsError(f"{chosen.name} has no setting {', '.join(unknown)}; its settings: "
+                            f"{', '.join(sorted(known))}")
+    return chosen.make_context(**{**values, "model": model})
+
+
+def check_models(specs: Sequence[str], ctx: Context) -> None:
+    """Build every model and reach its server once, so that setting errors fail early.
+
+    A missing key, URL, provider or server is found before any fact is sent; replay
+    models need no server.
+    """
+    for spec in dict.fromkeys(specs):
+        resolve_model(spec, ctx)
+    for spec in dict.fromkeys(specs):
+        reach_model(spec, ctx)
+
+
+def check_prompt_files(ctx: Context) -> None:
+    """Fail before the run when a prompt file is missing or lacks a placeholder it needs."""
+    for item in dataclasses.fields(ctx):
+        value = getattr(ctx, item.name)
+        if (item.name == "prompt" or item.name.endswith("_prompt")) and value:
+            prompt_path(value)
+    check_prompts(ctx)
+
+
+def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
+                 data: str | Path | None, *, own_file: bool = False) -> None:
+    """Fail early, with the alternatives, when a replay model has nothing recorded."""
+    folder = str(data) if data else None
+    for spec in models:
+        provider, name = split_spec(spec)
+        if provider != "replay":
+            continue
+        if own_file:
+            raise SettingsError(f"{spec} only answers facts of a recorded dataset, not your own; "
+                                "pick a live model (ollama:..., openai:...)")
+        if not chosen.replays:
+            raise SettingsError(f"{spec} has no recorded answers for the {chosen.name} strategy "
+                                "(the study ran dka, giv-z, giv-f and rag); pick a live model")
+        for dataset in sorted({f.dataset for f in facts}):
+            if not has_recordings(folder, name, dataset, chosen.replays):
+                raise SettingsError(
+                    f"{spec} has no recorded {chosen.replays} answers for "
+                    f"{dataset or 'facts without a dataset'}; replay answers only the study's "
+                    "facts. Recorded models: " + ", ".join(recorded_models(folder)))
+
+
+def recordable(ctx: Context) -> dict[str, Any]:
+    """Return a run's effective settings (every Context field) as run.json keeps them."""
+    values = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ctx)}
+    values.pop("data_dir", None)
+    return public_settings(values)
+
+
+def prompt_digests(ctx: Context) -> dict[str, str]:
+    """Return the SHA-256 of every prompt file the settings name, by setting."""
+    return {item.name: file_digest(prompt_path(getattr(ctx, item.name)))
+            for item in dataclasses.fields(ctx)
+            if (item.name == "prompt" or item.name.endswith("_prompt"))
+            and getattr(ctx, item.name)}
+
+
+def cache_path(cache: CacheChoice) -> Path | None:
+    """Return the answer-cache file a ``cache=`` argument names (None: no cache)."""
+    if cache is True:
+        return default_cache_path()
+    if cache is False or cache is None:
+        return None
+    return Path(cache)
+
+
+@dataclass
+class RunPlan:
+    """A batch run, checked and ready: what ``arun`` executes."""
+
+    facts: list[Fact]
+    strategy: Strategy
+    members: list[str]
+    judge: str
+    values: dict[str, Any]
+    info: RunInfo
+    out_dir: Path
+    notes: list[str]
+    # Shards the input was read in, in parallel (0: one pass in this process).
+    input_shards: int = 0
+
+
+# An engine's way to read in parallel shards, or a function that starts the engine for it.
+ParallelReadChoice = ParallelRead | Callable[[], ParallelRead | None] | None
+
+
+def default_out_dir(source: str, strategy: str, models: Sequence[str]) -> Path:
+    """``runs/<source>-<strategy>-<model>``, with characters unsafe in file names replaced."""
+    label = models[0] if len(models) == 1 else f"consensus{len(models)}"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{source}-{strategy}-{label}").strip("-")
+    return Path("runs") / slug.lower()
+
+
+@dataclass
+class _Source:
+    """Where a run's facts come from: a re-readable stream and how to name its terms."""
+
+    open: Callable[[], Iterable[Fact]]
+    name: str
+    location: str
+    own: bool
+    named: Callable[[list[Fact]], list[Fact]] = list
+    sharded: ShardedReader | None = None
+
+
+def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
+            graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
+            data: str | Path | None, as_dataset: str | None = None,
+            parallel: ParallelReadChoice = None) -> _Source:
+    if triples is not None:
+        path = check_input(triples)
+        _, suffix = base_name(path)
+        # A user's file is the user's KG unless as_dataset names the benchmark it is from.
+        stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
+                else own_kg_name(path, data))
+        own = not as_dataset
+        reader = RdfReader(path, stem) if suffix in RDF_SUFFIXES else None
+        # A function is called (its engine started) only for a file that can be cut.
+        chosen = None if parallel is None or not can_shard(path) else (
+            parallel if isinstance(parallel, ParallelRead) else parallel())
+        if chosen is not None:
+            sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
+                                    reader=reader)
+            return _Source(lambda: iter(sharded), stem, str(path.resolve()), own,
+                           reader.named if reader else list, sharded)
+        if reader is not None:
+            return _Source(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
+        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
+    if sparql is not None:
+        endpoint = SparqlReader(sparql, graph=graph, where=where)
+        location = " ".join(x for x in (redact_endpoint(sparql), graph and f"<{graph}>", where)
+                            if x)
+        return _Source(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
+    if facts is not None:
+        loaded = as_facts(facts)
+        name = loaded[0].dataset if loaded and loaded[0].dataset else "facts"
+        return _Source(lambda: loaded, name, "memory", False)
+    src = as_source(data)
+    name = canonical_dataset(src, dataset or "")
+    rows = load_facts(name, src)
+    return _Source(lambda: rows, name, src.location, False)
+
+
+def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
+             sparql: str | None = None, graph: str | None = None, where: str | None = None,
+             facts: Iterable[FactLike] | None = None, strategy: str = "dka",
+             model: str = DEFAULT_MODEL, consensus: Sequence[str] | None = None,
+             judge: str = JUDGE_NONE, data: str | Path | None = None,
+             limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+             stratify: str | None = None, per_stratum: int | None = None,
+             ids: Sequence[str] | None = None, labels: str | Path | None = None,
+             out: str | Path | None = None,
+             settings: Mapping[str, Any] | None = None,
+             as_dataset: str | None = None,
+             pricing: str | Path | None = None,
+             parallel_read: ParallelReadChoice = None) -> RunPlan:
+    """Check a run's inputs and settings and load its facts; nothing is sent yet.
+
+    Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
+    own, RDF included), ``sparql`` (an endpoint URL, with optional ``graph`` and ``where``)
+    or ``facts`` (in memory) gives the facts; ``limit``, ``sample``/``seed``, ``stratify``/
+    ``per_stratum`` and ``ids`` choose among them (see ``select_facts``) while reading, and
+    ``labels`` is a file of gold labels for them. A triples file is your own KG, whatever its
+    name; ``as_dataset`` names a benchmark dataset its facts belong to (so that its
+    evidence, prompt notes and replay recordings apply). ``consensus`` lists member models that
+    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. ``pricing`` is
+    a pricing file for the summary's cost (default: ``kgcheck/providers/pricing.json``).
+    ``parallel_read`` (an engine's, e.g. ``open_engine("ray").parallel_read``, or a function
+    returning it, called only for such a file) reads an N-Triples, N-Quads or JSON Lines
+    file in parallel shards when every fact of it is read (no ``limit``): the same facts in
+    the same order as one pass.
+    """
+    if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
+        raise SettingsError("give exactly one of a dataset, a triples file, a SPARQL endpoint "
+                            "or facts")
+    if (graph is not None or where is not None) and sparql is None:
+        raise SettingsError("graph and where apply to a SPARQL endpoint only")
+    if as_dataset is not None and triples is None:
+        raise SettingsError("as_dataset (--as-dataset) applies to a triples file only")
+    if limit is not None and limit < 1:
+        raise SettingsError(f"limit must be at least 1, got {limit}")
+    values = dict(settings or {})
+    prices = load_pricing(pricing) if pricing else None
+    if float(values.get("replay_latency") or 0) < 0:
+        raise SettingsError(f"replay_latency must be 0 or more, got {values['replay_latency']}")
+    if judge != JUDGE_NONE and not consensus:
+        raise SettingsError(f"judge {judge} needs consensus members (the models whose ties "
+                            "it breaks)")
+    chosen = get_strategy(strategy)
+    members = [m.strip() for m in consensus if m.strip()] if consensus else [model]
+    fixed_judge = [judge] if judge not in (JUDGE_NONE, *CONS_JUDGES) else []
+    for spec in members + fixed_judge:
+        split_spec(spec)
+
+    gold = read_gold(labels) if labels is not None else None
+    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
+                     parallel_read if limit is None else None)
+    selection: Selection = _select_facts(origin.open, limit=limit, sample=sample, seed=seed,
+                                         stratify=stratify, per_stratum=per_stratum, ids=ids)
+    loaded = origin.named(selection.facts)
+    if gold is not None:
+        loaded = gold.apply(loaded)
+    source_name, source = origin.name, origin.location
+    if not loaded:
+        raise SettingsError(f"{origin.location}: there are no facts to check")
+    # What a resume must match: the facts by content (each verdict keeps its fact's digest).
+    fingerprint = input_fingerprint(loaded)
+    check_replay(members, chosen, loaded, data, own_file=origin.own)
+
+    values.setdefault("data_dir", str(data) if data else "")
+    context_class = settings_class(chosen.context) if consensus else chosen.context
+    ctx = make_context(chosen, members[0], values, context_class)
+    check_prompt_files(ctx)
+    check_models(members + fixed_judge, ctx)
+    notes = list(selection.notes)
+    if gold is not None and not any(f.label is not None for f in loaded):
+        notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
+    if triples is not None and not as_dataset and origin.name != base_name(Path(triples))[0]:
+        stem = base_name(Path(triples))[0]
+        notes.append(f"{triples} is read as your own KG {origin.name!r}, not the {stem} "
+                     f"benchmark; pass --as-dataset {stem} to check it as that dataset")
+    notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
+    out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
+    info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
+                   models=members, judge=judge if consensus else None, source=source,
+                   settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
+                   pricing=prices)
+    return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
+                   out_dir, notes, origin.sharded.shards if origin.sharded else 0)
+
+
+def open_engine(name: str = "local", *, cache: CacheChoice = True,
+                **options: Any) -> Engine:
+    """Start an engine (``local``, ``ray``) for ``plan_run`` and ``execute``; close it after.
+
+    ``options`` are the engine's (Ray: ``address``, ``workers``, ``per_worker``,
+    ``shard_bytes``); ``cache`` is the answer cache its workers use.
+    """
+    return make_engine(name, cache=cache_path(cache), **options)
+
+
+class EngineOnDemand:
+    """An engine started when first needed, so that a bad input fails before a cluster starts.
+
+    The plan starts it when the input is a file that can be read in shards (the Ray engine
+    reads those on its workers); otherwise the run does, once the plan is checked. An
+    engine object is used as given (and left open); one started here is closed by
+    ``close``.
+    """
+
+    def __init__(self, engine: str | Engine, *, cache: CacheChoice = True,
+                 options: Mapping[str, Any] | None = None) -> None:
+        self._name = engine if isinstance(engine, str) else engine.name
+        self._engine = None if isinstance(engine, str) else engine
+        self._owned = isinstance(engine, str)
+        self._cache = cache
+        self._options = dict(options or {})
+
+    def get(self) -> Engine:
+        """Return the engine, starting it now if it has not started."""
+        if self._engine is None:
+            self._engine = open_engine(self._name, cache=self._cache, **self._options)
+        return self._engine
+
+    @property
+    def parallel_read(self) -> Callable[[], ParallelRead | None]:
+        """What ``plan_run`` takes as ``parallel_read``: the engine's, if it has one."""
+        return lambda: getattr(self.get(), "parallel_read", None)
+
+    def close(self) -> None:
+        """Close the engine if it was started here."""
+        if self._owned and self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+
+async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
+                  max_concurrency: int = 64, resume: bool = False, fresh: bool = False,
+                  show_progress: bool = False, cache: CacheChoice = True,
+                  engine: str | Engine = "local",
+                  engine_options: Mapping[str, Any] | None = None,
+                  warn: Warn | None = None) -> RunResult:
+    """Run a checked plan into its folder (resumable: see ``arun``).
+
+    ``concurrency`` is a number of facts at once or ``"auto"``: adapt to the model server
+    (AIMD: more while throughput rises and latency holds, fewer on 429, 503 and timeouts),
+    up to ``max_concurrency``. ``engine`` is where the graphs run: ``local`` (this process)
+    or ``ray`` (a Ray cluster; ``engine_options``: ``address``, ``workers``,
+    ``per_worker``), or an engine object the caller keeps (and closes) across runs; the run
+    folder and its guarantees are the same. ``warn`` hears of what had to be ignored in the
+    folder (unreadable verdict lines).
+    """
+    if resume and fresh:
+        raise SettingsError("resume and fresh contradict each other; pick one")
+    try:
+        limit = (concurrency if isinstance(concurrency, FixedLimit | AdaptiveLimit)
+                 else parse_concurrency(concurrency, max_concurrency))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    path = cache_path(cache)
+    # An engine object is the caller's to close (workers reused across runs); a name is ours.
+    engines = EngineOnDemand(engine, cache=cache, options=engine_options)
+    runner = engines.get()
+    try:
+        # The local engine's calls see the driver's cache; remote workers open their own.
+        with use_cache(path if runner.name == "local" else None) as answers:
+            result = await _execute(plan, runner, concurrency=limit, resume=resume,
+                                    fresh=fresh, show_progress=show_progress, warn=warn)
+        stats = runner.stats()
+    finally:
+        engines.close()
+    extra: dict[str, Any] = {"engine": {k: v for k, v in stats.items() if k != "cache"}}
+    if plan.input_shards:
+        extra["engine"]["input_shards"] = plan.input_shards
+    if answers is not None:
+        extra["cache"] = answers.stats()
+    elif path is not None and stats.get("cache"):
+        asked = stats["cache"]["hits"] + stats["cache"]["misses"]
+        extra["cache"] = {"path": str(path), **stats["cache"],
+                          "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
+    result.summary.update(extra)
+    amend_summary(result.out_dir, extra)
+    return result
+
+
+async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
+                   fresh: bool, show_progress: bool, warn: Warn | None) -> RunResult:
+    if len(plan.members) > 1:
+        return await run_consensus(
+            plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
+            values=plan.values, info=plan.info, out_dir=plan.out_dir, concurrency=concurrency,
+            resume=resume, fresh=fresh, show_progress=show_progress, engine=engine,
+            warn=warn)
+    ctx = plan.strategy.make_context(**plan.values)
+    key: GraphKey = ("strategy", plan.strategy.name)
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
+                              "metadata": {"kgcheck_run_id": plan.info.run_id}}
+
+    async def invoke(fact: Fact) -> dict[str, Any]:
+        return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
+
+    return await check_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
+                           resume=resume, fresh=fresh, show_progress=show_progress, warn=warn)
+
+
+def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
+    """Estimate what a checked plan will send: facts, calls, tokens and cost; sends nothing.
+
+    With ``resume`` the facts the run folder already holds verdicts for are left out.
+    """
+    done: set[str] = set()
+    if resume:
+        done = {fid for fid, r in read_verdicts(plan.out_dir / VERDICTS).items()
+                if not r.get("error")}
+    contexts = {m: plan.strategy.make_context(**{**plan.values, "model": m})
+                for m in plan.members}
+    found = _cost_estimate(plan.facts, contexts, plan.info.pricing, done=done)
+    if len(plan.members) > 1 and plan.judge != JUDGE_NONE:
+        found.notes.append("consensus: the judge's calls on ties are not counted (ties are "
+                           "known only once the members have voted)")
+    return found

@@ -1,0 +1,521 @@
+"""Run a strategy graph over many facts: bounded concurrency, progress, resumable output.
+
+Every verdict is appended to ``OUT/verdicts.jsonl`` the moment it completes, so a killed run
+loses nothing; ``--resume`` keeps the finished verdicts (the last record per fact), retries
+the ones that ended in an error, and runs the rest. ``OUT/summary.json`` is written at the
+end and describes every verdict in the folder. ``OUT/run.json`` records what the run was:
+strategy, models, a fingerprint of the input facts, the settings and the prompt files'
+contents, so that a resume with other input or settings is refused instead of mixing two runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.facts import Fact
+from kgcheck.data.runfolder import (
+    LOCK,
+    RUN_INFO,
+    SUMMARY,
+    VERDICTS,
+    RunError,
+    VerdictSink,
+    exclusive,
+    make_folder,
+    read_verdicts,
+    short_repr,
+)
+from kgcheck.evals.metrics import score_summary
+from kgcheck.graphs import verdicts
+from kgcheck.providers import pressure
+from kgcheck.providers.pricing import Pricing, cost_summary
+from kgcheck.providers.secrets import redact_settings, redact_value
+from kgcheck.runs.concurrency import OVERLOAD_ERRORS, AdaptiveLimit, FixedLimit, Limit
+from kgcheck.runs.records import verdict_record
+
+# Identity of a run: a resume must match these fields of run.json (and its input and
+# settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
+# the input is identified by its content.
+IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
+# Settings a resume may change: where the server is and how long to wait for it, not what
+# a model is asked or how it samples.
+RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
+                            "replay_latency", "data_dir"})
+RECURSION_LIMIT = 50
+# Errors that mean the model server cannot be reached at all, not that one fact failed.
+UNREACHABLE_ERRORS = {
+    "ConnectError", "ConnectTimeout", "ConnectionError", "ConnectionRefusedError",
+    "APIConnectionError", "APITimeoutError", "ReadTimeout", "TimeoutError", "TimeoutException",
+    "AuthenticationError", "OpenAIConnectionError", "OpenAITimeoutError",
+    "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
+}
+
+# Errors of a server that answers, but not usefully: 5xx, 429, replies that are not JSON or
+# are cut short. A run of them stops the run as unreachable servers do.
+SERVER_ERRORS = {
+    "ResponseError", "InternalServerError", "RateLimitError", "APIStatusError",
+    "ServiceUnavailableError", "ModelReplyError", "JSONDecodeError",
+    "APIResponseValidationError", "HTTPStatusError", "OpenAIRateLimitError", "OpenAIAPIError",
+    "ModelRateLimitError", "ModelAPIError",
+}
+
+# Errors that no other fact will escape: a bad prompt file, model spec or strategy.
+CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
+
+Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
+Warn = Callable[[str], None]
+
+
+class RunWarning(UserWarning):
+    """Something in a run folder was ignored (an unreadable verdict line)."""
+
+
+def public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Return settings as they may be written or shown: JSON-plain, without credentials.
+
+    Every settings value that reaches ``run.json`` (or a message) passes through here.
+    """
+    # Credentials (keys, tokens, passwords, URL user:password and query secrets) go first.
+    kept = redact_settings({str(k): v for k, v in values.items()})
+    # A JSON round trip, so that stored and new settings compare alike (tuples as lists).
+    return dict(json.loads(json.dumps(kept, default=str)))
+
+
+def _fact_row(fact: Fact) -> bytes:
+    row = [fact.id, fact.dataset, fact.subject, fact.predicate, fact.object, fact.label,
+           fact.sentence]
+    return json.dumps(row, ensure_ascii=False).encode("utf-8")
+
+
+def fact_digest(fact: Fact) -> str:
+    """Identify one fact by content: a SHA-256 (16 hex digits) over id, terms and label.
+
+    Each verdict keeps it (``fact_sha``), so a resume can tell whether a stored verdict
+    still belongs to the fact of that id.
+    """
+    return hashlib.sha256(_fact_row(fact)).hexdigest()[:16]
+
+
+def input_fingerprint(facts: Iterable[Fact]) -> dict[str, Any]:
+    """Identify input facts by content: their count and a SHA-256 over ids, terms and labels."""
+    digest = hashlib.sha256()
+    count = 0
+    for fact in facts:
+        digest.update(_fact_row(fact) + b"\n")
+        count += 1
+    return {"facts": count, "sha256": digest.hexdigest()}
+
+
+def file_digest(path: str | Path) -> str:
+    """Return the SHA-256 of a file's bytes (a prompt file's identity)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass
+class RunResult:
+    """What a finished (or stopped) run leaves: its folder, verdicts and summary."""
+
+    out_dir: Path
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    aborted: str | None = None
+
+
+@dataclass
+class RunInfo:
+    """The identity and settings of a run, kept in ``run.json``.
+
+    ``strategy`` is the strategy's name (``dka-sc``), ``method`` the label its verdicts
+    carry (``DKA-SC``).
+    """
+
+    dataset: str
+    strategy: str
+    method: str
+    models: list[str]
+    judge: str | None = None
+    source: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # Prices for the summary's cost (None: the shipped pricing file); not part of the identity.
+    pricing: Pricing | None = None
+    # ``input_fingerprint`` of the facts this invocation checks; empty when not known.
+    input: dict[str, Any] = field(default_factory=dict)
+    # Prompt-file settings by name -> SHA-256 of the file they name.
+    prompts: dict[str, str] = field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        """Return the fields a resumed run must share with the stored one."""
+        return {k: getattr(self, k) for k in IDENTITY_KEYS}
+
+    def stored(self) -> dict[str, Any]:
+        """Return what ``run.json`` keeps: identity, source, input, settings, prompt files."""
+        return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
+                             "input": self.input, "settings": public_settings(self.settings),
+                             "prompts": self.prompts})
+
+
+def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
+    """Say what differs between a stored run and the one asked for (empty: it may resume)."""
+    if info.input and "input" not in stored:
+        return ["run.json records no fingerprint of its input facts (written by an older "
+                "kgcheck), so its verdicts cannot be matched to this input"]
+    changes = [f"{k} ({short_repr(stored.get(k))} then, {short_repr(v)} now)"
+               for k, v in redact_value(info.identity()).items() if stored.get(k) != v]
+    old = stored.get("settings") or {}
+    new = public_settings(info.settings)
+    old_prompts = stored.get("prompts") or {}
+    # A prompt file counts by content: the same text under another name is the same prompt.
+    same_text = {key for key, digest in info.prompts.items() if old_prompts.get(key) == digest}
+    changed = {key for key in (set(old) | set(new)) - RESUME_NEUTRAL - same_text
+               if old.get(key) != new.get(key)}
+    changes += [f"setting {key} ({short_repr(old.get(key))} then, {short_repr(new.get(key))} now)"
+                for key in sorted(changed)]
+    for key in sorted((set(old_prompts) | set(info.prompts)) - changed):
+        if old_prompts.get(key) != info.prompts.get(key):
+            changes.append(f"the content of the {key} file {short_repr(new.get(key, ''))}")
+    return changes
+
+
+def gold_mark(fact: Fact) -> str | None:
+    """Return the gold label as ``T``/``F`` (None when unknown)."""
+    return None if fact.label is None else ("T" if fact.label else "F")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}; free space or fix the "
+                       f"folder's permissions, then rerun with --resume --out {path.parent}"
+                       ) from None
+
+
+def _warn_default(message: str) -> None:
+    warnings.warn(message, RunWarning, stacklevel=3)
+
+
+def kept_verdict(record: Mapping[str, Any]) -> bool:
+    """Tell whether a resume keeps a verdict: it has no error, or its input is defective."""
+    return not record.get("error") or verdicts.is_defect(record)
+
+
+def changed_facts(existing: Mapping[str, Mapping[str, Any]],
+                  facts: Sequence[Fact]) -> list[str]:
+    """Say which stored verdicts belong to other facts now (the input was edited)."""
+    differ = [f.id for f in facts
+              if f.id in existing and existing[f.id].get("fact_sha") != fact_digest(f)]
+    if not differ:
+        return []
+    with_verdicts = sum(1 for f in facts if f.id in existing)
+    return [f"the input facts ({len(differ)} of the {with_verdicts} facts with verdicts are "
+            f"not the facts those verdicts were given for, e.g. fact {differ[0]!r})"]
+
+
+def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
+                    fresh: bool, warn: Warn | None = None,
+                    facts: Sequence[Fact] | None = None) -> dict[str, dict[str, Any]]:
+    """Check or create the run folder; return the finished verdicts a resume keeps.
+
+    A resume must match the stored run (``resume_conflicts``), and every verdict kept for a
+    fact of ``facts`` must have been given for that same fact (``fact_sha``).
+    """
+    make_folder(out_dir)
+    verdicts_path = out_dir / VERDICTS
+    info_path = out_dir / RUN_INFO
+    foreign = sorted(p.name for p in out_dir.iterdir()
+                     if p.is_file() and p.name not in (VERDICTS, SUMMARY, RUN_INFO, LOCK))
+    if foreign and not info_path.exists():
+        raise RunError(
+            f"{out_dir} is not a kgcheck run folder (it holds {', '.join(foreign[:3])} but no "
+            f"{RUN_INFO}); pick another --out"
+        )
+    if fresh:
+        for name in (VERDICTS, SUMMARY, RUN_INFO):
+            (out_dir / name).unlink(missing_ok=True)
+    existing = read_verdicts(verdicts_path, warn or _warn_default)
+    if existing and not resume:
+        raise RunError(
+            f"{out_dir} already holds {len(existing)} verdicts: pass --resume to continue "
+            "that run, --fresh to start over, or another --out"
+        )
+    if info_path.exists() and resume:
+        try:
+            stored = json.loads(info_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            stored = {}
+        changes = resume_conflicts(stored if isinstance(stored, dict) else {}, info)
+        if info.input and facts is not None:
+            changes += changed_facts(existing, facts)
+        if changes:
+            raise RunError(
+                f"cannot resume {out_dir}: it holds a different run; changed: "
+                f"{'; '.join(changes)}. Start over with --fresh --out {out_dir}, or use "
+                "another --out"
+            )
+        info.run_id = stored.get("run_id", info.run_id)
+    finished = {fid: r for fid, r in existing.items() if kept_verdict(r)}
+    # Rewrite without duplicates, unreadable lines or errored records (retried below).
+    _write_atomic(verdicts_path, "".join(json.dumps(r) + "\n" for r in finished.values()))
+    _write_atomic(info_path, json.dumps(info.stored(), indent=1) + "\n")
+    return finished
+
+
+def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
+    # No credential reaches the verdicts file, whichever message or detail quoted one.
+    return redact_value({**verdict_record(fact, verdict, run_id, gold_mark(fact)),
+                         "fact_sha": fact_digest(fact)})
+
+
+async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
+    """Run one fact; any failure becomes the fact's NA verdict with the error, not a crash."""
+    try:
+        out = await invoke(fact)
+    except Exception as exc:  # noqa: BLE001 - one fact's failure must not end the run
+        # GraphRecursionError included: a loop that did not end is this fact's failure.
+        return dict(verdicts.failed(fact.id, method, model, exc))
+    verdict = out.get("verdict")
+    if not verdict:
+        return dict(verdicts.failed(fact.id, method, model, "the graph returned no verdict",
+                                    error_type="NoVerdict"))
+    return dict(verdict)
+
+
+def _progress(disable: bool, adaptive: bool = False) -> Progress:
+    """Build a progress bar that fits 80 columns (a consensus phase's name and ties too)."""
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(bar_width=8),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:.1f}/s"),
+        TextColumn("{task.fields[tally]}"),
+    ]
+    if adaptive:
+        columns.append(TextColumn("at once {task.fields[level]}"))
+    return Progress(*columns, TimeRemainingColumn(elapsed_when_finished=True), disable=disable)
+
+
+def as_limit(concurrency: int | Limit) -> Limit:
+    """Accept a number of facts at once or a limit object (``AdaptiveLimit``)."""
+    if isinstance(concurrency, FixedLimit | AdaptiveLimit):
+        return concurrency
+    if concurrency < 1:
+        raise RunError(f"--concurrency must be at least 1, got {concurrency}")
+    return FixedLimit(concurrency)
+
+
+async def check_facts(
+    facts: Sequence[Fact],
+    invoke: Invoke,
+    info: RunInfo,
+    out_dir: Path,
+    *,
+    concurrency: int | Limit = 4,
+    resume: bool = False,
+    fresh: bool = False,
+    show_progress: bool = True,
+    max_consecutive_unreachable: int | None = None,
+    summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+    phase: str | None = None,
+    warn: Warn | None = None,
+) -> RunResult:
+    """Invoke a graph on every fact, appending each verdict as it completes.
+
+    ``invoke`` runs one fact and returns the graph output (with ``verdict``). Stops early,
+    with verdicts kept, when the model server is unreachable for many facts in a row.
+    ``concurrency`` is a number of facts at once or an ``AdaptiveLimit``. ``phase`` names a
+    consensus phase in the progress bar, which then counts ties apart from NA answers. The
+    summary covers every verdict in the folder, also those of earlier invocations that asked
+    for more facts (a resume with a smaller ``limit``). ``warn`` hears of lines of
+    ``verdicts.jsonl`` that had to be ignored.
+    """
+    concurrency = as_limit(concurrency)
+    out_dir = Path(out_dir)
+    with exclusive(out_dir):
+        return await _run_locked(
+            facts, invoke, info, out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
+            show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
+            summary_extras=summary_extras, phase=phase, warn=warn,
+        )
+
+
+def _tally(state: dict[str, int], phase: str | None) -> str:
+    """Format the progress counts: NA and errors, and ties in a consensus phase."""
+    ties = f"ties {state['ties']} " if phase else ""
+    return f"{ties}NA {state['na']} errors {state['errors']}"
+
+
+async def _run_locked(
+    facts: Sequence[Fact],
+    invoke: Invoke,
+    info: RunInfo,
+    out_dir: Path,
+    *,
+    concurrency: Limit,
+    resume: bool,
+    fresh: bool,
+    show_progress: bool,
+    max_consecutive_unreachable: int | None,
+    summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None,
+    phase: str | None = None,
+    warn: Warn | None,
+) -> RunResult:
+    finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh, warn=warn,
+                               facts=facts)
+    todo = [f for f in facts if f.id not in finished]
+    model_label = ",".join(info.models)
+    limit = max_consecutive_unreachable or max(5, 2 * concurrency.maximum)
+    adaptive = isinstance(concurrency, AdaptiveLimit)
+    queue: asyncio.Queue[Fact] = asyncio.Queue()
+    for fact in todo:
+        queue.put_nowait(fact)
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0,
+             "server_streak": 0}
+    aborted: list[str] = []
+    write_failed: list[OSError] = []
+    started = time.perf_counter()
+    verdicts_path = out_dir / VERDICTS
+    sink = VerdictSink(verdicts_path)
+
+    with _progress(not show_progress, adaptive) as progress, \
+            pressure.listening(concurrency.signal, concurrency.retake):
+        title = f"{info.method} {info.dataset}" + (f" {phase}" if phase else "")
+        task = progress.add_task(title, total=len(todo), rate=0.0, tally=_tally(state, phase),
+                                 level=concurrency.current)
+
+        async def worker() -> None:
+            while not aborted:
+                try:
+                    fact = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                async with concurrency.slot() as held:
+                    verdict = await verdict_of(invoke, fact, info.method, model_label)
+                    seconds = held.active_seconds()
+                concurrency.done(seconds, overloaded=(
+                    (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
+                if aborted:
+                    return  # stopped meanwhile (e.g. the disk is full): write nothing more
+                record = _record(fact, verdict, info.run_id)
+                try:
+                    sink.write(record)
+                except OSError as exc:
+                    write_failed.append(exc)
+                    aborted.append(f"cannot write {verdicts_path}: {exc.strerror or exc}")
+                    return
+                state["done"] += 1
+                tie = (record.get("details") or {}).get("decision") == "tie"
+                state["ties"] += tie
+                # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
+                state["na"] += record["label"] == "NA" and not (tie and phase)
+                error_type = (record.get("details") or {}).get("error_type")
+                if record.get("error") and not verdicts.is_defect(record):
+                    state["errors"] += 1
+                if error_type in CONFIG_ERRORS and not aborted:
+                    aborted.append(record["error"])
+                elif error_type in UNREACHABLE_ERRORS:
+                    state["unreachable_streak"] += 1
+                    if state["unreachable_streak"] >= limit and not aborted:
+                        aborted.append(record["error"])
+                elif error_type in SERVER_ERRORS:
+                    state["unreachable_streak"] = 0
+                    state["server_streak"] += 1
+                    if state["server_streak"] >= limit and not aborted:
+                        aborted.append(record["error"])
+                else:
+                    state["unreachable_streak"] = state["server_streak"] = 0
+                elapsed = time.perf_counter() - started
+                progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
+                                tally=_tally(state, phase), level=concurrency.current)
+
+        workers = min(concurrency.maximum, max(1, len(todo)))
+        try:
+            await asyncio.gather(*(worker() for _ in range(workers)))
+        finally:
+            sink.close()
+
+    if write_failed:
+        kept = len(read_verdicts(verdicts_path))
+        raise RunError(f"{aborted[0]}; the {kept} verdicts written so far are kept: free "
+                       f"space, then continue with --resume --out {out_dir}")
+    seconds = time.perf_counter() - started
+    # The folder's verdicts, all of them: a resume that asked for fewer facts (--limit) does
+    # not shrink what the summary describes.
+    records = list(read_verdicts(verdicts_path).values())
+    summary = summarize(records, info, seconds=seconds, ran=state["done"])
+    summary["asked"] = len(facts)
+    if isinstance(concurrency, AdaptiveLimit):
+        summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
+                                  "final": concurrency.current, "peak": concurrency.peak,
+                                  "backoffs": concurrency.cuts, "lent": concurrency.lent}
+    if summary_extras:
+        summary.update(summary_extras(records))
+    if aborted:
+        if state["unreachable_streak"] >= limit:
+            summary["aborted_because"] = "unreachable"
+            summary["aborted"] = (f"stopped after {limit} facts in a row could not reach the "
+                                  f"model: {aborted[0]}")
+        elif state["server_streak"] >= limit:
+            summary["aborted_because"] = "server"
+            summary["aborted"] = (f"stopped after {limit} facts in a row got no usable answer "
+                                  f"from the model server: {aborted[0]}")
+        else:
+            summary["aborted_because"] = "configuration"
+            summary["aborted"] = f"stopped: {aborted[0]}"
+    summary = redact_value(summary)
+    _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+    return RunResult(out_dir, records, summary, summary.get("aborted"))
+
+
+def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: float,
+              ran: int) -> dict[str, Any]:
+    """Compute the run's summary: scores, NA and error counts, time and throughput."""
+    records = list(records)
+    skipped = [r for r in records if verdicts.is_defect(r)]
+    tokens_in = [r["tokens_in"] for r in records if r.get("tokens_in") is not None]
+    tokens_out = [r["tokens_out"] for r in records if r.get("tokens_out") is not None]
+    model_seconds = [r["seconds"] for r in records if r.get("seconds")]
+    return {
+        "run_id": info.run_id,
+        "dataset": info.dataset,
+        "strategy": info.strategy,
+        "method": info.method,
+        "models": info.models,
+        "judge": info.judge,
+        "n": len(records),
+        # Facts in the input (before --limit), when the run knows its input.
+        "input_facts": info.input.get("facts"),
+        **score_summary(records),
+        "verdicts": {label: sum(1 for r in records if r["label"] == label)
+                     for label in ("T", "F", "NA")},
+        "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
+        # Failed checks (a resume retries them); defective input is counted as skipped.
+        "errors": sum(1 for r in records if r.get("error") and not verdicts.is_defect(r)),
+        "skipped": len(skipped),
+        "na": sum(1 for r in records if r["label"] == "NA"),
+        "mean_model_seconds": sum(model_seconds) / len(model_seconds) if model_seconds else None,
+        "tokens_in": sum(tokens_in) if tokens_in else None,
+        "tokens_out": sum(tokens_out) if tokens_out else None,
+        **cost_summary(records, info.models, info.pricing),
+        "ran_this_time": ran,
+        "seconds": round(seconds, 3),
+        "facts_per_second": round(ran / seconds, 2) if seconds > 0 else None,
+    }
