@@ -106,6 +106,7 @@ __all__ = [
     "VERDICTS", "read_verdicts", "parse_ids", "is_defect", "redact_logs", "redact_text",
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
     "served_graphs", "langgraph_config", "serve_review", "Served", "plan_sweep", "asweep",
+    "index_evidence", "Indexed", "search_index_choice", "search_server",
 ]
 
 T = TypeVar("T")
@@ -649,3 +650,104 @@ class SyncReview:
     def __getattr__(self, name: str) -> Any:
         # The session's plain attributes (items, progress, rows, labels_path, ...).
         return getattr(self.session, name)
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What ``index_evidence`` did: facts embedded now and before, documents, chunks, where."""
+
+    facts: int
+    done_before: int
+    documents: int
+    chunks: int
+    seconds: float
+    location: str
+
+
+def index_evidence(dataset: str, *, corpus: str = "", data: str | Path | None = None,
+                   embedding: str = "minilm", chroma_path: str = "", chroma_url: str = "",
+                   candidates: int = 24, retrieval: str = "hybrid", limit: int | None = None,
+                   revisit: bool = False,
+                   on_start: Callable[[int], None] | None = None,
+                   on_fact: Callable[[str], None] | None = None) -> Indexed:
+    """Embed the chunks RAG runs will need into the dataset's Chroma collection.
+
+    Facts indexed before are skipped unless ``revisit`` (then only missing vectors are
+    embedded); ``on_start`` hears how many facts will be indexed, ``on_fact`` each one done.
+    """
+    import time
+    from contextlib import nullcontext
+
+    from kgcheck.retrievers.evidence import get_retriever
+    from kgcheck.retrievers.index import index_lock
+    from kgcheck.retrievers.questions import FactStatements, template_questions
+
+    # A Chroma server takes care of its writers; a Chroma folder takes one build at a time.
+    with nullcontext() if chroma_url else index_lock(chroma_path):
+        retriever = get_retriever(corpus, dataset=dataset, embedding=embedding, index="chroma",
+                                  chroma_path=chroma_path, chroma_url=chroma_url)
+        fact_ids = retriever.source.fact_ids(dataset)
+        if not fact_ids:
+            raise SettingsError(f"the corpus {literal(retriever.source.location)} has no "
+                                f"documents for dataset {literal(repr(dataset))}; import them "
+                                "with `kgcheck corpus import`")
+        if limit is not None:
+            fact_ids = fact_ids[:limit]
+        target = retriever.index(dataset)
+        done = set() if revisit else target.indexed_facts(fact_ids)
+        todo = [f for f in fact_ids if f not in done]
+        statements = FactStatements(data)
+        started = time.perf_counter()
+        embedded = docs = 0
+        if on_start:
+            on_start(len(todo))
+        for fact_id in todo:
+            sentence, subject, obj = statements.get(dataset, fact_id)
+            embedded += retriever.index_fact(dataset, fact_id, sentence,
+                                             template_questions(subject, obj, sentence),
+                                             candidates=candidates, mode=retrieval)
+            docs += len(retriever.corpus(dataset, fact_id).documents)
+            if on_fact:
+                on_fact(fact_id)
+        return Indexed(len(todo), len(done), docs, embedded, time.perf_counter() - started,
+                       target.location)
+
+
+def search_index_choice(index: str, chroma_path: str) -> str:
+    """Pick the chunk index the search API ranks with; ``auto`` writes nothing unasked.
+
+    ``auto`` uses Chroma only where a cache was configured or built before (``chroma_path``,
+    ``$KGCHECK_HOME``, or an existing ``.kgcheck/chroma``), else vectors in memory, so that
+    serving requests never creates a folder under the current one.
+    """
+    import os
+
+    from kgcheck.retrievers.index import default_chroma_path
+    from kgcheck.retrievers.store import HOME_ENV
+
+    if index != "auto":
+        return index
+    configured = chroma_path or os.environ.get(HOME_ENV) or default_chroma_path().is_dir()
+    return "chroma" if configured else "memory"
+
+
+def search_server(*, corpus: str = "", embedding: str = "minilm", index: str = "auto",
+                  chroma_path: str = "", api_key: str, data: str | Path | None = None,
+                  host: str = "127.0.0.1", port: int = 8765) -> tuple[Any, str]:
+    """Build the search API's server over a local corpus; return it and the corpus's place.
+
+    The server (``uvicorn.Server``) runs with ``server.run(sockets=...)``.
+    """
+    import uvicorn
+
+    from kgcheck.retrievers.evidence import get_retriever
+    from kgcheck.retrievers.search.server import create_app, server_config
+
+    if corpus.startswith(("http://", "https://")):
+        raise SettingsError("{corpus}: serve a local corpus (folder, .tar.gz or .sqlite), not "
+                            "a URL", corpus=Arg("corpus", corpus))
+    retriever = get_retriever(corpus, embedding=embedding,
+                              index=search_index_choice(index, chroma_path),
+                              chroma_path=chroma_path)
+    served = create_app(retriever.source, retriever.engine, api_key=api_key, data=data)
+    return uvicorn.Server(server_config(served, host, port)), retriever.source.location

@@ -35,9 +35,13 @@ class Arg:
     """One or more arguments as a message mentions them: names with values (or ``NAME_ONLY``)."""
 
     pairs: tuple[tuple[str, Any], ...]
+    # How the pairs are joined, whatever the spelling (", " for alternatives); None: its own.
+    join: str | None = None
 
-    def __init__(self, name: str, value: Any = NAME_ONLY, **more: Any) -> None:
+    def __init__(self, name: str, value: Any = NAME_ONLY, *, join: str | None = None,
+                 **more: Any) -> None:
         object.__setattr__(self, "pairs", ((name, value), *more.items()))
+        object.__setattr__(self, "join", join)
 
 
 # How a front end spells an argument: (Python name, value or NAME_ONLY) -> text.
@@ -84,8 +88,11 @@ def _rebuild(cls: type[ArgumentMessage], template: str,
 def _spell(template: str, mentions: Mapping[str, Arg], spell: Spell, join: str) -> str:
     if not mentions:
         return template
-    return template.format(**{key: join.join(spell(name, value) for name, value in arg.pairs)
-                              for key, arg in mentions.items()})
+    # A spelling may have no word for an argument (""): it is left out.
+    return template.format(**{
+        key: (arg.join or join).join(
+            text for text in (spell(name, value) for name, value in arg.pairs) if text)
+        for key, arg in mentions.items()})
 
 
 class ArgumentNote(str):

@@ -85,7 +85,7 @@ def test_errors_name_python_arguments(triples: Path, tmp_path: Path) -> None:
     assert str(caught.value) == "resume=True and fresh=True contradict each other; pick one"
     with pytest.raises(ValueError, match=r"^limit=0 must be at least 1$"):
         kgcheck.dry_run(triples=triples, limit=0)
-    with pytest.raises(ValueError, match=r"give exactly one of dataset, triples, sparql or "
+    with pytest.raises(ValueError, match=r"give exactly one of dataset, triples, sparql, "
                                          r"facts"):
         kgcheck.dry_run()
 

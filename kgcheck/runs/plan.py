@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from kgcheck.arguments import Arg, ArgumentError, ArgumentNote, literal
+from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, literal
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
@@ -281,9 +281,8 @@ def check_run_arguments(*, dataset: str | None = None, triples: str | Path | Non
     line).
     """
     if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
-        raise SettingsError("give exactly one of {dataset}, {triples}, {sparql} or {facts}",
-                            dataset=Arg("dataset"), triples=Arg("triples"),
-                            sparql=Arg("sparql"), facts=Arg("facts"))
+        raise SettingsError("give exactly one of {sources}", sources=Arg(
+            "dataset", triples=NAME_ONLY, sparql=NAME_ONLY, facts=NAME_ONLY, join=", "))
     if (graph is not None or where is not None) and sparql is None:
         raise SettingsError("{graph} and {where} apply to a {sparql} endpoint only",
                             graph=Arg("graph"), where=Arg("where"), sparql=Arg("sparql"))
