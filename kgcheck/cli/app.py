@@ -127,6 +127,14 @@ class LazyGroup(TyperGroup):
             self._load(listed.module)
 
 
+def every_command() -> LazyGroup:
+    """Return the ``kgcheck`` group with every command loaded (references, completion, tests)."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, LazyGroup)
+    group.load_all()
+    return group
+
+
 app = typer.Typer(
     cls=LazyGroup,
     name="kgcheck",

@@ -22,6 +22,10 @@ FLAGS = {
     "run": "--run",
     "file": "FILE",
     "run_dir": "RUN_DIR",
+    # Settings that have a flag of their own besides --set.
+    "set:replay_latency": "--replay-latency",
+    "set:base_url": "--base-url",
+    "set:prompt": "--prompt",
 }
 
 
@@ -42,7 +46,7 @@ def spell(name: str, value: Any) -> str:
     """Spell one argument as the command line takes it."""
     from kgcheck.arguments import NAME_ONLY
 
-    if name.startswith("set:"):
+    if name.startswith("set:") and name not in FLAGS:
         key = name.removeprefix("set:")
         return f"--set {key}=..." if value is NAME_ONLY else f"--set {key}={_value(value)}"
     flag = flag_of(name)

@@ -361,8 +361,8 @@ def _resumable(plan: Any) -> bool:
 
 def retry_advice(plan: Any) -> str:
     """Say what can help when running again cannot: replay answers only recorded facts."""
-    return (f"{', '.join(plan.members)} replays recorded answers, which a rerun cannot change; "
-            "check the facts with a live model (ollama:..., openai:...) instead")
+    return (f"a rerun cannot help: {', '.join(plan.members)} replays the same recorded "
+            "answers every time")
 
 
 def _warn(message: str) -> None:
