@@ -696,7 +696,7 @@ def index_evidence(dataset: str, *, corpus: str = "", data: str | Path | None = 
         target = retriever.index(dataset)
         done = set() if revisit else target.indexed_facts(fact_ids)
         todo = [f for f in fact_ids if f not in done]
-        statements = FactStatements(data)
+        statements = FactStatements(str(data) if data else None)
         started = time.perf_counter()
         embedded = docs = 0
         if on_start:
@@ -749,5 +749,6 @@ def search_server(*, corpus: str = "", embedding: str = "minilm", index: str = "
     retriever = get_retriever(corpus, embedding=embedding,
                               index=search_index_choice(index, chroma_path),
                               chroma_path=chroma_path)
-    served = create_app(retriever.source, retriever.engine, api_key=api_key, data=data)
+    served = create_app(retriever.source, retriever.engine, api_key=api_key,
+                        data=str(data) if data else None)
     return uvicorn.Server(server_config(served, host, port)), retriever.source.location

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import click
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
@@ -73,37 +72,34 @@ class LazyGroup(TyperGroup):
 
     _listing = False
 
-    def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: D102
+    def list_commands(self, ctx: Any) -> list[str]:  # noqa: D102
         return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:  # noqa: D102
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:  # noqa: D102
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             if self._listing:
-                return click.Command(cmd_name, short_help=COMMANDS[cmd_name].summary,
-                                     help=COMMANDS[cmd_name].summary)
+                summary = COMMANDS[cmd_name].summary
+                return TyperCommand(cmd_name, short_help=summary, help=summary)
             self._load(COMMANDS[cmd_name].module)
         return self.commands.get(cmd_name)
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:  # noqa: D102
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # noqa: D102
         self._listing = True
         try:
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
 
-    def resolve_command(self, ctx: click.Context, args: list[str]
-                        ) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """Resolve as Typer does; suggest a close name among every command, loaded or not."""
-        try:
-            return super().resolve_command(ctx, args)
-        except click.UsageError as exc:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in {*COMMANDS, *self.commands}:
             import difflib
 
-            close = difflib.get_close_matches(args[0], list(COMMANDS)) if args else []
-            if close and "Did you mean" not in exc.message:
-                exc.message = (exc.message.rstrip(".") + ". Did you mean "
-                               + ", ".join(repr(c) for c in close) + "?")
-            raise
+            close = difflib.get_close_matches(name, [*COMMANDS, *self.commands])
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
 
     def _load(self, module: str) -> None:
         """Import a command module; add the commands it registered on ``app``."""
@@ -265,4 +261,5 @@ def say_warning(message: object) -> None:
 
 
 def _err() -> Console:
-    return __getattr__("err_console")  # type: ignore[no-any-return]
+    console: Console = __getattr__("err_console")
+    return console

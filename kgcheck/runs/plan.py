@@ -272,7 +272,8 @@ def check_run_arguments(*, dataset: str | None = None, triples: str | Path | Non
                         as_dataset: str | None = None, limit: int | None = None,
                         consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
                         settings: Mapping[str, Any] | None = None, resume: bool = False,
-                        fresh: bool = False, concurrency: int | str | None = None,
+                        fresh: bool = False,
+                        concurrency: int | str | FixedLimit | AdaptiveLimit | None = None,
                         max_concurrency: int = 64) -> None:
     """Check a run's arguments on their own, before any input is read: the one place.
 
