@@ -69,13 +69,13 @@ from kgcheck.runs.plan import (
     RunPlan,
     SettingsError,
     Warn,
-    _source,
     as_facts,
     as_facts_lazy,
     cache_path,
     check_run_arguments,
     dry_run_of,
     execute,
+    fact_source,
     open_engine,
     own_kg_name,
     parse_setting_pairs,
@@ -201,7 +201,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = _source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)

@@ -33,6 +33,9 @@ from pydantic import BaseModel, Field
 
 from kgcheck.review.session import ReviewError, ReviewSession
 
+__all__ = ["ASSETS", "DecisionIn", "SECURITY_HEADERS", "STALE", "ServeError", "Served",
+           "TOKEN_HEADER", "UndoIn", "bind", "create_app", "serve"]
+
 TOKEN_HEADER = "X-Review-Token"
 ASSETS = {"review.js": "text/javascript", "review.css": "text/css",
           "favicon.svg": "image/svg+xml"}

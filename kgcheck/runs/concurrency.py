@@ -42,6 +42,9 @@ from contextlib import asynccontextmanager
 from kgcheck.arguments import Arg, ArgumentError
 from kgcheck.providers.pressure import OVERLOAD_STATUS
 
+__all__ = ["AdaptiveLimit", "FixedLimit", "Held", "Limit", "OVERLOAD_ERRORS", "is_overload",
+           "parse_concurrency"]
+
 # Verdict error types that mean "the server is overloaded or too slow", not "this fact".
 OVERLOAD_ERRORS = {
     "RateLimitError", "APITimeoutError", "OpenAITimeoutError", "ReadTimeout", "TimeoutError",

@@ -35,6 +35,9 @@ from kgcheck.runs.concurrency import Limit
 from kgcheck.runs.engines import Engine, LocalEngine
 from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, RunResult, Warn, check_facts
 
+__all__ = ["VOTES_DIR", "alignment_of", "consensus_context", "consensus_summary", "member_scores",
+           "run_consensus", "vote_maps"]
+
 VOTES_DIR = "votes"
 
 

@@ -43,6 +43,8 @@ from kgcheck.data.sources import TriplesError
 from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
 from kgcheck.providers.cache import AnswerCache, serving
 
+__all__ = ["GraphWorker", "INSTALL_HINT", "RayEngine", "RayEngineError", "check_reachable"]
+
 try:
     import ray
     from ray.exceptions import RayError
