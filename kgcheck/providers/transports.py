@@ -52,8 +52,11 @@ def reach(url: str, *, where: str, hint: str, timeout: float,
     checked is that a server listens and speaks HTTP, before facts are sent to it.
     """
     try:
-        httpx.get(url, timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else REACH_TIMEOUT,
-                  headers=headers, verify=ssl_context())
+        # Streamed and closed unread: the answer's status is all that is checked, and a
+        # body (however large, however compressed) is never read.
+        with httpx.stream("GET", url, headers=headers, verify=ssl_context(),
+                          timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else REACH_TIMEOUT):
+            pass
     except httpx.HTTPError as exc:
         detail = redact_text(str(exc).strip()) or type(exc).__name__
         raise ModelUnreachableError(f"cannot reach {where}: {detail}; {hint}") from None
