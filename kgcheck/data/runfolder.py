@@ -23,7 +23,7 @@ import fcntl
 import io
 import json
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ __all__ = [
     "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
     "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text", "make_folder",
+    "parse_only",
     "read_labels", "read_run_info", "read_summary", "read_verdicts", "record_problem",
     "short_repr", "write_json", "write_labels",
 ]
@@ -123,6 +124,28 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
         warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
              "those facts keep their last good verdict or run again")
     return records
+
+
+def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
+               what: str = "verdict", error: type[Exception] = RunFolderError
+               ) -> tuple[str, ...]:
+    """Read ``--only`` (``"F,NA"`` or a sequence of words) into the ``choices`` it names.
+
+    The one ``--only`` parser (export, review): words are matched case-insensitively and
+    returned in the choices' spelling, in the order given, each once; nothing given (None,
+    ``""``, ``[]``) is no filter, ``()``. An unknown word raises ``error`` naming it, as a
+    ``what``, and the choices.
+    """
+    if only is None:
+        return ()
+    items = only.split(",") if isinstance(only, str) else [str(item) for item in only]
+    words = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    spelling = {choice.lower(): choice for choice in choices}
+    unknown = [word for word in words if word.lower() not in spelling]
+    if unknown:
+        raise error(f"--only {','.join(items)}: unknown {what} {', '.join(unknown)}; use any "
+                    f"of {', '.join(choices)} (comma-separated)")
+    return tuple(dict.fromkeys(spelling[word.lower()] for word in words))
 
 
 def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict[str, Any]:
