@@ -1,9 +1,10 @@
 """The documentation site builds strictly, its references are whole, and its examples run.
 
 A fenced block in ``docs/`` preceded by ``<!-- run -->`` is executed: ``python`` blocks as
-a script, ``bash`` blocks with bash (``kgcheck`` on the PATH); ``<!-- file: NAME -->``
-writes the block to NAME first. The blocks of one page run in order, in one temporary
-folder, so a page's walkthrough is run as a reader would run it. Live Ollama models are
+a script, ``bash`` blocks of ``kgcheck`` commands through the CLI app; ``<!-- file: NAME
+-->`` writes the block to NAME first. The blocks of one page run in order, in one
+temporary folder and one process (tests/docs_blocks.py), so a page's walkthrough is run as
+a reader would run it. Live Ollama models are
 served by the stub Ollama server (tests/stubs, the real wire protocol on 127.0.0.1):
 ``OLLAMA_HOST`` points there, as a reader's points at ``ollama serve``.
 """
@@ -28,7 +29,7 @@ DOCS = ROOT / "docs"
 BIN = Path(sys.executable).parent
 MARKER = re.compile(r"^<!--\s*(run|file:\s*(?P<name>[\w.\-/]+))\s*-->\s*$")
 FENCE = re.compile(r"^(?P<fence>```+)\s*(?P<lang>[\w+-]*)")
-BLOCK_TIMEOUT = 120
+PAGE_TIMEOUT = 300
 
 
 @dataclasses.dataclass
@@ -95,22 +96,12 @@ def test_marked_blocks_run(page: Path, tmp_path: Path, ollama: OllamaStub) -> No
                PYTHONPATH=str(ROOT))
     work = tmp_path / "work"
     work.mkdir()
-    for block in marked_blocks(page):
-        where = f"{block.page}, line {block.line}"
-        if block.file:
-            target = work / block.file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(block.code, encoding="utf-8")
-            continue
-        if block.lang == "python":
-            command = [sys.executable, "-c", block.code]
-        else:
-            command = ["bash", "-euo", "pipefail", "-c", block.code]
-        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True,
-                              timeout=BLOCK_TIMEOUT, stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, (f"{where} failed ({done.returncode}):\n{block.code}\n"
-                                      f"stdout:\n{done.stdout[-3000:]}\n"
-                                      f"stderr:\n{done.stderr[-3000:]}")
+    blocks = tmp_path / "blocks.json"
+    blocks.write_text(json.dumps([dataclasses.asdict(b) for b in marked_blocks(page)]))
+    done = subprocess.run([sys.executable, "-m", "tests.docs_blocks", str(blocks)], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=PAGE_TIMEOUT,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-6000:]
 
 
 @pytest.fixture(scope="module")
