@@ -38,7 +38,9 @@ def run_command(words: list[str]) -> tuple[int, str]:
 
     if words[0] != "kgcheck":
         return 2, f"only kgcheck commands run in marked bash blocks, not {words[0]!r}"
-    out = io.StringIO()
+    # A text stream with a byte buffer beneath, as the console's (exports write bytes to it).
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
     status = 0
     with redirect_stdout(out), redirect_stderr(out):
         try:
@@ -47,7 +49,8 @@ def run_command(words: list[str]) -> tuple[int, str]:
             status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception:  # a traceback is a failure of the page's example
             status, _ = 1, out.write(traceback.format_exc())
-    return status, out.getvalue()
+    out.flush()
+    return status, raw.getvalue().decode("utf-8", errors="replace")
 
 
 def run_block(block: dict[str, Any]) -> str | None:
