@@ -45,18 +45,18 @@ from kgcheck.data.runfolder import (
     short_repr,
 )
 from kgcheck.evals.metrics import score_summary
+from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, cost_summary
 from kgcheck.providers.secrets import redact_settings, redact_value
-from kgcheck.runs.concurrency import OVERLOAD_ERRORS, AdaptiveLimit, FixedLimit, Limit
+from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.records import verdict_record
 
-__all__ = ["CONFIG_ERRORS", "IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL",
-           "RunInfo", "RunResult", "RunWarning", "SERVER_ERRORS", "UNREACHABLE_ERRORS", "Warn",
-           "as_limit", "changed_facts", "check_facts", "fact_digest", "file_digest", "gold_mark",
-           "input_fingerprint", "kept_verdict", "prepare_out_dir", "public_settings",
-           "resume_conflicts", "summarize", "verdict_of"]
+__all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
+           "RunWarning", "Warn", "as_limit", "changed_facts", "check_facts", "fact_digest",
+           "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
+           "public_settings", "resume_conflicts", "summarize", "verdict_of"]
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
@@ -67,25 +67,6 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
                             "replay_latency", "data_dir"})
 RECURSION_LIMIT = 50
-# Errors that mean the model server cannot be reached at all, not that one fact failed.
-UNREACHABLE_ERRORS = {
-    "ConnectError", "ConnectTimeout", "ConnectionError", "ConnectionRefusedError",
-    "APIConnectionError", "APITimeoutError", "ReadTimeout", "TimeoutError", "TimeoutException",
-    "AuthenticationError", "OpenAIConnectionError", "OpenAITimeoutError",
-    "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
-}
-
-# Errors of a server that answers, but not usefully: 5xx, 429, replies that are not JSON or
-# are cut short. A run of them stops the run as unreachable servers do.
-SERVER_ERRORS = {
-    "ResponseError", "InternalServerError", "RateLimitError", "APIStatusError",
-    "ServiceUnavailableError", "ModelReplyError", "JSONDecodeError",
-    "APIResponseValidationError", "HTTPStatusError", "OpenAIRateLimitError", "OpenAIAPIError",
-    "ModelRateLimitError", "ModelAPIError",
-}
-
-# Errors that no other fact will escape: a bad prompt file, model spec or strategy.
-CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
 Warn = Callable[[str], None]
@@ -418,8 +399,8 @@ async def _run_locked(
                 async with concurrency.slot() as held:
                     verdict = await verdict_of(invoke, fact, info.method, model_label)
                     seconds = held.active_seconds()
-                concurrency.done(seconds, overloaded=(
-                    (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
+                failure = classify_name((verdict.get("details") or {}).get("error_type"))
+                concurrency.done(seconds, overloaded=is_overload(failure))
                 if aborted:
                     return  # stopped meanwhile (e.g. the disk is full): write nothing more
                 record = _record(fact, verdict, info.run_id)
@@ -434,16 +415,18 @@ async def _run_locked(
                 state["ties"] += tie
                 # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
                 state["na"] += record["label"] == "NA" and not (tie and phase)
-                error_type = (record.get("details") or {}).get("error_type")
                 if record.get("error") and not verdicts.is_defect(record):
                     state["errors"] += 1
-                if error_type in CONFIG_ERRORS and not aborted:
+                # A setting no fact escapes stops the run at once; a run of facts that cannot
+                # reach the server, or that it answers uselessly, stops it too.
+                stop = run_stop(failure)
+                if stop == "config" and not aborted:
                     aborted.append(record["error"])
-                elif error_type in UNREACHABLE_ERRORS:
+                elif stop == "unreachable":
                     state["unreachable_streak"] += 1
                     if state["unreachable_streak"] >= limit and not aborted:
                         aborted.append(record["error"])
-                elif error_type in SERVER_ERRORS:
+                elif stop == "server":
                     state["unreachable_streak"] = 0
                     state["server_streak"] += 1
                     if state["server_streak"] >= limit and not aborted:
