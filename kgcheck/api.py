@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgcheck.arguments import Arg, ArgumentError, ArgumentMessage, ArgumentNote, literal
+from kgcheck.arguments import (
+    Arg,
+    ArgumentError,
+    ArgumentMessage,
+    ArgumentNote,
+    Placeholder,
+    literal,
+)
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.runfolder import VERDICTS, RunError, checked_facts, read_run_info, read_verdicts
@@ -405,7 +412,8 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
     path = Path(store) if store else default_store_path()
     if not path.is_file():
         raise SettingsError(f"{literal(str(path))}: no corpus store; import a corpus or run "
-                            "RAG with {sources} first", sources=Arg("set:sources", "..."))
+                            "RAG with {sources} first",
+                            sources=Arg("set:sources", Placeholder("...")))
     opened = CorpusStore(path)
     try:
         return FetchedEvidence(path, opened.fetched_counts(),

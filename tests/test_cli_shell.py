@@ -155,7 +155,7 @@ def test_rag_without_evidence_names_the_setting_to_python_callers(tmp_path: Path
     plan = api.plan_run(dataset="yago", strategy="rag", limit=3, corpus=str(tmp_path),
                         index="memory", out=tmp_path / "o")
     (note,) = [n for n in plan.notes if "no documents" in n]
-    assert "sources='wikipedia'" in note and "corpus='PATH'" in note and "--set" not in note
+    assert "sources='wikipedia'" in note and "corpus=PATH" in note and "--set" not in note
 
 
 def test_the_run_prints_predicates_most_often_judged_false_first(
