@@ -46,6 +46,16 @@ def test_a_commands_help_imports_that_command_alone_and_no_api() -> None:
     assert "kgcheck.api" not in loaded and "kgcheck.graphs" not in loaded
 
 
+def test_every_command_module_is_listed() -> None:
+    """A module COMMANDS does not name still works, but is imported by every --help."""
+    import pkgutil
+
+    from kgcheck.cli import commands
+
+    modules = {m.name for m in pkgutil.iter_modules(commands.__path__)}
+    assert modules == {listed.module for listed in COMMANDS.values()}
+
+
 def test_listed_summaries_are_the_commands_docstrings() -> None:
     group = every_command()
     assert set(group.commands) == set(COMMANDS)
