@@ -21,6 +21,10 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 if TYPE_CHECKING:
     from rich.console import Console
 
+# Besides: ``console`` and ``err_console``, made on first use (module ``__getattr__``).
+__all__ = ["COMMANDS", "Command", "LazyGroup", "Listed", "app", "every_command",
+           "kgcheck_version", "load_env_file", "say_error", "say_warning", "user_errors"]
+
 
 @dataclass(frozen=True)
 class Listed:
