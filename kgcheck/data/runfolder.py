@@ -30,6 +30,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
@@ -61,7 +62,7 @@ REVIEW_LABELS = ("T", "F", "skip")
 Warn = Callable[[str], None]
 
 
-class RunError(RuntimeError):
+class RunError(ArgumentMessage, RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
 
 
@@ -143,8 +144,11 @@ def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDIC
     spelling = {choice.lower(): choice for choice in choices}
     unknown = [word for word in words if word.lower() not in spelling]
     if unknown:
-        raise error(f"--only {','.join(items)}: unknown {what} {', '.join(unknown)}; use any "
-                    f"of {', '.join(choices)} (comma-separated)")
+        said = f"unknown {what} {', '.join(unknown)}; use any of {', '.join(choices)}"
+        if issubclass(error, ArgumentMessage):
+            # Python callers read only=[...], the command line --only ...: the error says it.
+            raise error("{only}: " + literal(said), only=Arg("only", words))
+        raise error(f"--only {','.join(items)}: {said} (comma-separated)")
     return tuple(dict.fromkeys(spelling[word.lower()] for word in words))
 
 
