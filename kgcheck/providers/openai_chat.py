@@ -24,10 +24,10 @@ from kgcheck.providers.transports import (
     BOUND_MARGIN,
     ExplainedModel,
     UnknownModelError,
+    capped_transport,
     explain_failure,
     raise_bad_reply,
     reach,
-    ssl_context,
 )
 
 # Slack per client retry in the bound of a whole call: the client pauses between retries.
@@ -74,10 +74,12 @@ def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
     connections and send each call twice. Models are built once per event loop.
     """
     return {
-        "http_async_client": httpx.AsyncClient(timeout=settings.timeout, verify=ssl_context(),
-                                               event_hooks=pressure.async_hooks()),
-        "http_client": httpx.Client(timeout=settings.timeout, verify=ssl_context(),
-                                    event_hooks=pressure.sync_hooks()),
+        "http_async_client": httpx.AsyncClient(
+            timeout=settings.timeout, transport=capped_transport(asynchronous=True),
+            event_hooks=pressure.async_hooks()),
+        "http_client": httpx.Client(
+            timeout=settings.timeout, transport=capped_transport(asynchronous=False),
+            event_hooks=pressure.sync_hooks()),
     }
 
 
