@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
+from kgcheck.data.atomic import atomic_output
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -261,15 +262,15 @@ def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterato
 # --- writing --------------------------------------------------------------------------
 
 
-def _open_target(out: str | Path | None) -> tuple[IO[bytes], Path | None]:
+def _target(out: str | Path | None) -> Path | None:
     if out is None or str(out) == "-":
-        return sys.stdout.buffer, None
+        return None
     path = Path(out)
     if path.is_dir():
         raise ExportError(f"--out {path} is a folder; give a file name")
     if not path.parent.is_dir():
         raise ExportError(f"--out {path}: folder {path.parent} does not exist")
-    return path.open("wb"), path
+    return path
 
 
 def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes], *,
@@ -322,12 +323,16 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
     records = [r for r in read_verdicts(folder / VERDICTS).values()
                if labels is None or r.get("label", "NA") in labels]
-    sink, path = _open_target(out)
+    path = _target(out)
+    if path is None:
+        count = write_rows(rows(records, review), fmt, sys.stdout.buffer, shape=shape)
+        sys.stdout.buffer.flush()
+        return Exported(None, fmt, count)
     try:
-        count = write_rows(rows(records, review), fmt, sink, shape=shape)
-    finally:
-        if path is not None:
-            sink.close()
-        else:
-            sink.flush()
+        # Whole or not at all: a full disk or a kill part way leaves the old export intact.
+        with atomic_output(path) as sink:
+            count = write_rows(rows(records, review), fmt, sink, shape=shape)
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
+                          "an existing file there is unchanged") from None
     return Exported(path, fmt, count)
