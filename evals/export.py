@@ -34,6 +34,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from kgcheck.data.atomic import atomic_output
+from kgcheck.data.cells import neutralise
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -295,7 +296,9 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
             writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore")
             writer.writeheader()
             for row in counted():
-                writer.writerow({k: "" if row.get(k) is None else row[k] for k in COLUMNS})
+                # Triple values and notes are untrusted: no cell may run as a formula.
+                writer.writerow({k: "" if row.get(k) is None else neutralise(row[k])
+                                 for k in COLUMNS})
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()

@@ -9,6 +9,7 @@ a person had given them), computes ``evals.estimate``'s three estimators, and wr
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import Fact
 from kgcheck.data.labels import SAMPLE_COLUMNS, read_labels
 from kgcheck.data.runfolder import (
@@ -97,13 +100,15 @@ def write_sample(facts: Iterable[Fact], out: Path, *, n: int, design: str = "srs
     label = design_label(design, stratify if design == "stratified" else
                          (cluster if design == "twcs" else None))
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(SAMPLE_COLUMNS)
-        for item in draws:
-            subject, predicate, obj, text = kept[item.fact_id]
-            writer.writerow([item.fact_id, subject, predicate, obj, text, "",
-                             f"{item.weight:.6g}", item.stratum, item.cluster, label])
+    text_out = io.StringIO()
+    writer = csv.writer(text_out)
+    writer.writerow(SAMPLE_COLUMNS)
+    for item in draws:
+        subject, predicate, obj, text = kept[item.fact_id]
+        # Annotators open this in a spreadsheet: no triple value may run as a formula.
+        writer.writerow([neutralise(v) for v in (item.fact_id, subject, predicate, obj, text)]
+                        + ["", f"{item.weight:.6g}", item.stratum, item.cluster, label])
+    write_text_atomic(out, text_out.getvalue())
     return SampleResult(out, label, draws, len(units))
 
 

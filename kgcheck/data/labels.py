@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data.cells import restore
 from kgcheck.data.sources import json_objects
 
 TRUE_WORDS = {"t", "true", "1", "correct", "yes", "y"}
@@ -60,8 +61,10 @@ def iter_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         with path.open(encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
             for n, raw in enumerate(reader, start=2):
-                yield f"{path}, row {n}", {str(k).strip().lower(): v for k, v in raw.items()
-                                           if k is not None}
+                # Cells kgcheck wrote carry an apostrophe against formulas: drop it.
+                yield f"{path}, row {n}", {str(k).strip().lower(): restore(v)
+                                           if isinstance(v, str) else v
+                                           for k, v in raw.items() if k is not None}
     else:
         raise LabelsError(f"{path}: unsupported format {suffix!r}; use .csv, .tsv or .jsonl")
 

@@ -31,6 +31,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.triples import read_triples
@@ -273,8 +274,8 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
-                row = LabelRow(**{k: (raw.get(k) or "").strip()  # type: ignore[typeddict-item]
-                                  for k in LABEL_COLUMNS})
+                row = LabelRow(**{  # type: ignore[typeddict-item]
+                    k: restore(raw.get(k) or "").strip() for k in LABEL_COLUMNS})
                 if not row["fact_id"]:
                     raise LabelsError(f"{path}, row {n}: no fact_id")
                 if row["label"] not in REVIEW_LABELS:
@@ -302,7 +303,8 @@ def labels_text(rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=LABEL_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k) or "" for k in LABEL_COLUMNS})
+        # Notes are free text a spreadsheet would run as formulas (see ``cells``).
+        writer.writerow({k: neutralise(row.get(k) or "") for k in LABEL_COLUMNS})
     return out.getvalue()
 
 
