@@ -402,6 +402,7 @@ class StopRule:
     limit: int
     unreachable: dict[str, int] = field(default_factory=dict)
     server: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
     message: str | None = None
 
@@ -427,7 +428,23 @@ class StopRule:
                                f"usable answer from the model server: {said}")
             else:
                 self.unreachable[model] = self.server[model] = 0
+        self._see_sources(record)
         return failed
+
+    def _see_sources(self, record: Mapping[str, Any]) -> None:
+        """Count facts in a row for which an evidence source failed, per source."""
+        gathering = (record.get("details") or {}).get("gathering")
+        if not isinstance(gathering, Mapping):
+            return
+        failed = gathering.get("failed") or {}
+        for name in list(self.sources):
+            if name not in failed:
+                self.sources[name] = 0
+        for name, reason in failed.items():
+            self.sources[name] = self.sources.get(name, 0) + 1
+            if self.sources[name] >= self.limit:
+                self._stop("source", f"stopped after {self.limit} facts in a row could not "
+                           f"get evidence: source {name} failed: {reason}")
 
     def _stop(self, reason: str, message: str) -> None:
         if self.reason is None:
