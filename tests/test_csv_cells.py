@@ -75,7 +75,8 @@ def test_export_csv_cells_do_not_start_formulas(tmp_path: Path, scripted) -> Non
 def test_labels_csv_neutralises_notes_and_reads_them_back_exactly(tmp_path: Path) -> None:
     path = tmp_path / "labels.csv"
     rows = [{"fact_id": f"f{i}", "label": "F", "note": payload.strip(), "reviewer": "@ann",
-             "reviewed_at": "2026-01-01T00:00:00Z"} for i, payload in enumerate(PAYLOADS)]
+             "reviewed_at": "2026-01-01T00:00:00Z", "design": "-srs"}
+            for i, payload in enumerate(PAYLOADS)]
     write_labels(path, rows)
     with path.open(newline="", encoding="utf-8") as fh:
         cells = [c for row in csv.reader(fh) for c in row]

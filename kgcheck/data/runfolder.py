@@ -54,8 +54,14 @@ REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
-# labels.csv: one row per reviewed fact; ``label`` is T, F or skip.
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
+# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate.
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design")
+# Files written before the design column was added: read as of an unknown design.
+OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
+# How a review queue chose its facts: a seeded random sample of every verdict, every verdict
+# in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
+REVIEW_DESIGNS = ("srs", "queue", "filtered")
 REVIEW_LABELS = ("T", "F", "skip")
 
 Warn = Callable[[str], None]
@@ -251,6 +257,7 @@ class LabelRow(TypedDict):
     note: str
     reviewer: str
     reviewed_at: str
+    design: str
 
 
 def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
@@ -270,7 +277,7 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header != LABEL_COLUMNS:
+            if header not in (LABEL_COLUMNS, OLD_LABEL_COLUMNS):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
