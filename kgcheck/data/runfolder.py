@@ -30,6 +30,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from kgcheck.arguments import ArgumentMessage
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
@@ -67,7 +68,7 @@ REVIEW_LABELS = ("T", "F", "skip")
 Warn = Callable[[str], None]
 
 
-class RunError(RuntimeError):
+class RunError(ArgumentMessage, RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
 
 
