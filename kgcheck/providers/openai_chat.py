@@ -107,9 +107,15 @@ def explained_chat_openai() -> type[BaseChatModel]:
     return ExplainedChatOpenAI
 
 
-def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: str | None,
-                  api_key: str | None, compatible: bool) -> BaseChatModel:
-    kwargs: dict[str, Any] = {}
+def openai_api_model(spec: str, name: str, settings: ModelSettings, *, base_url: str | None,
+                  api_key: str | None, compatible: bool,
+                  chat_class: Callable[..., BaseChatModel] | None = None,
+                  **fields: Any) -> BaseChatModel:
+    """Build an OpenAI-API chat model (``chat_class``, else ExplainedChatOpenAI).
+
+    ``fields`` are further fields of ``chat_class``.
+    """
+    kwargs: dict[str, Any] = dict(fields)
     if api_key is not None:
         kwargs["api_key"] = api_key
     if compatible:
@@ -125,7 +131,7 @@ def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: st
     else:
         kwargs["max_completion_tokens"] = settings.max_tokens
     # The class is made at first use, so its extra pydantic fields are not known statically.
-    chat_openai: Callable[..., BaseChatModel] = explained_chat_openai()
+    chat_openai: Callable[..., BaseChatModel] = chat_class or explained_chat_openai()
     kwargs.update(openai_http_clients(settings))
     return chat_openai(
         spec=spec,
@@ -144,7 +150,7 @@ def build_openai(name: str, settings: ModelSettings) -> BaseChatModel:
     """Build ``openai:<name>``; the key comes from ``OPENAI_API_KEY`` only."""
     if not os.environ.get("OPENAI_API_KEY"):
         raise UnknownModelError(f"openai:{name} needs OPENAI_API_KEY in the environment")
-    return _openai_model(f"openai:{name}", name, settings, base_url=settings.base_url or None,
+    return openai_api_model(f"openai:{name}", name, settings, base_url=settings.base_url or None,
                          api_key=None, compatible=False)
 
 
@@ -158,7 +164,7 @@ def build_compatible(name: str, settings: ModelSettings) -> BaseChatModel:
         )
     # Local servers usually ignore the key, but the client insists on one.
     api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
-    return _openai_model(f"openai-compatible:{name}", name, settings, base_url=base_url,
+    return openai_api_model(f"openai-compatible:{name}", name, settings, base_url=base_url,
                          api_key=api_key, compatible=True)
 
 

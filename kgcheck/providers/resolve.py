@@ -1,7 +1,8 @@
 """Turn ``provider:model`` into a chat model: the one place that knows the providers.
 
 ``ollama:gemma2:9b`` (Ollama tags keep their colon), ``openai:gpt-4o-mini``,
-``openai-compatible:<name>``, ``azure:<deployment>`` and ``replay:<model>`` are built in;
+``openai-compatible:<name>``, ``azure:<deployment>``, ``local:<name or .gguf path>`` (llama.cpp
+on this machine) and ``replay:<model>`` are built in;
 other providers come from the ``kgcheck.providers`` entry-point group or
 ``PROVIDERS.register``.
 """
@@ -32,6 +33,7 @@ def _builtin_providers() -> None:
     PROVIDERS.register("openai-compatible", "kgcheck.providers.openai_chat:COMPATIBLE")
     PROVIDERS.register("replay", "kgcheck.providers.replay:PROVIDER")
     PROVIDERS.register("azure", "kgcheck.providers.azure_chat:PROVIDER")
+    PROVIDERS.register("local", "kgcheck.providers.local:PROVIDER")
 
 
 PROVIDERS: Registry[Provider] = Registry(

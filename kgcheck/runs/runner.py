@@ -58,7 +58,7 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 # Settings a resume may change: where the server is and how long to wait for it, not what
 # a model is asked or how it samples.
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
-                            "replay_latency", "data_dir"})
+                            "replay_latency", "data_dir", "local_threads", "local_port"})
 RECURSION_LIMIT = 50
 # Errors that mean the model server cannot be reached at all, not that one fact failed.
 UNREACHABLE_ERRORS = {
