@@ -22,8 +22,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers import llama_server
+from kgcheck.providers.constraints import with_grammar
 from kgcheck.providers.llama_server import INSTALL_HINT, LocalServerDiedError, ServerKey
-from kgcheck.providers.openai_chat import openai_api_model, explained_chat_openai
+from kgcheck.providers.openai_chat import explained_chat_openai, openai_api_model
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import UnknownModelError
@@ -198,7 +199,7 @@ def reach(name: str, settings: ModelSettings) -> None:
         raise server.died()
 
 
-PROVIDER = Provider(build, reach=reach)
+PROVIDER = Provider(build, reach=reach, constrain=with_grammar)
 
 __all__ = ["PROVIDER", "SMALL_MODEL_NOTE", "LocalModelError", "LocalServerDiedError",
            "check_gguf", "model_path"]

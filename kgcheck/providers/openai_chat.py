@@ -16,6 +16,7 @@ import httpx
 from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers import pressure
+from kgcheck.providers.constraints import with_response_format
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.secrets import redact_url
 from kgcheck.providers.settings import ModelSettings
@@ -187,6 +188,7 @@ def reach_compatible(name: str, settings: ModelSettings) -> None:
            settings.base_url or os.environ.get("OPENAI_BASE_URL") or "", settings)
 
 
-OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"), reach=reach_openai)
+OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"), reach=reach_openai,
+                  constrain=with_response_format)
 COMPATIBLE = Provider(build_compatible, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-                      reach=reach_compatible)
+                      reach=reach_compatible, constrain=with_response_format)

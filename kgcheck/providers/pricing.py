@@ -5,8 +5,8 @@ Prices come from ``kgcheck/providers/pricing.json`` (OpenLIT's format: US dollar
 file of the same shape given with ``--pricing FILE``. A model is priced by its name without
 the provider (``openai:gpt-4o-mini`` -> ``gpt-4o-mini``, ``azure:<deployment>`` -> the
 deployment's name); replayed answers cost nothing (no model is called), nor do Ollama and
-``local:`` (llama.cpp) models the file does not list (they run on your machine); any other model the file does not
-list has no cost (None, shown as "-") and is named in ``unpriced``.
+``local:`` (llama.cpp) models the file does not list (they run on your machine); any other
+model the file does not list has no cost (None, shown as "-") and is named in ``unpriced``.
 
 This is the one home of prices: the runner's summary, the dry run (``kgcheck.runs.dry_run``),
 the accuracy audit's cost and OpenLIT's traces (``PRICING_FILE``) all read them here.

@@ -15,7 +15,9 @@ import weakref
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 
+from kgcheck.providers.constraints import AnswerFormat, notice
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import UnknownModelError
@@ -89,6 +91,17 @@ def reach_model(spec: str, settings: ModelSettings | None = None) -> None:
     provider = PROVIDERS.get(provider_name)
     if provider.reach is not None:
         provider.reach(name, ModelSettings.of(settings or ModelSettings()))
+
+
+def constrained_model(spec: str, chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
+    """Bind ``chat`` to answer in ``fmt`` where its provider can; else warn once, unbound."""
+    provider_name, _ = split_spec(spec)
+    provider = PROVIDERS.get(provider_name)
+    if provider.constrain is None:
+        notice(f"{provider_name}: models cannot be asked for constrained output; "
+               "constrain is ignored for them")
+        return chat
+    return provider.constrain(chat, fmt)
 
 
 def _per_loop(key: tuple[Any, ...], build: Any) -> BaseChatModel:

@@ -77,8 +77,13 @@ SERVER_ERRORS = {
     "ModelRateLimitError", "ModelAPIError",
 }
 
+# A model server this run started has exited (a local llama.cpp server): no later fact can
+# be answered, so the run stops at once, resumable.
+SERVER_GONE_ERRORS = {"LocalServerDiedError"}
+
 # Errors that no other fact will escape: a bad prompt file, model spec or strategy.
-CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
+CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError",
+                 "LocalModelError"}
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
 Warn = Callable[[str], None]
@@ -388,7 +393,7 @@ async def _run_locked(
     for fact in todo:
         queue.put_nowait(fact)
     state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0,
-             "server_streak": 0}
+             "server_streak": 0, "server_gone": 0}
     aborted: list[str] = []
     write_failed: list[OSError] = []
     started = time.perf_counter()
@@ -431,6 +436,10 @@ async def _run_locked(
                     state["errors"] += 1
                 if error_type in CONFIG_ERRORS and not aborted:
                     aborted.append(record["error"])
+                elif error_type in SERVER_GONE_ERRORS:
+                    state["server_gone"] += 1
+                    if not aborted:
+                        aborted.append(record["error"])
                 elif error_type in UNREACHABLE_ERRORS:
                     state["unreachable_streak"] += 1
                     if state["unreachable_streak"] >= limit and not aborted:
@@ -469,7 +478,10 @@ async def _run_locked(
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:
-        if state["unreachable_streak"] >= limit:
+        if state["server_gone"]:
+            summary["aborted_because"] = "server"
+            summary["aborted"] = f"stopped: {aborted[0]}"
+        elif state["unreachable_streak"] >= limit:
             summary["aborted_because"] = "unreachable"
             summary["aborted"] = (f"stopped after {limit} facts in a row could not reach the "
                                   f"model: {aborted[0]}")
