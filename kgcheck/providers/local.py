@@ -115,9 +115,14 @@ def threads_of(settings: ModelSettings) -> int:
                       else os.cpu_count() or 1))
 
 
+def xllamacpp_installed() -> bool:
+    """Tell whether xllamacpp (llama.cpp's server for Python) can be imported."""
+    return importlib.util.find_spec("xllamacpp") is not None
+
+
 def server_key(name: str, settings: ModelSettings) -> ServerKey:
     """Check the model file and settings; return the key of its server."""
-    if importlib.util.find_spec("xllamacpp") is None:
+    if not xllamacpp_installed():
         raise LocalModelError(f"local:{name} needs xllamacpp, which is not installed: "
                               f"{INSTALL_HINT}")
     if settings.local_n_ctx < 256:
