@@ -180,6 +180,7 @@ if __name__ == "__main__":
     options = parser.parse_args()
     try:
         import xllamacpp  # noqa: F401
+
         from kgcheck.providers.local import model_path
 
         model_path("smollm2-135m")

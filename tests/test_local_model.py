@@ -24,8 +24,7 @@ import kgcheck
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.runfolder import read_verdicts
 from kgcheck.graphs.registry import get_strategy
-from kgcheck.providers import ModelSettings, reach_model
-from kgcheck.providers import llama_server, local
+from kgcheck.providers import ModelSettings, llama_server, local, reach_model
 from kgcheck.providers.llama_server import LlamaServer
 from kgcheck.providers.local import LocalModelError, check_gguf, model_path, server_key
 from tests.conftest import ROOT

@@ -204,7 +204,19 @@ def reach(name: str, settings: ModelSettings) -> None:
         raise server.died()
 
 
-PROVIDER = Provider(build, reach=reach, constrain=with_grammar)
+def note(name: str) -> str | None:
+    """Say that SmolLM2-135M's verdicts are near chance, whichever way it is named."""
+    try:
+        packaged = model_path("smollm2-135m")
+        path = model_path(name)
+    except LocalModelError:
+        return None
+    if path.exists() and path.resolve() == packaged.resolve():
+        return f"local:{name}: {SMALL_MODEL_NOTE}"
+    return None
+
+
+PROVIDER = Provider(build, reach=reach, constrain=with_grammar, note=note)
 
 __all__ = ["PROVIDER", "SMALL_MODEL_NOTE", "LocalModelError", "LocalServerDiedError",
            "check_gguf", "model_path"]

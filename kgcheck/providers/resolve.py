@@ -93,6 +93,13 @@ def reach_model(spec: str, settings: ModelSettings | None = None) -> None:
         provider.reach(name, ModelSettings.of(settings or ModelSettings()))
 
 
+def model_note(spec: str) -> str | None:
+    """Return what a user should know about ``spec``'s answers (its provider says), if any."""
+    provider_name, name = split_spec(spec)
+    provider = PROVIDERS.get(provider_name)
+    return provider.note(name) if provider.note else None
+
+
 def constrained_model(spec: str, chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
     """Bind ``chat`` to answer in ``fmt`` where its provider can; else warn once, unbound."""
     provider_name, _ = split_spec(spec)
