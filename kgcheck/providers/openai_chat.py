@@ -70,15 +70,19 @@ class OpenAIClientModel(ExplainedModel):
 def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
     """Return the SDK's HTTP clients for one model: its own, with the back-pressure hooks.
 
+    httpx decodes gzip, deflate (and br, zstd where installed) replies, streamed ones too.
+
     langchain-openai's default async client is cached process-wide and bound to the first
     event loop, so a second run in one process (a new loop) would meet dead pooled
     connections and send each call twice. Models are built once per event loop.
     """
+    # Redirects are followed as the SDK's own clients do (httpx's default is not to).
     return {
         "http_async_client": httpx.AsyncClient(timeout=settings.timeout, verify=ssl_context(),
-                                               event_hooks=pressure.async_hooks()),
+                                               event_hooks=pressure.async_hooks(),
+                                               follow_redirects=True),
         "http_client": httpx.Client(timeout=settings.timeout, verify=ssl_context(),
-                                    event_hooks=pressure.sync_hooks()),
+                                    event_hooks=pressure.sync_hooks(), follow_redirects=True),
     }
 
 
