@@ -207,10 +207,10 @@ def _launch(key: ServerKey, port: int) -> LlamaServer:
 
 def _wait_ready(server: LlamaServer) -> None:
     """Wait for the child's ``ready`` line, then for ``/health`` to answer 200."""
-    assert server.process.stdout is not None
+    stdout = server.process.stdout
+    assert stdout is not None
     lines: list[bytes] = []
-    reader = threading.Thread(target=lambda: lines.append(server.process.stdout.readline()),
-                              daemon=True)
+    reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(START_TIMEOUT)
     if not lines or not lines[0].startswith(b"ready"):

@@ -153,7 +153,7 @@ def local_chat_class() -> type[BaseChatModel]:
     """Build (once) the OpenAI-compatible chat class that knows its llama.cpp server."""
     base: Any = explained_chat_openai()
 
-    class LocalChatOpenAI(base):  # type: ignore[misc, valid-type]
+    class LocalChatOpenAI(base):
         """ChatOpenAI on a local llama.cpp server; a dead server ends the call at once."""
 
         server_id: str = ""
