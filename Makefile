@@ -12,7 +12,7 @@ DEMO_KG := vendored/demo/capitals.ttl
 # (llama-cpp-python, a source build); xllamacpp has none.
 LOCAL_EXTRA = $(shell $(PYTHON) -c "import shlex, tomllib; print(' '.join(shlex.quote(r) for r in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['local']))")
 
-.PHONY: install demo test lint studio bench graphs clean
+.PHONY: install demo test lint docs studio bench graphs clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -40,10 +40,14 @@ test: $(STAMP)
 # out as the installed kgcheck namespace (tests/package_tree.py).
 TREE := $(CURDIR)/build/package-tree
 lint: $(STAMP)
-	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts data
+	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts vendored
 	$(BIN)/python -m tests.package_tree $(TREE) >/dev/null
 	cd $(TREE) && $(CURDIR)/$(BIN)/lint-imports $(CURDIR)/pyproject.toml
 	cd $(TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p kgcheck
+
+# The documentation site into build/site; strict: a broken link or reference fails it.
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict
 
 # Every registered graph, plugins included (kgcheck studio writes the langgraph config).
 studio: $(STAMP)

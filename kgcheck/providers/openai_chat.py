@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 from langchain_core.language_models import BaseChatModel
 
+from kgcheck.failures import is_transient
 from kgcheck.providers import pressure
 from kgcheck.providers.constraints import with_response_format
 from kgcheck.providers.provider import Provider
@@ -25,7 +26,6 @@ from kgcheck.providers.transports import (
     ExplainedModel,
     UnknownModelError,
     explain_failure,
-    is_transient,
     raise_bad_reply,
     reach,
     ssl_context,
