@@ -60,7 +60,7 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 # Settings a resume may change: where the server is and how long to wait for it, not what
 # a model is asked or how it samples.
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
-                            "replay_latency", "data_dir"})
+                            "replay_latency", "data_dir", "local_threads", "local_port"})
 RECURSION_LIMIT = 50
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
@@ -400,6 +400,9 @@ class StopRule:
             stop = run_stop(classify_name(error_type)) if error is not None else None
             if stop == "config":
                 self._stop("configuration", f"stopped: {said}")
+            elif stop == "server-gone":
+                # The server this run started has exited: no later fact can be answered.
+                self._stop("server", f"stopped: {said}")
             elif stop == "unreachable":
                 self.unreachable[model] = self.unreachable.get(model, 0) + 1
                 if self.unreachable[model] >= self.limit:
