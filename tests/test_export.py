@@ -265,7 +265,7 @@ def test_one_only_parser_for_export_and_review(run_dir: Path) -> None:
     assert parse_only(["t", " T", "na"]) == ("T", "NA")
     assert parse_only(None) == parse_only("") == parse_only([]) == ()
     assert review_only("ties,f") == ("ties", "F")
-    with pytest.raises(ExportError, match="--only T,maybe: unknown verdict maybe; use any of T, F, NA"):
+    with pytest.raises(ExportError, match=r"only=\['T', 'maybe'\]: unknown verdict maybe; use any of T, F, NA"):
         kgcheck.export(run_dir, "jsonl", run_dir / "x.jsonl", only="T,maybe")
     # Nothing named is no filter, as in the review: every verdict is exported.
     everything = kgcheck.export(run_dir, "jsonl", run_dir / "all.jsonl")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from typing import IO, Any, Protocol, cast
+from typing import Any, Protocol
 
 import httpx
 
@@ -79,9 +79,9 @@ class _Zstd:
         assert zstandard is not None
         self.out = bytearray()
         self.room = 0
-        # The decoder writes into any object with ``write``: this one, which keeps the room.
-        sink = cast(IO[bytes], self)
-        self.inner = zstandard.ZstdDecompressor().stream_writer(sink, write_size=ZSTD_PIECE)
+        # A sink with write() is all the decoder needs of its writer.
+        self.inner = zstandard.ZstdDecompressor().stream_writer(
+            self, write_size=ZSTD_PIECE)  # type: ignore[arg-type]
 
     def write(self, piece: bytes) -> int:
         """Take one piece the decoder wrote (the decoder's sink interface)."""
