@@ -105,10 +105,13 @@ def _start_page(page: Path, folder: Path, ollama: OllamaStub) -> subprocess.Pope
 
 
 @pytest.fixture(scope="module")
-def page_runs(tmp_path_factory: pytest.TempPathFactory,
+def page_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
               ollama: OllamaStub) -> dict[Path, tuple[int, str]]:
-    """Run every page's blocks, PARALLEL pages at a time; each page's exit status and errors."""
+    """Run the selected pages' blocks, PARALLEL pages at a time: exit status and errors."""
     root = tmp_path_factory.mktemp("pages")
+    selected = [page for page in PAGES if any(
+        getattr(item, "callspec", None) and item.callspec.params.get("page") == page
+        for item in request.session.items)]
 
     def one(index: int, page: Path) -> tuple[int, str]:
         process = _start_page(page, root / str(index), ollama)
@@ -121,10 +124,13 @@ def page_runs(tmp_path_factory: pytest.TempPathFactory,
         return process.returncode, err
 
     with ThreadPoolExecutor(PARALLEL) as pool:
-        futures = {page: pool.submit(one, i, page) for i, page in enumerate(PAGES)}
+        futures = {page: pool.submit(one, i, page) for i, page in enumerate(selected)}
         return {page: future.result() for page, future in futures.items()}
 
 
+# The first page's test sets up page_runs, which runs every selected page: a loaded machine
+# may need more than the suite's 300 s for all of them.
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
 def test_marked_blocks_run(page: Path, page_runs: dict[Path, tuple[int, str]]) -> None:
     status, errors = page_runs[page]
