@@ -269,6 +269,46 @@ async def test_a_server_that_dies_mid_run_stops_it_resumably(yago, tmp_path) -> 
     llama_server.running(key).stop()
 
 
+TRACED_RUN = """
+import asyncio, json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+from kgcheck.tracing import setup_tracing
+
+assert setup_tracing(force=True) is not None
+from kgcheck.graphs.registry import get_strategy
+
+dka = get_strategy("dka")
+fact = {"id": "10053", "dataset": "YAGO", "subject": "Paul_Spence", "predicate": "produced",
+        "object": "FUBAR__film_"}
+out = asyncio.run(dka.compile().ainvoke({"fact": fact}, context=dka.make_context(
+    model="local:smollm2-135m", temperature=0.0, max_tokens=16)))
+chats = [dict(s.attributes) for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+json.dump({"verdict": out["verdict"], "chats": chats}, open(sys.argv[1], "w"), default=str)
+"""
+
+
+@pytest.mark.slow
+def test_openlit_spans_carry_the_servers_token_counts(tmp_path) -> None:
+    script = tmp_path / "traced.py"
+    script.write_text(TRACED_RUN)
+    env = {k: v for k, v in CLI_ENV.items() if not k.startswith(("OTEL_", "OPENLIT_"))}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "out.json")], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads((tmp_path / "out.json").read_text())
+    verdict, (chat,) = found["verdict"], found["chats"]
+    assert chat["gen_ai.usage.input_tokens"] == verdict["tokens_in"] > 20
+    assert chat["gen_ai.usage.output_tokens"] == verdict["tokens_out"] >= 1
+
+
 # Bad inputs: one clear line each.
 
 @pytest.mark.parametrize(("name", "problem"), [
