@@ -86,7 +86,7 @@ async def test_dka_tokens_are_the_servers_own_counts(local_server, yago) -> None
     body = {"messages": [{"role": roles[m.type], "content": m.content}
                          for m in out["messages"] if m.type in roles],
             "temperature": 0.0, "top_p": 0.9, "top_k": 40, "repeat_penalty": 1.1,
-            "max_tokens": 24}
+            "max_tokens": 24, "cache_prompt": False}
     direct = httpx.post(local_server.url + "/chat/completions", json=body, timeout=60).json()
     assert direct["choices"][0]["message"]["content"] == verdict["raw"]
     assert direct["usage"]["prompt_tokens"] == verdict["tokens_in"]
