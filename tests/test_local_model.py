@@ -93,6 +93,17 @@ async def test_dka_tokens_are_the_servers_own_counts(local_server, yago) -> None
     assert direct["usage"]["completion_tokens"] == verdict["tokens_out"]
 
 
+async def test_token_log_probabilities_flow_when_asked(local_server) -> None:
+    from langchain_core.messages import HumanMessage
+
+    model = local.build("smollm2-135m", ModelSettings(temperature=0.0, max_tokens=4))
+    reply = await model.bind(logprobs=True, top_logprobs=3).ainvoke(
+        [HumanMessage("Is Paris the capital of France? Answer T or F.")])
+    tokens = reply.response_metadata["logprobs"]["content"]
+    assert tokens and "".join(t["token"] for t in tokens) == reply.content
+    assert all(t["logprob"] <= 0 and len(t["top_logprobs"]) == 3 for t in tokens)
+
+
 async def test_giv_z_reprompts_on_real_non_compliance(local_server, yago) -> None:
     verdicts = await check([yago["10053"]], "giv-z", max_tokens=16)
     for verdict in verdicts:
@@ -237,6 +248,30 @@ def test_a_run_killed_with_sigkill_resumes_exactly(tmp_path) -> None:
     assert [r for r in lines if r["fact_id"] in kept] == list(kept.values())
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n"] == 6 and summary["ran_this_time"] == 6 - len(kept)
+
+
+def test_ctrl_c_stops_the_server_with_the_run(tmp_path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--dataset", "yago", "--limit", "6",
+           "--method", "dka", "--model", MODEL, "--set", "max_tokens=24", "--concurrency",
+           "1", "--no-cache", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=CLI_ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    verdicts = out / "verdicts.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if verdicts.exists() and verdicts.read_text().strip():
+            break
+        time.sleep(0.05)
+    servers = _children(proc.pid)
+    assert servers, "the run should have started its llama.cpp server"
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "--resume" in output and "Traceback" not in output
+    # Stopped at exit by the run itself (the server is in a session of its own, so the
+    # terminal's Ctrl-C never reaches it).
+    assert not any(Path(f"/proc/{p}").exists() for p in servers)
 
 
 async def test_a_server_that_dies_mid_run_stops_it_resumably(yago, tmp_path) -> None:
