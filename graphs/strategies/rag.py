@@ -421,6 +421,13 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     reason = "no evidence: " + state.get("reason", "nothing was retrieved")
+    failed = (state.get("gathering") or {}).get("failed")
+    if failed and ctx.no_evidence.strip().lower() != "dka":
+        # A source that failed may have had the evidence: the fact was not checked, and a
+        # resume tries it again (an NA answer would be kept as the verdict).
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, reason,
+                                           error_type="SourceError",
+                                           **_details(state, ctx))}
     if ctx.no_evidence.strip().lower() != "dka":
         return {"verdict": verdicts.unanswered(fact, ctx.METHOD, ctx.model, reason,
                                                **_details(state, ctx))}

@@ -22,7 +22,7 @@ __all__ = ["ACCEPT_ENCODING", "BodyDecodeError", "CappedBody", "aread_capped", "
 try:  # zstandard comes with httpx[zstd]; without it, zstd is neither asked for nor read.
     import zstandard
 except ImportError:  # pragma: no cover - depends on the environment
-    zstandard = None
+    zstandard = None  # type: ignore[assignment]
 
 ACCEPT_ENCODING = "gzip, deflate" + (", zstd" if zstandard is not None else "")
 # The largest piece a zstd decoder writes at once.
@@ -75,7 +75,9 @@ class _Zstd:
         assert zstandard is not None
         self.out = bytearray()
         self.room = 0
-        self.inner = zstandard.ZstdDecompressor().stream_writer(self, write_size=ZSTD_PIECE)
+        # A sink with write() is all the decoder needs of its writer.
+        self.inner = zstandard.ZstdDecompressor().stream_writer(
+            self, write_size=ZSTD_PIECE)  # type: ignore[arg-type]
 
     def write(self, piece: bytes) -> int:
         """Take one piece the decoder wrote (the decoder's sink interface)."""

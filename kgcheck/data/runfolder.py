@@ -32,6 +32,7 @@ from typing_extensions import TypedDict
 
 from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.triples import read_triples
@@ -55,8 +56,14 @@ REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
-# labels.csv: one row per reviewed fact; ``label`` is T, F or skip.
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
+# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate.
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design")
+# Files written before the design column was added: read as of an unknown design.
+OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
+# How a review queue chose its facts: a seeded random sample of every verdict, every verdict
+# in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
+REVIEW_DESIGNS = ("srs", "queue", "filtered")
 REVIEW_LABELS = ("T", "F", "skip")
 
 Warn = Callable[[str], None]
@@ -277,6 +284,7 @@ class LabelRow(TypedDict):
     note: str
     reviewer: str
     reviewed_at: str
+    design: str
 
 
 def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
@@ -296,12 +304,12 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header != LABEL_COLUMNS:
+            if header not in (LABEL_COLUMNS, OLD_LABEL_COLUMNS):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
-                row = LabelRow(**{k: (raw.get(k) or "").strip()  # type: ignore[typeddict-item]
-                                  for k in LABEL_COLUMNS})
+                row = LabelRow(**{  # type: ignore[typeddict-item]
+                    k: restore(raw.get(k) or "").strip() for k in LABEL_COLUMNS})
                 if not row["fact_id"]:
                     raise LabelsError(f"{path}, row {n}: no fact_id")
                 if row["label"] not in REVIEW_LABELS:
@@ -329,7 +337,8 @@ def labels_text(rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=LABEL_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k) or "" for k in LABEL_COLUMNS})
+        # Notes are free text a spreadsheet would run as formulas (see ``cells``).
+        writer.writerow({k: neutralise(row.get(k) or "") for k in LABEL_COLUMNS})
     return out.getvalue()
 
 

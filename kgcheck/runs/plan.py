@@ -123,6 +123,32 @@ def make_context(chosen: Strategy, model: str, values: Mapping[str, Any],
     return chosen.make_context(**{**values, "model": model})
 
 
+def drawn_from(selection: Selection, *, limit: int | None, sample: int | None,
+               seed: int | None, stratify: str | None, per_stratum: int | None,
+               ids: Sequence[str] | None) -> dict[str, Any]:
+    """Record how the run chose its facts, which says what an accuracy estimate stands for.
+
+    ``sample``: uniformly at random (or in proportion to strata) from ``of`` facts, so
+    labels of a random sample of the run estimate the KG's accuracy; ``stratified``: a
+    fixed number per stratum; ``first``: the top of the input (``--limit``); ``ids``;
+    ``all``: every fact.
+    """
+    if ids:
+        return {"how": "ids"}
+    if per_stratum is not None:
+        return {"how": "stratified", "key": stratify, "per_stratum": per_stratum,
+                "seed": seed, "of": selection.seen}
+    if sample is not None:
+        # A limit below the sample keeps the sample's first facts in input order: no longer
+        # uniform over the input.
+        capped = limit is not None and limit < sample
+        return {"how": "first" if capped else "sample", "seed": seed, "of": selection.seen,
+                **({"key": stratify} if stratify else {})}
+    if limit is not None and len(selection.facts) >= limit:
+        return {"how": "first", "limit": limit}
+    return {"how": "all"}
+
+
 def check_models(specs: Sequence[str], ctx: Context) -> None:
     """Build every model and reach its server once, so that setting errors fail early.
 
@@ -416,7 +442,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
     # What a resume must match: the facts by content (each verdict keeps its fact's digest).
-    fingerprint = input_fingerprint(loaded)
+    fingerprint = {**input_fingerprint(loaded),
+                   "drawn": drawn_from(selection, limit=limit, sample=sample, seed=seed,
+                                       stratify=stratify, per_stratum=per_stratum, ids=ids)}
     check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
