@@ -17,7 +17,7 @@ function el(tag, attrs, ...children) {
     else if (key === "onclick" || key === "onchange" || key === "onsubmit") node[key] = value;
     else node.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
