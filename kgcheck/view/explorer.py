@@ -109,6 +109,8 @@ class Explorer:
             raise ExplorerError("name at least one run folder")
         self.lock = threading.Lock()
         self.runs: list[ViewRun] = []
+        # The runs do not change while they are shown: each summary is computed once.
+        self._summaries: dict[int, dict[str, Any]] = {}
         self.conn = sqlite3.connect(":memory:", check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         self.conn.executescript(
@@ -194,6 +196,11 @@ class Explorer:
 
     def summary(self, number: int) -> dict[str, Any]:
         """Return the counts, scores per class and what the run is, for the runs page."""
+        if number not in self._summaries:
+            self._summaries[number] = self._summary(number)
+        return self._summaries[number]
+
+    def _summary(self, number: int) -> dict[str, Any]:
         run = self.run(number)
         counts = {r[0]: r[1] for r in self._rows(
             f"SELECT f.label, COUNT(*) FROM {run.schema}.facts f GROUP BY f.label")}
