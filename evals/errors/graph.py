@@ -38,6 +38,7 @@ from kgcheck.graphs.prompting import (
     render_messages,
     split_template,
 )
+from kgcheck.graphs.registry import AnyStateGraph
 from kgcheck.prompts import load_prompt, render
 
 __all__ = ["ErrorCase", "ErrorsContext", "ExplainState", "build", "categories_of",
@@ -147,7 +148,7 @@ async def after_explain(state: ExplainState, runtime: Runtime[ErrorsContext], *,
     """Sort the explanation in taxonomy mode, when there is one and it is not sorted yet."""
     ctx = context_of(runtime, context)
     wanted = ctx.taxonomy and bool(state.get("explanation")) and not state.get("category")
-    return "categorize" if wanted else END
+    return "categorize" if wanted else "__end__"
 
 
 async def categorize(state: ExplainState, runtime: Runtime[ErrorsContext], *,
@@ -167,7 +168,7 @@ async def categorize(state: ExplainState, runtime: Runtime[ErrorsContext], *,
     return {"category": read_category(reply.text, codes), "category_raw": reply.text}
 
 
-def build(context: type[ErrorsContext] = ErrorsContext) -> StateGraph:
+def build(context: type[ErrorsContext] = ErrorsContext) -> AnyStateGraph:
     """Build the explain-and-sort graph for ``context``."""
     graph_builder = StateGraph(ExplainState, context_schema=context)
     graph_builder.add_node("explain", bind(explain, context))

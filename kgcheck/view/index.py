@@ -58,8 +58,9 @@ def _text(value: Any) -> str | None:
 
 def confidence_of(record: Mapping[str, Any]) -> float | None:
     """Return a verdict's confidence in [0, 1], where it records one (top level or details)."""
-    details = record.get("details") if isinstance(record.get("details"), dict) else {}
-    value = _number(record.get("confidence", (details or {}).get("confidence")))
+    raw = record.get("details")
+    details: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    value = _number(record.get("confidence", details.get("confidence")))
     return value if value is not None and 0.0 <= value <= 1.0 else None
 
 
@@ -67,7 +68,8 @@ def index_rows(scanned: Iterable[tuple[int, int, dict[str, Any]]]
                ) -> Iterable[tuple[Any, ...]]:
     """Turn ``scan_verdicts`` output into rows of the ``facts`` table."""
     for seq, (offset, length, record) in enumerate(scanned):
-        details = record.get("details") if isinstance(record.get("details"), dict) else {}
+        raw = record.get("details")
+        details: dict[str, Any] = raw if isinstance(raw, dict) else {}
         votes = {str(v["model"]): str(v.get("label") or "NA")
                  for v in (details.get("votes") or []) if isinstance(v, dict) and v.get("model")}
         error_type = (str(details.get("error_type") or "Error") if record.get("error")
