@@ -313,3 +313,31 @@ def test_bad_input_gets_one_line(tmp_path: Path, case: str) -> None:
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and expect in lines[0], done.stderr
+
+
+def test_the_cli_explains_errors_over_the_openai_protocol(tmp_path: Path) -> None:
+    """`kgcheck errors` end to end against a stub OpenAI-compatible server on loopback."""
+    import os
+
+    from tests.stubs import Behaviour, OpenAIStub
+
+    explanation = "I confused the birthplace with a nearby city of the same country."
+    run = make_error_run(tmp_path / "run", model="ollama:unused", carried=6)
+    out = tmp_path / "out"
+    with OpenAIStub(Behaviour(answer=explanation, tokens_in=80, tokens_out=14)) as stub:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OPENAI_API_KEY", "OPENAI_API_BASE")}
+        env["OPENAI_BASE_URL"] = stub.url
+        kgcheck = Path(sys.executable).parent / "kgcheck"
+        done = subprocess.run(
+            [str(kgcheck), "errors", str(run), "--out", str(out), "--model",
+             "openai-compatible:stub-model", "--min-cluster-size", "4"],
+            capture_output=True, text=True, timeout=300, env=env)
+        calls = len(stub.calls())
+    assert done.returncode == 0, done.stderr
+    assert calls == 3 * (PER_FAMILY - 6)  # one per error that carried no explanation
+    records = read_errors(out)
+    assert len(records) == 3 * PER_FAMILY
+    asked = [r for r in records if r["explanation_source"] == "model"]
+    assert len(asked) == calls and {r["explanation"] for r in asked} == {explanation}
+    assert "36 explanations in" in done.stdout

@@ -12,6 +12,7 @@ and fails in CI (``CI=true``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -44,6 +45,11 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-backgroun
          "--disable-dev-shm-usage", "--window-size=1400,1000")
 N = 120
 BIG = 100_000
+WRONG = [i for i in range(N) if label_of(i) in "TF" and label_of(i) != gold_of(i)]
+
+
+def CLUSTER_OF(i: int) -> int:  # noqa: N802 - reads as the constant mapping it is
+    return i % 3 - 1
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +81,15 @@ def viewing(tmp_path_factory) -> Iterator:
     root = tmp_path_factory.mktemp("view")
     a = make_view_run(root / "run-a", N)
     b = make_view_run(root / "run-b", N, shift=2, run_id="view0002")
-    served = start_view(str(a), str(b))
+    # An error analysis of run-a's wrong verdicts, as `kgcheck errors` writes it.
+    errors = root / "errors"
+    errors.mkdir()
+    (errors / "errors.jsonl").write_text("".join(
+        json.dumps({"run": "run-a", "run_path": str(a.resolve()), "fact_id": fact_id(i),
+                    "explanation": f"explanation {i}", "cluster": CLUSTER_OF(i),
+                    "cluster_label": ["noise", "places", "genres"][CLUSTER_OF(i) + 1]}) + "\n"
+        for i in WRONG))
+    served = start_view(str(a), str(b), "--errors", str(errors))
     try:
         yield served
     finally:
@@ -169,6 +183,7 @@ def test_filters_and_pages_of_the_fact_table(browser, viewing) -> None:
     assert _rows(browser) == expected
     assert _js(browser, "return [...document.querySelectorAll('#facts tbody tr')]"
                         ".every(r => r.classList.contains('wrong'))")
+    assert "null" not in _text(browser, "main")  # a part that does not apply is left out
     _shoot(browser, "explorer-facts")
 
     # A predicate, then the facts where the other run disagrees.
@@ -188,6 +203,14 @@ def test_filters_and_pages_of_the_fact_table(browser, viewing) -> None:
     shown = _js(browser, "return [...document.querySelectorAll('#facts tbody tr')]"
                          ".map(r => r.lastElementChild.textContent)")
     assert shown == [label_of(i, 2) for i in disagree[:50]]
+
+    # An error cluster of the analysis loaded with --errors.
+    _go(browser, viewing.url, "facts?run=0", "facts")
+    Select(browser.find_element("css selector", 'select[name="cluster"]')).select_by_value("1")
+    _after(browser, lambda: _click(browser, "#apply"), "facts")
+    assert _rows(browser) == [fact_id(i) for i in WRONG if CLUSTER_OF(i) == 1]
+    assert set(_js(browser, "return [...document.querySelectorAll('#facts tbody tr')]"
+                            ".map(r => r.children[10].textContent)")) == {"1: genres"}
 
     _go(browser, viewing.url, "facts?run=0&filters=nei", "facts")
     assert all(label == "NA" for label in _js(
@@ -219,6 +242,7 @@ def test_the_fact_page_shows_each_step_and_markup_as_text(browser, viewing) -> N
     assert _js(browser, "return document.getElementById('studio-link').href") \
         .startswith("https://smith.langchain.com/studio/?baseUrl=")
     assert _text(browser, "#others").startswith("other runs: run-b")
+    assert "null" not in _text(browser, "#timeline")
     _shoot(browser, "explorer-fact")
 
     # A verdict without a conversation: its raw answers, a re-prompt, a missing prompt said.

@@ -24,6 +24,13 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// Append children, skipping the null of a part that does not apply.
+function add(parent, ...children) {
+  for (const child of children.flat(Infinity)) {
+    if (child !== null && child !== undefined && child !== false) parent.append(child);
+  }
+}
+
 function status(text) { document.getElementById("status").textContent = text || ""; }
 
 async function api(path, params) {
@@ -95,7 +102,7 @@ function renderRuns(main) {
       el("td", { class: "num" }, fmt(r.failed)), el("td", { class: "num" }, fmt(r.reviewed)),
       el("td", { class: "num" }, fmt(r.seconds, 1)));
   });
-  main.append(
+  add(main, 
     el("h2", {}, "Runs"),
     el("table", { id: "runs" },
       el("thead", {}, el("tr", {}, ...["run", "dataset", "method", "models", "facts", "F1(T)",
@@ -171,7 +178,7 @@ async function renderFacts(main, params) {
       el("td", {}, r.cluster === null ? "" : `${r.cluster}${r.cluster_label ? ": " + r.cluster_label : ""}`),
       withOther ? labelCell(r.other_label) : null);
   });
-  main.append(el("h2", {}, `Facts of ${RUNS.runs[run].name}`), form, pager,
+  add(main, el("h2", {}, `Facts of ${RUNS.runs[run].name}`), form, pager,
     el("table", { id: "facts" }, el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
        el("tbody", {}, rows)),
     data.rows.length ? null : el("p", { class: "missing", id: "no-facts" }, "No fact matches."));
@@ -309,7 +316,7 @@ async function renderFact(main, params) {
   const r = fact.record;
   const studioInput = { fact: { id: r.fact_id, dataset: fact.dataset ?? r.dataset ?? "",
     subject: r.subject, predicate: r.predicate, object: r.object } };
-  main.append(
+  add(main, 
     el("h2", {}, `Fact ${r.fact_id} in ${fact.name}`),
     el("p", {}, el("a", { href: link("facts", { run }) }, "← facts of this run"), " · ",
       el("a", { href: fact.studio, target: "_blank", rel: "noopener", id: "studio-link" },
@@ -327,7 +334,7 @@ async function renderFact(main, params) {
 
 async function renderDiff(main, params) {
   if (RUNS.runs.length < 2) {
-    main.append(el("p", { class: "missing" }, "Open two runs or more to compare them: " +
+    add(main, el("p", { class: "missing" }, "Open two runs or more to compare them: " +
       "kgcheck view RUN_A RUN_B"));
     return;
   }
@@ -346,7 +353,7 @@ async function renderDiff(main, params) {
        " every common fact (not only disagreements)"),
     el("button", { type: "submit" }, "Compare"));
   const pages = Math.max(1, Math.ceil(data.total / data.size));
-  main.append(el("h2", {}, `${data.name_a} against ${data.name_b}`), form,
+  add(main, el("h2", {}, `${data.name_a} against ${data.name_b}`), form,
     el("p", { id: "mcnemar" },
       `${fmt(data.common)} facts in common, ${fmt(data.disagree)} with different verdicts. ` +
       `Of ${fmt(m.n)} labelled: both right ${fmt(m.table[0][0])}, only A ${fmt(m.only_a)}, ` +
