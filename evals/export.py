@@ -33,12 +33,15 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
+from kgcheck.arguments import ArgumentMessage
+from kgcheck.data.atomic import atomic_output
+from kgcheck.data.cells import neutralise
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
-    VERDICT_LABELS,
     VERDICTS,
     LabelRow,
+    parse_only,
     read_labels,
     read_verdicts,
 )
@@ -68,7 +71,7 @@ PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
 
 
-class ExportError(ValueError):
+class ExportError(ArgumentMessage, ValueError):
     """A run folder or option that cannot be exported; the message says which and why."""
 
 
@@ -79,19 +82,6 @@ class Exported:
     path: Path | None
     format: str
     count: int
-
-
-def parse_only(only: str | Sequence[str] | None) -> set[str] | None:
-    """Read ``--only T,F,NA`` into a set of verdict labels (None: every verdict)."""
-    if only is None:
-        return None
-    items = only.split(",") if isinstance(only, str) else list(only)
-    labels = {item.strip().upper() for item in items if item.strip()}
-    unknown = sorted(labels - set(VERDICT_LABELS))
-    if unknown or not labels:
-        raise ExportError(f"--only {','.join(items)}: expected verdicts among "
-                          f"{', '.join(VERDICT_LABELS)}, comma-separated")
-    return labels
 
 
 def _reason(record: Mapping[str, Any]) -> str:
@@ -261,15 +251,15 @@ def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterato
 # --- writing --------------------------------------------------------------------------
 
 
-def _open_target(out: str | Path | None) -> tuple[IO[bytes], Path | None]:
+def _target(out: str | Path | None) -> Path | None:
     if out is None or str(out) == "-":
-        return sys.stdout.buffer, None
+        return None
     path = Path(out)
     if path.is_dir():
         raise ExportError(f"--out {path} is a folder; give a file name")
     if not path.parent.is_dir():
         raise ExportError(f"--out {path}: folder {path.parent} does not exist")
-    return path.open("wb"), path
+    return path
 
 
 def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes], *,
@@ -294,7 +284,9 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
             writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore")
             writer.writeheader()
             for row in counted():
-                writer.writerow({k: "" if row.get(k) is None else row[k] for k in COLUMNS})
+                # Triple values and notes are untrusted: no cell may run as a formula.
+                writer.writerow({k: "" if row.get(k) is None else neutralise(row[k])
+                                 for k in COLUMNS})
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()
@@ -318,16 +310,20 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
-    labels = parse_only(only)
+    labels = parse_only(only, error=ExportError)
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
     records = [r for r in read_verdicts(folder / VERDICTS).values()
-               if labels is None or r.get("label", "NA") in labels]
-    sink, path = _open_target(out)
+               if not labels or r.get("label", "NA") in labels]
+    path = _target(out)
+    if path is None:
+        count = write_rows(rows(records, review), fmt, sys.stdout.buffer, shape=shape)
+        sys.stdout.buffer.flush()
+        return Exported(None, fmt, count)
     try:
-        count = write_rows(rows(records, review), fmt, sink, shape=shape)
-    finally:
-        if path is not None:
-            sink.close()
-        else:
-            sink.flush()
+        # Whole or not at all: a full disk or a kill part way leaves the old export intact.
+        with atomic_output(path) as sink:
+            count = write_rows(rows(records, review), fmt, sink, shape=shape)
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
+                          "an existing file there is unchanged") from None
     return Exported(path, fmt, count)

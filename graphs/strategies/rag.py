@@ -28,6 +28,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from kgcheck.arguments import Arg, ArgumentNote, literal
 from kgcheck.data.facts import Fact, FactInput, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.calls import CallRecord, ModelReply, ask
@@ -420,6 +421,13 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     reason = "no evidence: " + state.get("reason", "nothing was retrieved")
+    failed = (state.get("gathering") or {}).get("failed")
+    if failed and ctx.no_evidence.strip().lower() != "dka":
+        # A source that failed may have had the evidence: the fact was not checked, and a
+        # resume tries it again (an NA answer would be kept as the verdict).
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, reason,
+                                           error_type="SourceError",
+                                           **_details(state, ctx))}
     if ctx.no_evidence.strip().lower() != "dka":
         return {"verdict": verdicts.unanswered(fact, ctx.METHOD, ctx.model, reason,
                                                **_details(state, ctx))}
@@ -427,7 +435,7 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
     messages = await render_messages(ctx.dka_prompt, DKA_FIELDS, fact)
     try:
         # Asked as DKA: replay serves the study's DKA answer for it.
-        reply = await ask(ctx, messages, fact, recorded="DKA")
+        reply = await ask(ctx, messages, fact, recorded="DKA", parser="strict")
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc, **details)}
     label = read_with("strict", reply.text).label
@@ -477,12 +485,13 @@ def evidence_coverage(facts: Sequence[Fact], ctx: RAGContext) -> list[str]:
     if not lacking:
         return []
     example = next(iter(d for d, n in missing.items() if n)).lower()
-    return [
-        f"the evidence corpus {source.location} has no documents for {lacking} of "
-        f"{len(facts)} facts; they will be NA (no evidence). Import the evidence first: "
-        f"kgcheck corpus import --dataset {example} --from PATH (a folder or .tar.gz in the "
-        "rag_dataset layout), or pass --set corpus=PATH"
-    ]
+    return [ArgumentNote(
+        f"the evidence corpus {literal(source.location)} has no documents for {lacking} of "
+        f"{len(facts)} facts; they will be NA (no evidence). Fetch evidence while checking "
+        f"with {{sources}} (or web, searxng, sparql), or import it first: kgcheck corpus "
+        f"import --dataset {literal(example)} --from PATH (a folder or .tar.gz in the "
+        "rag_dataset layout) or pass {corpus}",
+        sources=Arg("set:sources", "wikipedia"), corpus=Arg("set:corpus", "PATH"))]
 
 
 STRATEGY = register(Strategy(

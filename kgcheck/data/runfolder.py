@@ -25,14 +25,16 @@ import fcntl
 import io
 import json
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from typing_extensions import TypedDict
 
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.triples import read_triples
@@ -42,9 +44,9 @@ __all__ = [
     "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
     "VIEW_INDEX", "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text",
-    "make_folder", "read_labels", "read_run_info", "read_summary", "read_verdict_at",
-    "read_verdicts", "record_problem", "scan_verdicts", "short_repr", "verdicts_stamp",
-    "write_json", "write_labels",
+    "make_folder", "parse_only", "read_labels", "read_run_info", "read_summary",
+    "read_verdict_at", "read_verdicts", "record_problem", "scan_verdicts", "short_repr",
+    "verdicts_stamp", "write_json", "write_labels",
 ]
 
 VERDICTS = "verdicts.jsonl"
@@ -57,18 +59,24 @@ LOCK = ".lock"
 VIEW_INDEX = ".view-index.sqlite"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
-# labels.csv: one row per reviewed fact; ``label`` is T, F or skip.
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
+# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate.
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design")
+# Files written before the design column was added: read as of an unknown design.
+OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
+# How a review queue chose its facts: a seeded random sample of every verdict, every verdict
+# in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
+REVIEW_DESIGNS = ("srs", "queue", "filtered")
 REVIEW_LABELS = ("T", "F", "skip")
 
 Warn = Callable[[str], None]
 
 
-class RunError(RuntimeError):
+class RunError(ArgumentMessage, RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
 
 
-class RunFolderError(ValueError):
+class RunFolderError(ArgumentMessage, ValueError):
     """A folder that is not a run folder, or one whose files are malformed."""
 
 
@@ -173,6 +181,31 @@ def verdicts_stamp(folder: Path) -> tuple[int, int]:
     except FileNotFoundError:
         return (0, 0)
     return (stat.st_size, stat.st_mtime_ns)
+
+
+def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
+               what: str = "verdict", error: type[Exception] = RunFolderError
+               ) -> tuple[str, ...]:
+    """Read ``--only`` (``"F,NA"`` or a sequence of words) into the ``choices`` it names.
+
+    The one ``--only`` parser (export, review): words are matched case-insensitively and
+    returned in the choices' spelling, in the order given, each once; nothing given (None,
+    ``""``, ``[]``) is no filter, ``()``. An unknown word raises ``error`` naming it, as a
+    ``what``, and the choices.
+    """
+    if only is None:
+        return ()
+    items = only.split(",") if isinstance(only, str) else [str(item) for item in only]
+    words = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    spelling = {choice.lower(): choice for choice in choices}
+    unknown = [word for word in words if word.lower() not in spelling]
+    if unknown:
+        message = (f"{{only}}: unknown {what} {literal(', '.join(unknown))}; use any of "
+                   f"{', '.join(choices)}")
+        if issubclass(error, ArgumentMessage):
+            raise error(message, only=Arg("only", words))
+        raise error(message.format(only=f"only={words!r}"))
+    return tuple(dict.fromkeys(spelling[word.lower()] for word in words))
 
 
 def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict[str, Any]:
@@ -300,6 +333,7 @@ class LabelRow(TypedDict):
     note: str
     reviewer: str
     reviewed_at: str
+    design: str
 
 
 def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
@@ -319,12 +353,12 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header != LABEL_COLUMNS:
+            if header not in (LABEL_COLUMNS, OLD_LABEL_COLUMNS):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
-                row = LabelRow(**{k: (raw.get(k) or "").strip()  # type: ignore[typeddict-item]
-                                  for k in LABEL_COLUMNS})
+                row = LabelRow(**{  # type: ignore[typeddict-item]
+                    k: restore(raw.get(k) or "").strip() for k in LABEL_COLUMNS})
                 if not row["fact_id"]:
                     raise LabelsError(f"{path}, row {n}: no fact_id")
                 if row["label"] not in REVIEW_LABELS:
@@ -352,7 +386,8 @@ def labels_text(rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=LABEL_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k) or "" for k in LABEL_COLUMNS})
+        # Notes are free text a spreadsheet would run as formulas (see ``cells``).
+        writer.writerow({k: neutralise(row.get(k) or "") for k in LABEL_COLUMNS})
     return out.getvalue()
 
 

@@ -1,6 +1,6 @@
 """``kgcheck errors``: why models fail: explain, cluster, name and count the wrong verdicts.
 
-Argument parsing and presentation only: the analysis is ``kgcheck.evals.errors.pipeline``'s.
+Argument parsing and presentation only: the analysis is ``kgcheck.api.analyse_errors``'.
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ def errors(
     concurrency: Annotated[int, typer.Option(help="Model calls at once.")] = 4,
 ) -> None:
     """Explain each wrong verdict with a model, cluster the explanations, write the tables."""
-    from kgcheck.evals.errors.outputs import ERRORS_FILE, TABLES_MD
-    from kgcheck.evals.errors.pipeline import analyse_errors
+    from kgcheck.api import analyse_errors
 
     if max_errors is not None and max_errors < 1:
         raise ValueError(f"--max-errors {max_errors}: expected 1 or more")
@@ -66,4 +65,5 @@ def errors(
         console.print(f"{len(s['unexplained'])} errors not explained (first: "
                       f"{s['unexplained'][0]['problem']}); run again to retry them",
                       highlight=False)
-    console.print(f"wrote {out / ERRORS_FILE}, {out / TABLES_MD}", highlight=False)
+    console.print(f"wrote {out / 'errors.jsonl'}, {out / 'tables.md'}, {out / 'umap.png'}",
+                  highlight=False)

@@ -1,7 +1,7 @@
 """``kgcheck view``: explore runs in the browser: scores, figures, every fact's steps, diffs.
 
-Argument parsing and presentation only: the data is ``kgcheck.view.explorer``'s and the page
-is ``kgcheck.view.server``'s.
+Argument parsing and presentation only: the explorer is ``kgcheck.api.open_explorer``'s and
+the page ``kgcheck.api.serve_explorer``'s.
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ def view(
 ) -> None:
     """Serve a local explorer of runs; its address (with its token) is the first line printed."""
     # Imported here, as in every command: the CLI starts light.
-    from kgcheck.view.explorer import Explorer
-    from kgcheck.view.server import serve
-    from kgcheck.web.guard import Served
+    from kgcheck.api import Served, open_explorer
+    from kgcheck.api import serve_explorer as serve
 
     if not 0 <= port < 65536:
         raise ValueError(f"--port {port}: expected a TCP port from 0 to 65535")
-    explorer = Explorer(run_dirs, errors=errors)
+    explorer = open_explorer(run_dirs, errors=errors)
 
     def ready(served: Served) -> None:
         # Plain print, first line: scripts read the address from it; it must stay whole.
