@@ -341,3 +341,33 @@ def test_the_cli_explains_errors_over_the_openai_protocol(tmp_path: Path) -> Non
     asked = [r for r in records if r["explanation_source"] == "model"]
     assert len(asked) == calls and {r["explanation"] for r in asked} == {explanation}
     assert "36 explanations in" in done.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_cli_explains_errors_with_the_local_model(tmp_path: Path) -> None:
+    """`kgcheck errors` on a real model: llama.cpp (xllamacpp) serving SmolLM2-135M.
+
+    The model is tiny: its explanations prove the path (prompt, call, resume), not their
+    quality. Most errors carry explanations, so the clusters have something to find.
+    """
+    pytest.importorskip("xllamacpp")
+    import os
+
+    run = make_error_run(tmp_path / "run", model="local:smollm2-135m", carried=PER_FAMILY - 2)
+    out = tmp_path / "out"
+    kgcheck = Path(sys.executable).parent / "kgcheck"
+    args = [str(kgcheck), "errors", str(run), "--out", str(out), "--max-tokens", "40",
+            "--temperature", "0", "--min-cluster-size", "4", "--concurrency", "2"]
+    env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stderr
+    records = read_errors(out)
+    asked = [r for r in records if r["explanation_source"] == "model"]
+    assert len(records) == 3 * PER_FAMILY and len(asked) == 3 * 2
+    assert all(r["model"] == "local:smollm2-135m" and r["explanation"] for r in asked)
+    # Again: every explanation comes from explanations.jsonl, no model call is made.
+    lines = (out / "explanations.jsonl").read_text().count("\n")
+    again = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
+    assert again.returncode == 0, again.stderr
+    assert (out / "explanations.jsonl").read_text().count("\n") == lines

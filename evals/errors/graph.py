@@ -58,6 +58,9 @@ class ErrorsContext(Context):
     METHOD: ClassVar[str] = "ERRORS"
     REPLAYS: ClassVar[str | None] = None
 
+    # One or two sentences, or one category code: no need for a verdict's long budget.
+    max_tokens: int = field(
+        default=160, metadata={"description": "Most tokens a reply may have."})
     explain_prompt: str = field(
         default="errors_explain.txt",
         metadata={"description": "Prompt asking why a verdict was wrong; needs {subject}, "

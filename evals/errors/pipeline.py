@@ -13,10 +13,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,8 +144,11 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                    taxonomy_prompt: str = "errors_taxonomy.txt",
                    explain_prompt: str = "errors_explain.txt", name_with_model: bool = False,
                    min_cluster_size: int = 5, concurrency: int = 4,
+                   settings: Mapping[str, Any] | None = None,
                    progress: Callable[[int, int], None] | None = None) -> ErrorAnalysis:
     """Explain, cluster, name and count the wrong verdicts of runs; write ``out_dir``.
+
+    ``settings`` are the model's (``temperature``, ``max_tokens``, ``base_url``, ...).
 
     Raises:
         ErrorsInputError: a folder that is not a run, runs with no gold or review labels,
@@ -184,8 +188,8 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
             spec = _model_for(run, model, needs_calls and not _all_done(
                 run, pending, model or run.model, done, taxonomy, tax_sha))
             spec_of[run.name] = spec
-            ctx = ErrorsContext(model=spec, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
-                                explain_prompt=explain_prompt)
+            ctx = _context(spec, settings, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
+                           explain_prompt=explain_prompt)
             for error, known in pending:
                 key = _key(run.name, error["fact_id"], spec)
                 earlier = done.get(key)
@@ -215,7 +219,16 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                 sink.close()
         return _finish(runs, results, spec_of, out, embedder=embedder, seed=seed,
                        taxonomy=taxonomy, codes=codes, name_with_model=name_with_model,
-                       min_cluster_size=min_cluster_size, model=model)
+                       min_cluster_size=min_cluster_size, model=model, settings=settings)
+
+
+def _context(spec: str, settings: Mapping[str, Any] | None, **fields: Any) -> ErrorsContext:
+    known = {f.name for f in dataclasses.fields(ErrorsContext)} - {"model", *fields}
+    unknown = sorted(set(settings or {}) - known)
+    if unknown:
+        raise ErrorsInputError(f"unknown model setting(s) {', '.join(unknown)}; known: "
+                               f"{', '.join(sorted(known))}")
+    return ErrorsContext(model=spec, **{**(settings or {}), **fields})
 
 
 def _all_done(run: RunErrors, pending: list[tuple[ErrorCase, dict[str, Any]]], spec: str,
@@ -232,7 +245,8 @@ def _all_done(run: RunErrors, pending: list[tuple[ErrorCase, dict[str, Any]]], s
 
 def _finish(runs: list[RunErrors], results: dict[str, dict[str, Any]], spec_of: dict[str, str],
             out: Path, *, embedder: str, seed: int, taxonomy: bool, codes: dict[str, str],
-            name_with_model: bool, min_cluster_size: int, model: str | None) -> ErrorAnalysis:
+            name_with_model: bool, min_cluster_size: int, model: str | None,
+            settings: Mapping[str, Any] | None) -> ErrorAnalysis:
     by_run = {run.name: run for run in runs}
     explained: list[dict[str, Any]] = []
     unexplained: list[dict[str, Any]] = []
@@ -267,7 +281,7 @@ def _finish(runs: list[RunErrors], results: dict[str, dict[str, Any]], spec_of: 
             raise ErrorsInputError(f"--name-with-model: {spec} cannot name clusters; pass "
                                    "--model with a live or local: model")
         named_by = f"model {spec}"
-        ctx = ErrorsContext(model=spec)
+        ctx = _context(spec, settings)
 
         async def name_all() -> dict[int, str | None]:
             found = {}

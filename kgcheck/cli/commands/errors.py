@@ -1,6 +1,6 @@
 """``kgcheck errors``: why models fail: explain, cluster, name and count the wrong verdicts.
 
-Argument parsing and presentation only: the analysis is ``kgcheck.api.analyse_errors``'.
+Argument parsing and presentation only: the analysis is done by ``kgcheck.api.analyse_errors``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def errors(
     = False,
     min_cluster_size: Annotated[int, typer.Option(help="HDBSCAN's smallest cluster.")] = 5,
     concurrency: Annotated[int, typer.Option(help="Model calls at once.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens per model reply.")] = 160,
+    temperature: Annotated[float | None, typer.Option(
+        help="Sampling temperature of the model (default: the model settings').")] = None,
 ) -> None:
     """Explain each wrong verdict with a model, cluster the explanations, write the tables."""
     from kgcheck.api import analyse_errors
@@ -50,7 +53,10 @@ def errors(
     done = analyse_errors(run_dirs, out, model=model, embedder=embedder, seed=seed,
                           cap=max_errors, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
                           name_with_model=name_with_model, min_cluster_size=min_cluster_size,
-                          concurrency=concurrency)
+                          concurrency=concurrency, settings={
+                              "max_tokens": max_tokens,
+                              **({"temperature": temperature} if temperature is not None
+                                 else {})})
     s = done.summary
     for run in s["runs"]:
         console.print(f"{run['run']}: {run['wrong']} wrong of {run['scored']} labelled "
