@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgcheck.arguments import (
+    NAME_ONLY,
     Arg,
     ArgumentError,
     ArgumentMessage,
@@ -517,7 +518,8 @@ def sample(*, n: int, out: str | Path, dataset: str | None = None,
     same sample.
     """
     if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
-        raise SettingsError("give exactly one of a dataset, a triples file, facts or a run")
+        raise SettingsError("give exactly one of {sources}", sources=Arg(
+            "dataset", triples=NAME_ONLY, facts=NAME_ONLY, run=NAME_ONLY, join=", "))
     verdicts = None
     source: Iterable[Fact]
     if run is not None:
