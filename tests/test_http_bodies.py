@@ -275,3 +275,12 @@ def test_proxy_settings_in_the_environment_are_read_only_when_asked(
         monkeypatch.setenv("KGCHECK_SPARQL_TRUST_ENV", "1")
         rows = SparqlClient(endpoint.url, retries=0).select(query)
         assert rows[0]["s"]["value"] == "through the proxy" and len(proxy.queries) == 1
+
+
+def test_checking_a_source_before_a_run_reads_no_body(web: WebStub, bomb: bytes) -> None:
+    from kgcheck.retrievers.evidence import reach_source
+
+    web.state.pages["/api"] = Page(bomb, encoded="gzip", content_type="application/json")
+    source = SearxngSource(f"{web.url}/api")
+    _, peak = peak_bytes(lambda: reach_source(source))
+    assert "/api" in web.requests and peak < 4 * 2**20, f"peak {peak:,} bytes"
