@@ -9,8 +9,8 @@ label. RDF comes in two shapes:
   (``--only F``), ready for a deletion review;
 - ``annotated`` (default): each verdict as a reified statement (``rdf:Statement`` with
   ``rdf:subject``/``rdf:predicate``/``rdf:object``) that carries its verdict, model, method
-  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit (README, "Exporting
-  verdicts"). Reification rather than RDF-star: every RDF 1.1 tool reads it.
+  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit
+  (docs/guides/exports.md). Reification rather than RDF-star: every RDF 1.1 tool reads it.
 
 A fact read from RDF keeps its own terms (``rdf`` in the verdict record). Terms that are not
 IRIs (YAGO and FactBench names, your CSV's strings) get IRIs minted under

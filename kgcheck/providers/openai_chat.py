@@ -116,10 +116,12 @@ def explained_chat_openai() -> type[BaseChatModel]:
 def openai_api_model(spec: str, name: str, settings: ModelSettings, *, base_url: str | None,
                   api_key: str | None, compatible: bool,
                   chat_class: Callable[..., BaseChatModel] | None = None,
+                  extra_body: dict[str, Any] | None = None,
                   **fields: Any) -> BaseChatModel:
     """Build an OpenAI-API chat model (``chat_class``, else ExplainedChatOpenAI).
 
-    ``fields`` are further fields of ``chat_class``.
+    ``extra_body`` adds request fields for a compatible server; ``fields`` are further
+    fields of ``chat_class``.
     """
     kwargs: dict[str, Any] = dict(fields)
     if api_key is not None:
@@ -133,6 +135,7 @@ def openai_api_model(spec: str, name: str, settings: ModelSettings, *, base_url:
             "top_k": settings.top_k,
             "repetition_penalty": settings.repeat_penalty,
             "repeat_penalty": settings.repeat_penalty,
+            **(extra_body or {}),
         }
     else:
         kwargs["max_completion_tokens"] = settings.max_tokens
