@@ -9,8 +9,8 @@ label. RDF comes in two shapes:
   (``--only F``), ready for a deletion review;
 - ``annotated`` (default): each verdict as a reified statement (``rdf:Statement`` with
   ``rdf:subject``/``rdf:predicate``/``rdf:object``) that carries its verdict, model, method
-  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit (README, "Exporting
-  verdicts"). Reification rather than RDF-star: every RDF 1.1 tool reads it.
+  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit
+  (docs/guides/exports.md). Reification rather than RDF-star: every RDF 1.1 tool reads it.
 
 A fact read from RDF keeps its own terms (``rdf`` in the verdict record). Terms that are not
 IRIs (YAGO and FactBench names, your CSV's strings) get IRIs minted under
@@ -33,15 +33,16 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
+from kgcheck.arguments import ArgumentMessage
 from kgcheck.data.atomic import atomic_output
 from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import readable_term
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
-    VERDICT_LABELS,
     VERDICTS,
     LabelRow,
+    parse_only,
     read_labels,
     read_verdicts,
 )
@@ -72,7 +73,7 @@ PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
 
 
-class ExportError(ValueError):
+class ExportError(ArgumentMessage, ValueError):
     """A run folder or option that cannot be exported; the message says which and why."""
 
 
@@ -83,19 +84,6 @@ class Exported:
     path: Path | None
     format: str
     count: int
-
-
-def parse_only(only: str | Sequence[str] | None) -> set[str] | None:
-    """Read ``--only T,F,NA`` into a set of verdict labels (None: every verdict)."""
-    if only is None:
-        return None
-    items = only.split(",") if isinstance(only, str) else list(only)
-    labels = {item.strip().upper() for item in items if item.strip()}
-    unknown = sorted(labels - set(VERDICT_LABELS))
-    if unknown or not labels:
-        raise ExportError(f"--only {','.join(items)}: expected verdicts among "
-                          f"{', '.join(VERDICT_LABELS)}, comma-separated")
-    return labels
 
 
 def _reason(record: Mapping[str, Any]) -> str:
@@ -350,10 +338,10 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
-    labels = parse_only(only)
+    labels = parse_only(only, error=ExportError)
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
     records = [r for r in read_verdicts(folder / VERDICTS).values()
-               if labels is None or r.get("label", "NA") in labels]
+               if not labels or r.get("label", "NA") in labels]
     path = _target(out)
     if path is None:
         count = write_rows(rows(records, review), fmt, sys.stdout.buffer, shape=shape)

@@ -435,7 +435,7 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
     messages = await render_messages(ctx.dka_prompt, DKA_FIELDS, fact)
     try:
         # Asked as DKA: replay serves the study's DKA answer for it.
-        reply = await ask(ctx, messages, fact, recorded="DKA")
+        reply = await ask(ctx, messages, fact, recorded="DKA", parser="strict")
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc, **details)}
     label = read_with("strict", reply.text).label

@@ -50,6 +50,10 @@ COMMANDS = {
     "report": Listed("report", "Build tables 5 to 8 (and the figures) from run folders."),
     "reproduce": Listed("reproduce", "Recompute the study's tables and figures from its "
                         "recorded answers."),
+    "view": Listed("view", "Serve a local explorer of runs; its address (with its token) is "
+                   "the first line printed."),
+    "errors": Listed("errors", "Explain each wrong verdict with a model, cluster the "
+                     "explanations, write the tables."),
     "sweep": Listed("sweep", "Run every cell of a sweep as a resumable run folder, then write "
                     "the leaderboard."),
     "corpus": Listed("corpus", "Evidence corpora for RAG: import and list."),

@@ -10,6 +10,8 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/estimate.json   the KG's accuracy estimate (``kgcheck estimate``)
     RUN/review.sqlite   the review graph's checkpoints
     RUN/plots/          figures
+    RUN/.view-index.sqlite  the explorer's index of verdicts.jsonl (``kgcheck view``), rebuilt
+                        whenever verdicts.jsonl changes
     RUN/.lock           held by the one process writing the folder
 
 Every file but ``verdicts.jsonl`` is replaced whole (``kgcheck.data.atomic``);
@@ -23,14 +25,14 @@ import fcntl
 import io
 import json
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from typing_extensions import TypedDict
 
-from kgcheck.arguments import ArgumentMessage
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
@@ -41,9 +43,10 @@ from kgcheck.data.upstream import as_source
 __all__ = [
     "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text", "make_folder",
-    "read_labels", "read_run_info", "read_summary", "read_verdicts", "record_problem",
-    "short_repr", "write_json", "write_labels",
+    "VIEW_INDEX", "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text",
+    "make_folder", "parse_only", "read_labels", "read_run_info", "read_summary",
+    "read_verdict_at", "read_verdicts", "record_problem", "scan_verdicts", "short_repr",
+    "verdicts_stamp", "write_json", "write_labels",
 ]
 
 VERDICTS = "verdicts.jsonl"
@@ -53,6 +56,7 @@ LABELS_FILE = "labels.csv"
 ESTIMATE = "estimate.json"
 REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
+VIEW_INDEX = ".view-index.sqlite"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
@@ -72,7 +76,7 @@ class RunError(ArgumentMessage, RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
 
 
-class RunFolderError(ValueError):
+class RunFolderError(ArgumentMessage, ValueError):
     """A folder that is not a run folder, or one whose files are malformed."""
 
 
@@ -131,6 +135,77 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
         warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
              "those facts keep their last good verdict or run again")
     return records
+
+
+def scan_verdicts(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """Yield ``(byte offset, byte length, record)`` for every usable line of a verdicts file.
+
+    Lines that are not verdicts are skipped as ``read_verdicts`` skips them; a fact may
+    appear more than once (the last one counts), so an index keeps the last offset per fact.
+    """
+    if not path.exists():
+        return
+    offset = 0
+    with path.open("rb") as fh:
+        for line in fh:
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if record_problem(record) is None:
+                yield start, len(line), record
+
+
+def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
+    """Read the one verdict record stored at ``offset`` (from ``scan_verdicts``)."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        line = fh.read(length)
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RunFolderError(f"{path}: no verdict at byte {offset} (was the file replaced "
+                             "since it was indexed?)") from None
+    if record_problem(record) is not None:
+        raise RunFolderError(f"{path}: no verdict at byte {offset}")
+    return record
+
+
+def verdicts_stamp(folder: Path) -> tuple[int, int]:
+    """Return (size, mtime in ns) of verdicts.jsonl: an index of it is stale once it moves."""
+    try:
+        stat = (folder / VERDICTS).stat()
+    except FileNotFoundError:
+        return (0, 0)
+    return (stat.st_size, stat.st_mtime_ns)
+
+
+def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
+               what: str = "verdict", error: type[Exception] = RunFolderError
+               ) -> tuple[str, ...]:
+    """Read ``--only`` (``"F,NA"`` or a sequence of words) into the ``choices`` it names.
+
+    The one ``--only`` parser (export, review): words are matched case-insensitively and
+    returned in the choices' spelling, in the order given, each once; nothing given (None,
+    ``""``, ``[]``) is no filter, ``()``. An unknown word raises ``error`` naming it, as a
+    ``what``, and the choices.
+    """
+    if only is None:
+        return ()
+    items = only.split(",") if isinstance(only, str) else [str(item) for item in only]
+    words = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    spelling = {choice.lower(): choice for choice in choices}
+    unknown = [word for word in words if word.lower() not in spelling]
+    if unknown:
+        message = (f"{{only}}: unknown {what} {literal(', '.join(unknown))}; use any of "
+                   f"{', '.join(choices)}")
+        if issubclass(error, ArgumentMessage):
+            raise error(message, only=Arg("only", words))
+        raise error(message.format(only=f"only={words!r}"))
+    return tuple(dict.fromkeys(spelling[word.lower()] for word in words))
 
 
 def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict[str, Any]:

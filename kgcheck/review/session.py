@@ -41,6 +41,7 @@ from kgcheck.data.runfolder import (
     read_verdicts,
     write_labels,
 )
+from kgcheck.data.runfolder import parse_only as parse_verdict_filter
 from kgcheck.graphs.registry import compile_graph
 from kgcheck.graphs.review import DECISIONS, is_tie, question_for, read_answer
 
@@ -75,15 +76,7 @@ class ReviewItem:
 
 def parse_only(text: str | None) -> tuple[str, ...]:
     """Read ``--only F,NA,ties`` into filters; an unknown one names the known ones."""
-    if not text:
-        return ()
-    wanted = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    norm = {f.lower(): f for f in FILTERS}
-    unknown = [w for w in wanted if w.lower() not in norm]
-    if unknown:
-        raise ReviewError(f"{{only}}: unknown filter {literal(', '.join(unknown))}; use any of "
-                          f"{', '.join(FILTERS)}", only=Arg("only", list(wanted)))
-    return tuple(norm[w.lower()] for w in wanted)
+    return parse_verdict_filter(text, FILTERS, what="filter", error=ReviewError)
 
 
 def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),

@@ -46,6 +46,7 @@ from kgcheck.prompts import prompt_path
 from kgcheck.providers import reach_model, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
 from kgcheck.providers.pricing import load_pricing
+from kgcheck.providers.resolve import model_note
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.runs.consensus import run_consensus
 from kgcheck.runs.dry_run import Estimate as CostEstimate
@@ -493,6 +494,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             f"the {literal(stem)} benchmark; pass {{as_dataset}} to check it as that dataset",
             as_dataset=Arg("as_dataset", stem)))
     notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
+    notes += [n for n in map(model_note, dict.fromkeys(members + fixed_judge)) if n]
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,

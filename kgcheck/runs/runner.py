@@ -45,11 +45,12 @@ from kgcheck.data.runfolder import (
     short_repr,
 )
 from kgcheck.evals.metrics import score_summary
+from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, cost_summary
 from kgcheck.providers.secrets import redact_settings, redact_value
-from kgcheck.runs.concurrency import OVERLOAD_ERRORS, AdaptiveLimit, FixedLimit, Limit
+from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.records import verdict_record
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
@@ -59,27 +60,8 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 # Settings a resume may change: where the server is and how long to wait for it, not what
 # a model is asked or how it samples.
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
-                            "replay_latency", "data_dir"})
+                            "replay_latency", "data_dir", "local_threads", "local_port"})
 RECURSION_LIMIT = 50
-# Errors that mean the model server cannot be reached at all, not that one fact failed.
-UNREACHABLE_ERRORS = {
-    "ConnectError", "ConnectTimeout", "ConnectionError", "ConnectionRefusedError",
-    "APIConnectionError", "APITimeoutError", "ReadTimeout", "TimeoutError", "TimeoutException",
-    "AuthenticationError", "OpenAIConnectionError", "OpenAITimeoutError",
-    "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
-}
-
-# Errors of a server that answers, but not usefully: 5xx, 429, replies that are not JSON or
-# are cut short. A run of them stops the run as unreachable servers do.
-SERVER_ERRORS = {
-    "ResponseError", "InternalServerError", "RateLimitError", "APIStatusError",
-    "ServiceUnavailableError", "ModelReplyError", "JSONDecodeError",
-    "APIResponseValidationError", "HTTPStatusError", "OpenAIRateLimitError", "OpenAIAPIError",
-    "ModelRateLimitError", "ModelAPIError",
-}
-
-# Errors that no other fact will escape: a bad prompt file, model spec or strategy.
-CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
 Warn = Callable[[str], None]
@@ -416,14 +398,18 @@ class StopRule:
         for model, error_type, error in calls:
             failed += parts and error is not None
             said = f"member {model}: {error}" if parts else str(error)
-            if error_type in CONFIG_ERRORS:
+            stop = run_stop(classify_name(error_type)) if error is not None else None
+            if stop == "config":
                 self._stop("configuration", f"stopped: {said}")
-            elif error_type in UNREACHABLE_ERRORS:
+            elif stop == "server-gone":
+                # The server this run started has exited: no later fact can be answered.
+                self._stop("server", f"stopped: {said}")
+            elif stop == "unreachable":
                 self.unreachable[model] = self.unreachable.get(model, 0) + 1
                 if self.unreachable[model] >= self.limit:
                     self._stop("unreachable", f"stopped after {self.limit} facts in a row "
                                f"could not reach the model: {said}")
-            elif error_type in SERVER_ERRORS:
+            elif stop == "server":
                 self.unreachable[model] = 0
                 self.server[model] = self.server.get(model, 0) + 1
                 if self.server[model] >= self.limit:
@@ -501,8 +487,8 @@ async def _run_locked(
                 async with concurrency.slot() as held:
                     verdict = await verdict_of(invoke, fact, info.method, model_label)
                     seconds = held.active_seconds()
-                concurrency.done(seconds, overloaded=(
-                    (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
+                failure = classify_name((verdict.get("details") or {}).get("error_type"))
+                concurrency.done(seconds, overloaded=is_overload(failure))
                 if aborted:
                     return  # stopped meanwhile (e.g. the disk is full): write nothing more
                 record = _record(fact, verdict, info.run_id)
