@@ -104,7 +104,8 @@ def rows(records: Iterable[Mapping[str, Any]],
     for record in records:
         fid = str(record["fact_id"])
         seen: Mapping[str, str] = review.get(fid) or {}  # type: ignore[assignment]
-        given = record.get("names") if isinstance(record.get("names"), Mapping) else {}
+        names = record.get("names")
+        given: Mapping[str, str] = names if isinstance(names, Mapping) else {}
         yield {
             "fact_id": fid,
             "subject": record.get("subject"),

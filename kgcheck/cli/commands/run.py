@@ -313,10 +313,8 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
         say_warning(warning)
     out_dir = plan.out_dir
     if cache is not False and not dry_run:
-        from kgcheck.providers.cache import default_cache_path
-
         # Said once: answers are kept across runs, which a user may not expect.
-        where = default_cache_path() if cache is True else cache
+        where = api.cache_path(cache)
         err_console.print(f"answer cache: {where} (--no-cache asks the model every time)",
                           soft_wrap=True, markup=False, highlight=False)
     if dry_run:
