@@ -311,6 +311,8 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                cache: CacheChoice = True, engine: str | Engine = "local",
                engine_options: Mapping[str, Any] | None = None,
                settings: Mapping[str, Any] | None = None,
+               predicates: str | Sequence[str] | None = None,
+               exclude_predicates: str | Sequence[str] | None = None,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -336,7 +338,8 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                            sample=sample, seed=seed, stratify=stratify,
                            per_stratum=per_stratum, ids=ids, labels=labels,
                            as_dataset=as_dataset, pricing=pricing, settings=settings,
-                           parallel_read=runner.parallel_read, **strategy_settings)
+                           parallel_read=runner.parallel_read, predicates=predicates,
+                           exclude_predicates=exclude_predicates, **strategy_settings)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -361,6 +364,8 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         cache: CacheChoice = True, engine: str | Engine = "local",
         engine_options: Mapping[str, Any] | None = None,
         settings: Mapping[str, Any] | None = None,
+        predicates: str | Sequence[str] | None = None,
+        exclude_predicates: str | Sequence[str] | None = None,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
     return _sync(arun(
@@ -370,7 +375,8 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing,
         concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
         show_progress=show_progress, warn=warn, cache=cache, engine=engine,
-        engine_options=engine_options, settings=settings, **strategy_settings), "arun")
+        engine_options=engine_options, settings=settings, predicates=predicates,
+        exclude_predicates=exclude_predicates, **strategy_settings), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,

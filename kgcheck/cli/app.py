@@ -213,6 +213,30 @@ def main(
 ) -> None:
     """Check the facts of a knowledge graph with LLMs (FactCheck strategies on LangGraph)."""
     load_env_file()
+    show_own_warnings()
+
+
+def show_own_warnings() -> None:
+    """Print kgcheck's own warnings (the answer cache's, a run folder's) as one plain line.
+
+    Python's format (file, line and source of the ``warnings.warn`` call) is for
+    developers; others' warnings keep it.
+    """
+    import warnings
+
+    shown = warnings.showwarning
+    if getattr(shown, "kgcheck", False):
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if getattr(category, "__module__", "").startswith("kgcheck."):
+            say_warning(message)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.kgcheck = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 class _NamedArgument(TyperArgument):

@@ -29,4 +29,7 @@ def verdict_record(fact: Fact, verdict: dict[str, Any], run_id: str,
               "object": fact.object, "checked_at": checked_now()}
     if fact.rdf:
         record["rdf"] = dict(fact.rdf)
+    if fact.names:
+        # The KG's own names of the terms (rdfs:label ...), for exports and the review page.
+        record["names"] = dict(fact.names)
     return record

@@ -366,8 +366,9 @@ def model_calls(record: Mapping[str, Any]) -> tuple[list[Call], bool]:
     hide behind the others' votes.
     """
     details = record.get("details") or {}
-    votes = details.get("votes")
-    if not votes:
+    # Consensus votes are members' answers; self-consistency keeps its samples' labels.
+    votes = details.get("votes") if details.get("strategy") == "consensus" else None
+    if not votes or not all(isinstance(v, Mapping) for v in votes):
         failed = record.get("error") and not verdicts.is_defect(record)
         return [(str(record.get("model") or ""), details.get("error_type") if failed else None,
                  record.get("error") if failed else None)], False
