@@ -54,7 +54,7 @@ def _title(page: Path) -> str:
     """Return a page's first heading, else its file name as words."""
     for line in page.read_text(encoding="utf-8").splitlines():
         if line.startswith("# "):
-            return line[2:].strip()
+            return line[2:].replace("`", "").strip()
     return page.stem.replace("-", " ").capitalize()
 
 
