@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from kgcheck.arguments import ArgumentMessage
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import atomic_output
 from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import readable_term
@@ -284,9 +284,10 @@ def _target(out: str | Path | None) -> Path | None:
         return None
     path = Path(out)
     if path.is_dir():
-        raise ExportError(f"--out {path} is a folder; give a file name")
+        raise ExportError("{out} is a folder; give a file name", out=Arg("out", str(path)))
     if not path.parent.is_dir():
-        raise ExportError(f"--out {path}: folder {path.parent} does not exist")
+        raise ExportError(f"{{out}}: folder {literal(str(path.parent))} does not exist",
+                          out=Arg("out", str(path)))
     return path
 
 
@@ -331,9 +332,11 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     """Export a run folder's verdicts (the last per fact) to ``out`` (None or "-": stdout)."""
     folder = Path(run_dir)
     if fmt not in FORMATS:
-        raise ExportError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        raise ExportError(f"{{format}}: expected one of {', '.join(FORMATS)}",
+                          format=Arg("format", fmt))
     if shape not in RDF_SHAPES:
-        raise ExportError(f"--rdf {shape}: expected one of {', '.join(RDF_SHAPES)}")
+        raise ExportError(f"{{rdf}}: expected one of {', '.join(RDF_SHAPES)}",
+                          rdf=Arg("rdf", shape))
     if not folder.is_dir():
         raise ExportError(f"{folder}: run folder not found")
     if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgcheck.arguments import Arg, ArgumentError, ArgumentMessage, ArgumentNote, literal
+from kgcheck.arguments import (
+    Arg,
+    ArgumentError,
+    ArgumentMessage,
+    ArgumentNote,
+    Placeholder,
+    literal,
+)
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.runfolder import VERDICTS, RunError, checked_facts, read_run_info, read_verdicts
@@ -70,13 +77,13 @@ from kgcheck.runs.plan import (
     RunPlan,
     SettingsError,
     Warn,
-    _source,
     as_facts,
     as_facts_lazy,
     cache_path,
     check_run_arguments,
     dry_run_of,
     execute,
+    fact_source,
     open_engine,
     own_kg_name,
     parse_setting_pairs,
@@ -215,7 +222,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = _source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)
@@ -425,7 +432,8 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
     path = Path(store) if store else default_store_path()
     if not path.is_file():
         raise SettingsError(f"{literal(str(path))}: no corpus store; import a corpus or run "
-                            "RAG with {sources} first", sources=Arg("set:sources", "..."))
+                            "RAG with {sources} first",
+                            sources=Arg("set:sources", Placeholder("...")))
     opened = CorpusStore(path)
     try:
         return FetchedEvidence(path, opened.fetched_counts(),

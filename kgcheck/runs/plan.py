@@ -62,6 +62,13 @@ from kgcheck.runs.runner import (
     public_settings,
 )
 
+__all__ = ["CacheChoice", "EngineOnDemand", "FactLike", "FactSource", "KgcheckWarning",
+           "ParallelReadChoice", "RunPlan", "SettingsError", "Warn", "as_facts", "as_facts_lazy",
+           "cache_path", "check_models", "check_prompt_files", "check_replay",
+           "check_run_arguments", "default_out_dir", "dry_run_of", "execute", "fact_source",
+           "make_context", "merged_settings", "open_engine", "own_kg_name", "parse_setting_pairs",
+           "plan_run", "prompt_digests", "recordable", "setting_fields"]
+
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
 # The answer cache: True = the default file, a path = that file, False or None = off.
@@ -245,7 +252,7 @@ def default_out_dir(source: str, strategy: str, models: Sequence[str]) -> Path:
 
 
 @dataclass
-class _Source:
+class FactSource:
     """Where a run's facts come from: a re-readable stream and how to name its terms."""
 
     open: Callable[[], Iterable[Fact]]
@@ -256,10 +263,11 @@ class _Source:
     sharded: ShardedReader | None = None
 
 
-def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
-            graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
-            data: str | Path | None, as_dataset: str | None = None,
-            parallel: ParallelReadChoice = None) -> _Source:
+def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | None,
+                graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
+                data: str | Path | None, as_dataset: str | None = None,
+                parallel: ParallelReadChoice = None) -> FactSource:
+    """Say where a run's facts come from (exactly one of the inputs is given)."""
     if triples is not None:
         path = check_input(triples)
         _, suffix = base_name(path)
@@ -274,24 +282,24 @@ def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
         if chosen is not None:
             sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
-            return _Source(lambda: iter(sharded), stem, str(path.resolve()), own,
+            return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
         if reader is not None:
-            return _Source(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
-        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
+            return FactSource(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
+        return FactSource(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
         location = " ".join(x for x in (redact_endpoint(sparql), graph and f"<{graph}>", where)
                             if x)
-        return _Source(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
+        return FactSource(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
     if facts is not None:
         loaded = as_facts(facts)
         name = loaded[0].dataset if loaded and loaded[0].dataset else "facts"
-        return _Source(lambda: loaded, name, "memory", False)
+        return FactSource(lambda: loaded, name, "memory", False)
     src = as_source(data)
     name = canonical_dataset(src, dataset or "")
     rows = load_facts(name, src)
-    return _Source(lambda: rows, name, src.location, False)
+    return FactSource(lambda: rows, name, src.location, False)
 
 
 def check_run_arguments(*, dataset: str | None = None, triples: str | Path | None = None,
@@ -448,7 +456,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     except PredicateFilterError as exc:
         raise SettingsError(literal(str(exc))) from None
     gold = read_gold(labels) if labels is not None else None
-    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
+    origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
                      parallel_read if limit is None else None)
     # Filtered while the input streams past: the facts left out are never kept.
     opener = origin.open

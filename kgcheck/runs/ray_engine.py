@@ -44,6 +44,8 @@ from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
 from kgcheck.providers.cache import AnswerCache, serving
 from kgcheck.runs.ray_cluster import LocalCluster
 
+__all__ = ["GraphWorker", "INSTALL_HINT", "RayEngine", "RayEngineError", "check_reachable"]
+
 try:
     import ray
     from ray.exceptions import RayError

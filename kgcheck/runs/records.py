@@ -13,6 +13,8 @@ from typing import Any
 
 from kgcheck.data.facts import Fact
 
+__all__ = ["checked_now", "verdict_record"]
+
 
 def checked_now() -> str:
     """Return the current UTC time in ISO 8601, to the second (``2026-12-01T20:18:08Z``)."""
