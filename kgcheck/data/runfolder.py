@@ -60,13 +60,12 @@ VIEW_INDEX = ".view-index.sqlite"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
-# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate.
+# fact came to be reviewed: ``srs`` (a seeded random sample of every verdict), ``queue``
+# (every verdict in the run's order) or ``filtered:F,NA`` (the verdicts ``--only`` kept),
+# which decides what the labels can estimate (``kgcheck.data.labels``).
 LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design")
 # Files written before the design column was added: read as of an unknown design.
 OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
-# How a review queue chose its facts: a seeded random sample of every verdict, every verdict
-# in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
-REVIEW_DESIGNS = ("srs", "queue", "filtered")
 REVIEW_LABELS = ("T", "F", "skip")
 
 Warn = Callable[[str], None]
