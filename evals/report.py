@@ -35,6 +35,7 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
+from kgcheck.evals.stats.report import groups_markdown
 from kgcheck.evals.study.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.study.tables import (
     STUDY,
@@ -358,8 +359,9 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     reviews = review_rows(runs)
     written = write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
                             plots=plots, notes=notes,
-                            extra=[run_section(runs), predicate_section(runs),
-                                   review_section(reviews)])
+                            extra=[run_section(runs),
+                                   groups_markdown([(r.name, r.records) for r in runs]),
+                                   predicate_section(runs), review_section(reviews)])
     written.reviews = reviews
     return written
 

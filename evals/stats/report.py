@@ -7,10 +7,13 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kgcheck.evals.metrics import macro_f1
 from kgcheck.evals.stats.bootstrap import SCORES, Interval
+from kgcheck.evals.stats.errors import StatsInputError
+from kgcheck.evals.stats.groups import ALPHA, significance_groups
 from kgcheck.evals.stats.paired import Comparison
 
-__all__ = ["comparison_text", "disagreements_csv", "interval_cell"]
+__all__ = ["comparison_text", "disagreements_csv", "groups_markdown", "interval_cell"]
 
 SCORE_NAMES = {"accuracy": "accuracy", "f1_true": "F1(T)", "f1_false": "F1(F)",
                "macro_f1": "macro-F1"}
@@ -57,3 +60,42 @@ def disagreements_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     for row in rows:
         writer.writerow({k: "" if row.get(k) is None else row[k] for k in DISAGREEMENT_COLUMNS})
     return out.getvalue()
+
+
+def groups_markdown(systems: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+                    *, alpha: float = ALPHA) -> str:
+    """Markdown ranking systems ``(name, verdict records)`` by macro-F1 with their groups.
+
+    Empty with fewer than two scored systems, or when statsmodels is missing.
+    """
+    scored = []
+    for name, records in systems:
+        gold = {str(r["fact_id"]): str(r["gold"]) for r in records if r.get("gold") in ("T", "F")}
+        if not gold:
+            continue
+        labels = {str(r["fact_id"]): str(r.get("label", "NA")) for r in records}
+        facts = list(gold)
+        macro = macro_f1([gold[f] == "T" for f in facts], [labels[f] for f in facts])
+        scored.append((macro if macro is not None else -1.0, name, gold, labels))
+    if len(scored) < 2:
+        return ""
+    scored.sort(key=lambda s: -s[0])
+    try:
+        groups = significance_groups([(n, g, lab) for _, n, g, lab in scored], alpha=alpha)
+    except StatsInputError:
+        return ""
+    lines = ["## Significance groups", "",
+             "Runs that share a letter are not significantly different in accuracy (McNemar's "
+             f"exact test on the facts both checked, Holm's correction, alpha {alpha}).", "",
+             "| # | group | run | macro-F1 |", "| --- | --- | --- | --- |"]
+    for i, (macro, name, _, _) in enumerate(scored, 1):
+        lines.append(f"| {i} | {groups.letters[name]} | {name} | "
+                     f"{'-' if macro < 0 else f'{macro:.2f}'} |")
+    lines += ["", "| run A | run B | facts | only A right | only B right | p | p (Holm) |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for pair in groups.pairs:
+        p = "-" if pair.p_value is None else f"{pair.p_value:.3g}"
+        holm = "-" if pair.p_holm is None else f"{pair.p_holm:.3g}"
+        lines.append(f"| {pair.a} | {pair.b} | {pair.facts:,} | {pair.b_only} | "
+                     f"{pair.c_only} | {p} | {holm} |")
+    return "\n".join(lines)
