@@ -36,6 +36,7 @@ from kgcheck.data.runfolder import (
 from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
 from kgcheck.evals.stats.report import groups_markdown
+from kgcheck.evals.stats.tables import interval_records, intervals_markdown
 from kgcheck.evals.study.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.study.tables import (
     STUDY,
@@ -315,14 +316,22 @@ def output_folder(out_dir: str | Path) -> Path:
 
 def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, title: str,
                   keep_source: bool, plots: bool = True, notes: Sequence[str] = (),
-                  extra: Sequence[str] = ()) -> Outputs:
-    """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``."""
+                  extra: Sequence[str] = (), ci: bool = False) -> Outputs:
+    """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``.
+
+    With ``ci``, a section and records of bootstrap intervals follow the point values.
+    """
     out = output_folder(out_dir)
     ordered = sorted(results, key=lambda r: method_rank(r.method))
     datasets = list(dict.fromkeys(r.dataset for r in results))
     ordered = sorted(ordered, key=lambda r: datasets.index(r.dataset))
     records = build_records(ordered)
     public = [public_record(r, keep_source=keep_source) for r in records]
+    if ci:
+        intervals = interval_records(ordered)
+        extra = [intervals_markdown(intervals), *extra]
+        public += [{k: v for k, v in r.items() if keep_source or k != "source"}
+                   for r in intervals]
     md = out / TABLES_MD
     md.write_text(render_markdown(records, title=title,
                                   notes=[*coverage_notes(ordered), *notes],
@@ -339,8 +348,11 @@ def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, titl
 
 def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                  with_recorded: bool = False, data: str | Path | None = None,
-                 plots: bool = True) -> Outputs:
-    """Read run folders (and optionally the study's rows) and write the report."""
+                 plots: bool = True, ci: bool = False) -> Outputs:
+    """Read run folders (and optionally the study's rows) and write the report.
+
+    ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+    """
     if not run_dirs:
         raise ReportInputError("give at least one run folder")
     notes: list[str] = []
@@ -358,7 +370,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     _disambiguate(results)
     reviews = review_rows(runs)
     written = write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
-                            plots=plots, notes=notes,
+                            plots=plots, notes=notes, ci=ci,
                             extra=[run_section(runs),
                                    groups_markdown([(r.name, r.records) for r in runs]),
                                    predicate_section(runs), review_section(reviews)])
@@ -368,8 +380,10 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
 
 def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
                      datasets: Sequence[str] | None = None, plots: bool = True,
-                     warn: Callable[[str], None] | None = None) -> Outputs:
+                     warn: Callable[[str], None] | None = None, ci: bool = False) -> Outputs:
     """Recompute the study's tables and figures from its recorded answers in ``data``.
+
+    The tables hold the study's point values; ``ci`` adds bootstrap intervals after them.
 
     What cannot be scored (no gold labels, unreadable answer files) is left out with a
     warning, passed to ``warn`` and written into the tables; when nothing at all can be
@@ -393,6 +407,6 @@ def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
                                + (why or ": no recorded answers"))
     return write_outputs(
         results, out_dir, title=f"FactCheck study tables, recomputed from {src.location}",
-        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems],
+        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems], ci=ci,
         extra=[token_section(token_usage(src, names))],
     )

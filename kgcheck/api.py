@@ -259,15 +259,21 @@ def run(**kwargs: Any) -> RunResult:
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
-           data: str | Path | None = None, plots: bool = True) -> Outputs:
-    """Build the study's tables (and figures) from run folders, optionally beside its rows."""
-    return build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots)
+           data: str | Path | None = None, plots: bool = True, ci: bool = False) -> Outputs:
+    """Build the study's tables (and figures) from run folders, optionally beside its rows.
+
+    ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+    """
+    return build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots,
+                        ci=ci)
 
 
 def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True,
-              warn: Warn | None = None) -> Outputs:
+              warn: Warn | None = None, ci: bool = False) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers.
+
+    The tables keep the study's point values; ``ci`` adds bootstrap intervals after them.
 
     Answers that cannot be scored (a dataset without gold labels, an unreadable answers
     file) are left out with a warning (to ``warn``, else ``KgcheckWarning``) that the
@@ -279,7 +285,7 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
         else:
             warn(message)
 
-    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note)
+    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note, ci=ci)
 
 
 def evidence_sources() -> list[str]:

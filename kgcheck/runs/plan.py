@@ -35,6 +35,7 @@ from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
+from kgcheck.evals.stats.tables import run_intervals
 from kgcheck.graphs.consensus.graph import settings_class
 from kgcheck.graphs.consensus.judges import CONS_JUDGES, JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
@@ -202,6 +203,8 @@ class RunPlan:
     notes: list[str]
     # Shards the input was read in, in parallel (0: one pass in this process).
     input_shards: int = 0
+    # Bootstrap intervals of the scores in summary.json.
+    ci: bool = False
 
 
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
@@ -277,7 +280,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              settings: Mapping[str, Any] | None = None,
              as_dataset: str | None = None,
              pricing: str | Path | None = None,
-             parallel_read: ParallelReadChoice = None) -> RunPlan:
+             parallel_read: ParallelReadChoice = None, ci: bool = False) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
@@ -292,7 +295,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     ``parallel_read`` (an engine's, e.g. ``open_engine("ray").parallel_read``, or a function
     returning it, called only for such a file) reads an N-Triples, N-Quads or JSON Lines
     file in parallel shards when every fact of it is read (no ``limit``): the same facts in
-    the same order as one pass.
+    the same order as one pass. ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F)
+    and macro-F1 to the summary (``intervals``).
     """
     if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
         raise SettingsError("give exactly one of a dataset, a triples file, a SPARQL endpoint "
@@ -350,7 +354,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
                    pricing=prices)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
-                   out_dir, notes, origin.sharded.shards if origin.sharded else 0)
+                   out_dir, notes, origin.sharded.shards if origin.sharded else 0, ci=ci)
 
 
 def open_engine(name: str = "local", *, cache: CacheChoice = True,
@@ -442,6 +446,8 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         asked = stats["cache"]["hits"] + stats["cache"]["misses"]
         extra["cache"] = {"path": str(path), **stats["cache"],
                           "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
+    if plan.ci:
+        extra["intervals"] = run_intervals(result.records)
     result.summary.update(extra)
     amend_summary(result.out_dir, extra)
     return result

@@ -94,6 +94,14 @@ def print_summary(summary: dict[str, Any]) -> None:
                   + (f", tokens in {summary['tokens_in']:,}" if summary.get("tokens_in") else "")
                   + (f", out {summary['tokens_out']:,}" if summary.get("tokens_out") else ""),
                   highlight=False)
+    intervals = summary.get("intervals")
+    if intervals:
+        names = {"accuracy": "acc", "f1_true": "F1(T)", "f1_false": "F1(F)",
+                 "macro_f1": "macro-F1"}
+        cells = [f"{name} [{intervals[k]['low']:.3f}, {intervals[k]['high']:.3f}]"
+                 for k, name in names.items() if intervals[k]["low"] is not None]
+        console.print(f"{intervals['confidence']:.0%} bootstrap intervals: " + ", ".join(cells),
+                      highlight=False)
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -249,6 +257,8 @@ def run(
                                         "cost.")] = None,
     dry_run: Annotated[bool, Opt(help="Print how many facts and calls the run will make and "
                                  "the estimated tokens and cost, then exit.")] = False,
+    ci: Annotated[bool, Opt("--ci", help="Add 95% bootstrap intervals of accuracy, F1(T), "
+                            "F1(F) and macro-F1 to summary.json.")] = False,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck.providers.secrets import redact_logs
@@ -301,7 +311,7 @@ def run(
             limit=limit, sample=sample, seed=seed, stratify=stratify,
             per_stratum=per_stratum, ids=parse_ids(ids) if ids is not None else None,
             labels=labels, out=out, settings=values, as_dataset=as_dataset,
-            pricing=pricing))
+            pricing=pricing, ci=ci))
     finally:
         runner.close()
 
