@@ -204,6 +204,37 @@ def run_section(runs: Sequence[RunFolder]) -> str:
     return "\n".join(lines)
 
 
+def repeats_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown of the runs made with repeats: flips, entropy, each score's spread."""
+    rows: list[tuple[RunFolder, dict[str, Any]]] = []
+    for run in runs:
+        rep = (run.summary or {}).get("repeats")
+        if isinstance(rep, dict) and rep.get("scores"):
+            rows.append((run, rep))
+    if not rows:
+        return ""
+    lines = ["## Repeats", "",
+             "Each fact checked several times; the verdict is the majority. Flip rate: the "
+             "share of a fact's repeats that differ from its most common label; entropy of "
+             "its labels in bits. Scores: mean and range across the repeats.", "",
+             "| run | repeats | facts flipped | mean flip rate | mean entropy | accuracy | "
+             "F1(T) | F1(F) | macro-F1 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run, rep in rows:
+        cells = [run.name, str(rep["count"]), f"{rep['flipped_facts']:,} of {rep['facts']:,}",
+                 _cell3(rep.get("mean_flip_rate")), _cell3(rep.get("mean_entropy"))]
+        for key in ("accuracy", "f1_true", "f1_false", "macro_f1"):
+            score = rep["scores"].get(key) or {}
+            cells.append("-" if score.get("mean") is None else
+                         f"{score['mean']:.3f} ({score['min']:.3f} to {score['max']:.3f})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cell3(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _review_row(run: str, method: str, model: str, labels: dict[str, str],
                 decisions: dict[str, LabelRow]) -> dict[str, Any]:
     """Count one model's verdicts reviewed, confirmed and overturned by the person."""
@@ -373,6 +404,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                             plots=plots, notes=notes, ci=ci,
                             extra=[run_section(runs),
                                    groups_markdown([(r.name, r.records) for r in runs]),
+                                   repeats_section(runs),
                                    predicate_section(runs), review_section(reviews)])
     written.reviews = reviews
     return written

@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact
@@ -77,6 +78,15 @@ def reply_text(message: BaseMessage) -> str:
     )
 
 
+def current_repeat() -> int | None:
+    """Return the repeat index the graph was invoked with (None: a run without repeats)."""
+    try:
+        value = (get_config().get("metadata") or {}).get(metadata.REPEAT)
+    except RuntimeError:  # called outside a graph run
+        return None
+    return None if value is None else int(value)
+
+
 async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: str = "verdict",
               *, model: str | None = None, recorded: str | None = None,
               **extra: Any) -> ModelReply:
@@ -88,10 +98,14 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
     spec = model or ctx.model
     cache = active_cache()
     key = None
+    repeat = current_repeat()
+    if repeat is not None:
+        extra = {metadata.REPEAT: repeat, **extra}
     if cache is not None and cache.enabled and not spec.startswith(UNCACHED_PREFIXES):
-        # The k samples of self-consistency are k draws, each cached on its own.
+        # The k samples of self-consistency are k draws, each cached on its own; each
+        # repeat of a run asks anew.
         key = answer_key(spec, messages, vars(ModelSettings.of(ctx)),
-                         draw=int(extra.get(metadata.SAMPLE, 0)))
+                         draw=int(extra.get(metadata.SAMPLE, 0)), repeat=repeat)
         hit = await cache.aget(key)
         if hit is not None:
             return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,

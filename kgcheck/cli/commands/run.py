@@ -102,6 +102,16 @@ def print_summary(summary: dict[str, Any]) -> None:
                  for k, name in names.items() if intervals[k]["low"] is not None]
         console.print(f"{intervals['confidence']:.0%} bootstrap intervals: " + ", ".join(cells),
                       highlight=False)
+    repeats = summary.get("repeats")
+    if repeats:
+        macro = repeats["scores"]["macro_f1"]
+        spread = ("" if macro["mean"] is None else f"; macro-F1 {macro['mean']:.3f} mean, "
+                  f"{macro['min']:.3f} to {macro['max']:.3f}")
+        console.print(f"{repeats['count']} repeats: {repeats['flipped_facts']} of "
+                      f"{repeats['facts']} facts flipped, mean flip rate "
+                      f"{repeats['mean_flip_rate']:.3f}, mean entropy "
+                      f"{repeats['mean_entropy']:.3f} bits{spread} (verdicts: the majority)",
+                      highlight=False)
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -259,6 +269,10 @@ def run(
                                  "the estimated tokens and cost, then exit.")] = False,
     ci: Annotated[bool, Opt("--ci", help="Add 95% bootstrap intervals of accuracy, F1(T), "
                             "F1(F) and macro-F1 to summary.json.")] = False,
+    repeats: Annotated[int, Opt(help="Check each fact N times (temperature above 0; no "
+                                "cached answer is reused across repeats): the majority is "
+                                "the verdict; flip rates and score spread go to "
+                                "summary.json.")] = 1,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck.providers.secrets import redact_logs
@@ -311,7 +325,7 @@ def run(
             limit=limit, sample=sample, seed=seed, stratify=stratify,
             per_stratum=per_stratum, ids=parse_ids(ids) if ids is not None else None,
             labels=labels, out=out, settings=values, as_dataset=as_dataset,
-            pricing=pricing, ci=ci))
+            pricing=pricing, ci=ci, repeats=repeats))
     finally:
         runner.close()
 
