@@ -121,3 +121,32 @@ def test_the_report_shows_the_repeats(scripted: Callable[[str, list[str]], str],
     tables = (tmp_path / "report" / "tables.md").read_text()
     section = tables.split("## Repeats")[1].split("\n## ")[0]
     assert "| run | 3 | 2 of 4 | 0.167 |" in section
+
+
+def _local_model_missing() -> str | None:
+    import importlib.util
+
+    from kgcheck.providers import PROVIDERS
+
+    if "local" not in PROVIDERS:
+        return "no local provider in this kgcheck"
+    if importlib.util.find_spec("xllamacpp") is None:
+        return "the local extra (xllamacpp) is not installed"
+    return None
+
+
+@pytest.mark.skipif(_local_model_missing() is not None,
+                    reason=str(_local_model_missing()))
+def test_the_local_model_flips_at_temperature_one(tmp_path: Path) -> None:
+    facts = [{"id": str(n), "subject": s, "predicate": p, "object": o, "label": lab}
+             for n, (s, p, o, lab) in enumerate([
+                 ("Paris", "isCapitalOf", "France", "T"), ("Rome", "isCapitalOf", "Spain", "F"),
+                 ("Berlin", "isLocatedIn", "Germany", "T"), ("Alan_Alda", "bornIn", "Tokyo", "F"),
+                 ("Marie_Curie", "hasWonPrize", "Nobel_Prize", "T"),
+                 ("Oslo", "isCapitalOf", "Sweden", "F")], start=1)]
+    result = kgcheck.run(facts=facts, model="local:smollm2-135m", out=tmp_path / "run",
+                         repeats=4, settings={"temperature": 1.0, "max_tokens": 8})
+    section = result.summary["repeats"]
+    print("local model, 6 facts x 4 repeats at temperature 1:", section["mean_flip_rate"],
+          section["flipped_facts"])
+    assert section["count"] == 4 and section["mean_flip_rate"] > 0
