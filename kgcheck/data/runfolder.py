@@ -23,6 +23,7 @@ import fcntl
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -37,9 +38,11 @@ from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 
 __all__ = [
-    "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
+    "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS", "LOCK", "REVIEW_DB",
+    "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text", "make_folder",
+    "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts", "exclusive",
+    "labels_file_name", "labels_text", "make_folder",
     "read_labels", "read_run_info", "read_summary", "read_verdicts", "record_problem",
     "short_repr", "write_json", "write_labels",
 ]
@@ -53,8 +56,11 @@ REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
-# labels.csv: one row per reviewed fact; ``label`` is T, F or skip.
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``annotator`` names the
+# person whose queue it is (``kgcheck review --annotator``; empty: the run's one review).
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "annotator")
+# The columns before ``annotator`` existed: such files are still read.
+LEGACY_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
 REVIEW_LABELS = ("T", "F", "skip")
 
 Warn = Callable[[str], None]
@@ -250,6 +256,25 @@ class LabelRow(TypedDict):
     note: str
     reviewer: str
     reviewed_at: str
+    annotator: str
+
+
+def labels_file_name(annotator: str | None = None) -> str:
+    """Return the labels file of an annotator's review: ``labels-<name>.csv`` (None: labels.csv).
+
+    The name is kept to letters, digits, ``.``, ``_`` and ``-`` so that it is a safe file name.
+    """
+    if not annotator:
+        return LABELS_FILE
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", annotator).strip(".-")
+    if not slug:
+        raise LabelsError(f"annotator name {annotator!r} has no letter or digit")
+    return f"labels-{slug}.csv"
+
+
+def annotator_label_files(folder: Path) -> list[Path]:
+    """Return the annotators' labels files of a run folder (``labels-<name>.csv``), sorted."""
+    return sorted(p for p in Path(folder).glob("labels-*.csv") if p.is_file())
 
 
 def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
@@ -269,8 +294,9 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header != LABEL_COLUMNS:
-                raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
+            if header not in (LABEL_COLUMNS, LEGACY_LABEL_COLUMNS):
+                raise LabelsError(f"{path}: expected the columns "
+                                  f"{','.join(LEGACY_LABEL_COLUMNS)}[,annotator], "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
                 row = LabelRow(**{k: (raw.get(k) or "").strip()  # type: ignore[typeddict-item]

@@ -107,9 +107,10 @@ def _thread(run_id: str, fact_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": f"{run_id}:{fact_id}"}}
 
 
-def _row(fact_id: str, review: Mapping[str, Any]) -> LabelRow:
+def _row(fact_id: str, review: Mapping[str, Any], annotator: str | None = None) -> LabelRow:
     return LabelRow(fact_id=fact_id, label=str(review["label"]), note=review.get("note") or "",
-                    reviewer=review.get("reviewer") or "", reviewed_at=review["reviewed_at"])
+                    reviewer=review.get("reviewer") or "", reviewed_at=review["reviewed_at"],
+                    annotator=annotator or "")
 
 
 @dataclass
