@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 2024
 
-.PHONY: install demo test lint studio bench graphs clean
+.PHONY: install demo test lint docs studio bench graphs clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -29,10 +29,14 @@ test: $(STAMP)
 # out as the installed kgcheck namespace (tests/package_tree.py).
 TREE := $(CURDIR)/build/package-tree
 lint: $(STAMP)
-	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts data
+	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts vendored
 	$(BIN)/python -m tests.package_tree $(TREE) >/dev/null
 	cd $(TREE) && $(CURDIR)/$(BIN)/lint-imports $(CURDIR)/pyproject.toml
 	cd $(TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p kgcheck
+
+# The documentation site into build/site; strict: a broken link or reference fails it.
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict
 
 # Every registered graph, plugins included (kgcheck studio writes the langgraph config).
 studio: $(STAMP)

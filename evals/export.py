@@ -33,12 +33,13 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
+from kgcheck.arguments import ArgumentMessage
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
-    VERDICT_LABELS,
     VERDICTS,
     LabelRow,
+    parse_only,
     read_labels,
     read_verdicts,
 )
@@ -68,7 +69,7 @@ PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
 
 
-class ExportError(ValueError):
+class ExportError(ArgumentMessage, ValueError):
     """A run folder or option that cannot be exported; the message says which and why."""
 
 
@@ -79,19 +80,6 @@ class Exported:
     path: Path | None
     format: str
     count: int
-
-
-def parse_only(only: str | Sequence[str] | None) -> set[str] | None:
-    """Read ``--only T,F,NA`` into a set of verdict labels (None: every verdict)."""
-    if only is None:
-        return None
-    items = only.split(",") if isinstance(only, str) else list(only)
-    labels = {item.strip().upper() for item in items if item.strip()}
-    unknown = sorted(labels - set(VERDICT_LABELS))
-    if unknown or not labels:
-        raise ExportError(f"--only {','.join(items)}: expected verdicts among "
-                          f"{', '.join(VERDICT_LABELS)}, comma-separated")
-    return labels
 
 
 def _reason(record: Mapping[str, Any]) -> str:
@@ -318,10 +306,10 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
-    labels = parse_only(only)
+    labels = parse_only(only, error=ExportError)
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
     records = [r for r in read_verdicts(folder / VERDICTS).values()
-               if labels is None or r.get("label", "NA") in labels]
+               if not labels or r.get("label", "NA") in labels]
     sink, path = _open_target(out)
     try:
         count = write_rows(rows(records, review), fmt, sink, shape=shape)

@@ -24,13 +24,14 @@ import io
 import json
 import os
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from typing_extensions import TypedDict
 
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
@@ -42,7 +43,7 @@ __all__ = [
     "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
     "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts", "exclusive",
-    "labels_file_name", "labels_text", "make_folder",
+    "labels_file_name", "labels_text", "make_folder", "parse_only",
     "read_labels", "read_run_info", "read_summary", "read_verdicts", "record_problem",
     "short_repr", "write_json", "write_labels",
 ]
@@ -66,11 +67,11 @@ REVIEW_LABELS = ("T", "F", "skip")
 Warn = Callable[[str], None]
 
 
-class RunError(RuntimeError):
+class RunError(ArgumentMessage, RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
 
 
-class RunFolderError(ValueError):
+class RunFolderError(ArgumentMessage, ValueError):
     """A folder that is not a run folder, or one whose files are malformed."""
 
 
@@ -129,6 +130,31 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
         warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
              "those facts keep their last good verdict or run again")
     return records
+
+
+def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
+               what: str = "verdict", error: type[Exception] = RunFolderError
+               ) -> tuple[str, ...]:
+    """Read ``--only`` (``"F,NA"`` or a sequence of words) into the ``choices`` it names.
+
+    The one ``--only`` parser (export, review): words are matched case-insensitively and
+    returned in the choices' spelling, in the order given, each once; nothing given (None,
+    ``""``, ``[]``) is no filter, ``()``. An unknown word raises ``error`` naming it, as a
+    ``what``, and the choices.
+    """
+    if only is None:
+        return ()
+    items = only.split(",") if isinstance(only, str) else [str(item) for item in only]
+    words = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    spelling = {choice.lower(): choice for choice in choices}
+    unknown = [word for word in words if word.lower() not in spelling]
+    if unknown:
+        message = (f"{{only}}: unknown {what} {literal(', '.join(unknown))}; use any of "
+                   f"{', '.join(choices)}")
+        if issubclass(error, ArgumentMessage):
+            raise error(message, only=Arg("only", words))
+        raise error(message.format(only=f"only={words!r}"))
+    return tuple(dict.fromkeys(spelling[word.lower()] for word in words))
 
 
 def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict[str, Any]:

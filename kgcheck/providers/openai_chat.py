@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 from langchain_core.language_models import BaseChatModel
 
+from kgcheck.failures import is_transient
 from kgcheck.providers import pressure
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.secrets import redact_url
@@ -24,7 +25,6 @@ from kgcheck.providers.transports import (
     ExplainedModel,
     UnknownModelError,
     explain_failure,
-    is_transient,
     raise_bad_reply,
     reach,
     ssl_context,

@@ -28,6 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
+from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
     LABELS_FILE,
@@ -40,6 +41,7 @@ from kgcheck.data.runfolder import (
     read_verdicts,
     write_labels,
 )
+from kgcheck.data.runfolder import parse_only as parse_verdict_filter
 from kgcheck.graphs.registry import compile_graph
 from kgcheck.graphs.review import DECISIONS, is_tie, question_for, read_answer
 
@@ -49,7 +51,7 @@ FILTERS = ("F", "T", "NA", "ties")
 REVIEW_GRAPH = "review"
 
 
-class ReviewError(ValueError):
+class ReviewError(ArgumentError):
     """A review that cannot start or a decision that cannot be taken; says why."""
 
 
@@ -74,15 +76,7 @@ class ReviewItem:
 
 def parse_only(text: str | None) -> tuple[str, ...]:
     """Read ``--only F,NA,ties`` into filters; an unknown one names the known ones."""
-    if not text:
-        return ()
-    wanted = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    norm = {f.lower(): f for f in FILTERS}
-    unknown = [w for w in wanted if w.lower() not in norm]
-    if unknown:
-        raise ReviewError(f"--only {text}: unknown filter {', '.join(unknown)}; use any of "
-                          f"{', '.join(FILTERS)} (comma-separated)")
-    return tuple(norm[w.lower()] for w in wanted)
+    return parse_verdict_filter(text, FILTERS, what="filter", error=ReviewError)
 
 
 def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
@@ -93,7 +87,7 @@ def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
     review started again with the same options has the same queue.
     """
     if sample is not None and sample < 1:
-        raise ReviewError(f"--sample must be at least 1, got {sample}")
+        raise ReviewError("{sample} must be at least 1", sample=Arg("sample", sample))
     chosen = [r for r in records if not only
               or r.get("label") in only or ("ties" in only and is_tie(r))]
     if sample is not None and sample < len(chosen):
@@ -152,7 +146,8 @@ class ReviewSession:
                       if labels_path.exists() else {})
             queue = select(records, only, sample, seed)
             if not queue:
-                raise ReviewError(f"{folder}: no verdicts match --only {','.join(only)}")
+                raise ReviewError(f"{literal(str(folder))}: no verdicts match {{only}}",
+                                  only=Arg("only", list(only)))
             async with AsyncSqliteSaver.from_conn_string(str(folder / CHECKPOINTS)) as saver:
                 graph = compile_graph(("review", REVIEW_GRAPH), checkpointer=saver)
                 session = cls(folder, run_id, [], graph, reviewer)

@@ -29,6 +29,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
@@ -44,11 +45,12 @@ from kgcheck.data.runfolder import (
     short_repr,
 )
 from kgcheck.evals.metrics import score_summary
+from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, cost_summary
 from kgcheck.providers.secrets import redact_settings, redact_value
-from kgcheck.runs.concurrency import OVERLOAD_ERRORS, AdaptiveLimit, FixedLimit, Limit
+from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.records import verdict_record
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
@@ -60,25 +62,6 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
                             "replay_latency", "data_dir"})
 RECURSION_LIMIT = 50
-# Errors that mean the model server cannot be reached at all, not that one fact failed.
-UNREACHABLE_ERRORS = {
-    "ConnectError", "ConnectTimeout", "ConnectionError", "ConnectionRefusedError",
-    "APIConnectionError", "APITimeoutError", "ReadTimeout", "TimeoutError", "TimeoutException",
-    "AuthenticationError", "OpenAIConnectionError", "OpenAITimeoutError",
-    "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
-}
-
-# Errors of a server that answers, but not usefully: 5xx, 429, replies that are not JSON or
-# are cut short. A run of them stops the run as unreachable servers do.
-SERVER_ERRORS = {
-    "ResponseError", "InternalServerError", "RateLimitError", "APIStatusError",
-    "ServiceUnavailableError", "ModelReplyError", "JSONDecodeError",
-    "APIResponseValidationError", "HTTPStatusError", "OpenAIRateLimitError", "OpenAIAPIError",
-    "ModelRateLimitError", "ModelAPIError",
-}
-
-# Errors that no other fact will escape: a bad prompt file, model spec or strategy.
-CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
 Warn = Callable[[str], None]
@@ -204,9 +187,9 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         write_text_atomic(path, text)
     except OSError as exc:
-        raise RunError(f"cannot write {path}: {exc.strerror or exc}; free space or fix the "
-                       f"folder's permissions, then rerun with --resume --out {path.parent}"
-                       ) from None
+        raise RunError(f"cannot write {literal(str(path))}: {literal(str(exc.strerror or exc))}; "
+                       "free space or fix the folder's permissions, then rerun with {resume}",
+                       resume=Arg("resume", True, out=str(path.parent))) from None
 
 
 def _warn_default(message: str) -> None:
@@ -245,8 +228,9 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
                      if p.is_file() and p.name not in (VERDICTS, SUMMARY, RUN_INFO, LOCK))
     if foreign and not info_path.exists():
         raise RunError(
-            f"{out_dir} is not a kgcheck run folder (it holds {', '.join(foreign[:3])} but no "
-            f"{RUN_INFO}); pick another --out"
+            f"{literal(str(out_dir))} is not a kgcheck run folder (it holds "
+            f"{literal(', '.join(foreign[:3]))} but no "
+            f"{RUN_INFO}); pick another {{out}}", out=Arg("out")
         )
     if fresh:
         for name in (VERDICTS, SUMMARY, RUN_INFO):
@@ -254,9 +238,9 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
     existing = read_verdicts(verdicts_path, warn or _warn_default)
     if existing and not resume:
         raise RunError(
-            f"{out_dir} already holds {len(existing)} verdicts: pass --resume to continue "
-            "that run, --fresh to start over, or another --out"
-        )
+            f"{literal(str(out_dir))} already holds {len(existing)} verdicts: pass {{resume}} "
+            "to continue that run, {fresh} to start over, or another {out}",
+            resume=Arg("resume", True), fresh=Arg("fresh", True), out=Arg("out"))
     if info_path.exists() and resume:
         try:
             stored = json.loads(info_path.read_text(encoding="utf-8"))
@@ -267,10 +251,9 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
             changes += changed_facts(existing, facts)
         if changes:
             raise RunError(
-                f"cannot resume {out_dir}: it holds a different run; changed: "
-                f"{'; '.join(changes)}. Start over with --fresh --out {out_dir}, or use "
-                "another --out"
-            )
+                f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
+                f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
+                "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
         info.run_id = stored.get("run_id", info.run_id)
     finished = {fid: r for fid, r in existing.items() if kept_verdict(r)}
     # Rewrite without duplicates, unreadable lines or errored records (retried below).
@@ -318,7 +301,8 @@ def as_limit(concurrency: int | Limit) -> Limit:
     if isinstance(concurrency, FixedLimit | AdaptiveLimit):
         return concurrency
     if concurrency < 1:
-        raise RunError(f"--concurrency must be at least 1, got {concurrency}")
+        raise ArgumentError("{concurrency} must be at least 1",
+                            concurrency=Arg("concurrency", concurrency))
     return FixedLimit(concurrency)
 
 
@@ -410,8 +394,8 @@ async def _run_locked(
                 async with concurrency.slot() as held:
                     verdict = await verdict_of(invoke, fact, info.method, model_label)
                     seconds = held.active_seconds()
-                concurrency.done(seconds, overloaded=(
-                    (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
+                failure = classify_name((verdict.get("details") or {}).get("error_type"))
+                concurrency.done(seconds, overloaded=is_overload(failure))
                 if aborted:
                     return  # stopped meanwhile (e.g. the disk is full): write nothing more
                 record = _record(fact, verdict, info.run_id)
@@ -426,16 +410,18 @@ async def _run_locked(
                 state["ties"] += tie
                 # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
                 state["na"] += record["label"] == "NA" and not (tie and phase)
-                error_type = (record.get("details") or {}).get("error_type")
                 if record.get("error") and not verdicts.is_defect(record):
                     state["errors"] += 1
-                if error_type in CONFIG_ERRORS and not aborted:
+                # A setting no fact escapes stops the run at once; a run of facts that cannot
+                # reach the server, or that it answers uselessly, stops it too.
+                stop = run_stop(failure)
+                if stop == "config" and not aborted:
                     aborted.append(record["error"])
-                elif error_type in UNREACHABLE_ERRORS:
+                elif stop == "unreachable":
                     state["unreachable_streak"] += 1
                     if state["unreachable_streak"] >= limit and not aborted:
                         aborted.append(record["error"])
-                elif error_type in SERVER_ERRORS:
+                elif stop == "server":
                     state["unreachable_streak"] = 0
                     state["server_streak"] += 1
                     if state["server_streak"] >= limit and not aborted:
@@ -454,8 +440,9 @@ async def _run_locked(
 
     if write_failed:
         kept = len(read_verdicts(verdicts_path))
-        raise RunError(f"{aborted[0]}; the {kept} verdicts written so far are kept: free "
-                       f"space, then continue with --resume --out {out_dir}")
+        raise RunError(f"{literal(aborted[0])}; the {kept} verdicts written so far are kept: "
+                       "free space, then continue with {resume}",
+                       resume=Arg("resume", True, out=str(out_dir)))
     seconds = time.perf_counter() - started
     # The folder's verdicts, all of them: a resume that asked for fewer facts (--limit) does
     # not shrink what the summary describes.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -31,10 +30,9 @@ def agreement(
 ) -> None:
     """Report Cohen's or Fleiss' kappa, Krippendorff's alpha and the model's agreement."""
     # Imported on use: the CLI starts without numpy and statsmodels.
-    from kgcheck.data.atomic import write_text_atomic
-    from kgcheck.evals.stats.agreement import agreement as compute
+    from kgcheck import api
 
-    result = compute(files, run=run)
+    result = api.agreement(files, run=run, json_out=json_file)
     n = len(result["annotators"])
     console.print(f"{n} annotators ({', '.join(result['annotators'])}), "
                   f"{result['facts']:,} facts labelled", highlight=False)
@@ -60,5 +58,4 @@ def agreement(
         console.print("  " + row["fact_id"] + ": " + ", ".join(
             f"{k} {v}" for k, v in row["labels"].items()), highlight=False)
     if json_file is not None:
-        write_text_atomic(json_file, json.dumps(result, indent=1) + "\n")
         err_console.print(f"JSON: {json_file}", highlight=False)

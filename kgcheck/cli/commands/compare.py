@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -32,17 +31,14 @@ def compare(
 ) -> None:
     """Compare two runs: McNemar's exact test and paired bootstrap intervals of A - B."""
     # Imported on use: the CLI starts without numpy and scipy.
-    from kgcheck.data.atomic import write_text_atomic
-    from kgcheck.evals.stats.paired import compare_runs
-    from kgcheck.evals.stats.report import comparison_text, disagreements_csv
+    from kgcheck import api
 
-    result = compare_runs(run_a, run_b, resamples=resamples, confidence=confidence, seed=seed,
-                          warn=lambda m: err_console.print(f"warning: {m}", highlight=False))
-    console.print(comparison_text(result, shown=SHOWN), highlight=False, soft_wrap=True)
+    result = api.compare(run_a, run_b, resamples=resamples, confidence=confidence, seed=seed,
+                         json_out=json_file, disagreements_out=disagreements,
+                         warn=lambda m: err_console.print(f"warning: {m}", highlight=False))
+    console.print(api.comparison_text(result, shown=SHOWN), highlight=False, soft_wrap=True)
     if json_file is not None:
-        write_text_atomic(json_file, json.dumps(result.as_json(), indent=1) + "\n")
         err_console.print(f"JSON: {json_file}", highlight=False)
     if disagreements is not None:
-        write_text_atomic(disagreements, disagreements_csv(result.disagreements))
         err_console.print(f"{len(result.disagreements)} disagreements: {disagreements}",
                           highlight=False)
