@@ -622,7 +622,10 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
 
 def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
                 sample: int | None = None, seed: int = 0,
-                reviewer: str | None = None) -> Review:
+                reviewer: str | None = None, annotator: str | None = None,
+                team: Sequence[str] = (), overlap: float = 0.0, adjudicate: bool = False,
+                stratify: str | None = None, until_moe: float | None = None,
+                on_reached: Callable[[dict[str, Any]], None] | None = None) -> Review:
     """Open a run for human review, with ``async with`` or, without an event loop, ``with``.
 
     The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"`` or
@@ -631,11 +634,21 @@ def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
     (``await review.decide(fact_id, "T")``, ``await review.undo()``);
     ``with kgcheck.open_review("runs/x") as review:`` the same session with plain methods
     (``review.decide(fact_id, "T")``). Either drives the ``review`` graph; decisions persist
-    in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
+    in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per labels file at a time.
+
+    Several people review one run each as an ``annotator`` (into ``labels-<name>.csv``);
+    with a ``team`` of names, ``overlap`` (a share, 0 to 1) of the facts goes to everyone and
+    the rest to one person each. ``adjudicate`` queues the facts the annotators labelled
+    differently, for the final ``labels.csv``. ``stratify`` (``predicate`` or ``verdict``)
+    draws the ``sample`` per stratum. The session's ``estimate()`` is the running accuracy
+    estimate (Wilson, Beta HDI, PPI, margin of error); ``on_reached`` hears once when the
+    margin reaches ``until_moe``.
     """
     filters = parse_only(only if isinstance(only, str) or only is None else ",".join(only))
-    return Review(lambda: ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
-                                             reviewer=reviewer))
+    return Review(lambda: ReviewSession.open(
+        run_dir, only=filters, sample=sample, seed=seed, reviewer=reviewer,
+        annotator=annotator, team=team, overlap=overlap, adjudicate=adjudicate,
+        stratify=stratify, until_moe=until_moe, on_reached=on_reached))
 
 
 class Review:

@@ -13,9 +13,10 @@ MODELS = ("gemma2:9b", "qwen2.5:7b")
 
 def make_replay_run(out: Path, model: str, *, limit: int = 120, dataset: str = "factbench",
                     extra: tuple[str, ...] = ()) -> Path:
-    """Run DKA with the study's recorded answers of ``model`` on a seeded sample; return the folder."""
+    """Run DKA with the study's recorded answers of ``model`` on a seeded sample."""
     result = CliRunner().invoke(app, [
         "run", "--dataset", dataset, "--method", "dka", "--model", f"replay:{model}",
-        "--sample", str(limit), "--seed", "1", "--out", str(out), "--no-cache", "--no-progress", *extra])
+        "--sample", str(limit), "--seed", "1", "--out", str(out), "--no-cache",
+        "--no-progress", *extra])
     assert result.exit_code == 0, result.output
     return out
