@@ -9,8 +9,8 @@ label. RDF comes in two shapes:
   (``--only F``), ready for a deletion review;
 - ``annotated`` (default): each verdict as a reified statement (``rdf:Statement`` with
   ``rdf:subject``/``rdf:predicate``/``rdf:object``) that carries its verdict, model, method
-  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit (README, "Exporting
-  verdicts"). Reification rather than RDF-star: every RDF 1.1 tool reads it.
+  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit
+  (docs/guides/exports.md). Reification rather than RDF-star: every RDF 1.1 tool reads it.
 
 A fact read from RDF keeps its own terms (``rdf`` in the verdict record). Terms that are not
 IRIs (YAGO and FactBench names, your CSV's strings) get IRIs minted under
@@ -34,6 +34,8 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from kgcheck.arguments import ArgumentMessage
+from kgcheck.data.atomic import atomic_output
+from kgcheck.data.cells import neutralise
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -249,15 +251,15 @@ def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterato
 # --- writing --------------------------------------------------------------------------
 
 
-def _open_target(out: str | Path | None) -> tuple[IO[bytes], Path | None]:
+def _target(out: str | Path | None) -> Path | None:
     if out is None or str(out) == "-":
-        return sys.stdout.buffer, None
+        return None
     path = Path(out)
     if path.is_dir():
         raise ExportError(f"--out {path} is a folder; give a file name")
     if not path.parent.is_dir():
         raise ExportError(f"--out {path}: folder {path.parent} does not exist")
-    return path.open("wb"), path
+    return path
 
 
 def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes], *,
@@ -282,7 +284,9 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
             writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore")
             writer.writeheader()
             for row in counted():
-                writer.writerow({k: "" if row.get(k) is None else row[k] for k in COLUMNS})
+                # Triple values and notes are untrusted: no cell may run as a formula.
+                writer.writerow({k: "" if row.get(k) is None else neutralise(row[k])
+                                 for k in COLUMNS})
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()
@@ -310,12 +314,16 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
     records = [r for r in read_verdicts(folder / VERDICTS).values()
                if not labels or r.get("label", "NA") in labels]
-    sink, path = _open_target(out)
+    path = _target(out)
+    if path is None:
+        count = write_rows(rows(records, review), fmt, sys.stdout.buffer, shape=shape)
+        sys.stdout.buffer.flush()
+        return Exported(None, fmt, count)
     try:
-        count = write_rows(rows(records, review), fmt, sink, shape=shape)
-    finally:
-        if path is not None:
-            sink.close()
-        else:
-            sink.flush()
+        # Whole or not at all: a full disk or a kill part way leaves the old export intact.
+        with atomic_output(path) as sink:
+            count = write_rows(rows(records, review), fmt, sink, shape=shape)
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
+                          "an existing file there is unchanged") from None
     return Exported(path, fmt, count)

@@ -139,7 +139,7 @@ def run_results(run: RunFolder) -> MethodResults:
                          consensus=[consensus], voting=True, source=run.name)
 
 
-def _disambiguate(results: Sequence[MethodResults]) -> None:
+def disambiguate(results: Sequence[MethodResults]) -> None:
     """Give every model column of a dataset and method a distinct name."""
     seen: dict[tuple[str, str, str], int] = {}
     for res in results:
@@ -398,7 +398,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
         recorded, found = recorded_alongside(results, data)
         notes += found
         results = recorded + results
-    _disambiguate(results)
+    disambiguate(results)
     reviews = review_rows(runs)
     written = write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
                             plots=plots, notes=notes, ci=ci,

@@ -40,7 +40,8 @@ class Context(ModelSettings):
         metadata={
             "description": "The chat model as provider:model, e.g. ollama:gemma2:9b, "
             "openai:gpt-4o-mini, openai-compatible:<name>, azure:<deployment>, "
-            "replay:gemma2:9b."
+            "replay:gemma2:9b, local:smollm2-135m (llama.cpp on this machine; a 135M "
+            "model, near chance) or local:/path/to/model.gguf."
         },
     )
     prompt: str = field(
@@ -52,6 +53,14 @@ class Context(ModelSettings):
         metadata={"description": "How the answer is read: strict (T or F on a line of its own "
                   "or after a label), last-line (the verdict on the last line, after any "
                   "reasoning), yes-no-json ({\"output\": \"yes\"|\"no\"})."},
+    )
+
+    constrain: bool = field(
+        default=False,
+        metadata={"description": "Hold the model to the parser's answer format where its "
+                  "provider can (local: a llama.cpp grammar; openai, azure, "
+                  "openai-compatible: a JSON schema response_format; ollama: a JSON schema "
+                  "format); ignored with a warning elsewhere (replay)."},
     )
 
     def chat_model(self, spec: str | None = None) -> BaseChatModel:

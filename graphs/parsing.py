@@ -11,6 +11,10 @@ kind (``kgcheck.registry``):
 - ``last-line``: chain-of-thought answers, whose reasoning may mention both letters; only
   the last non-blank line counts, read strictly.
 - ``yes-no-json`` (RAG): a JSON ``{"output": "yes"|"no"}`` somewhere in the text.
+
+Each built-in parser also has an answer format (``ANSWER_FORMATS``): what a model is held
+to when a run asks for constrained output (``constrain``), written so that the parser reads
+it (``{"verdict": "T"}`` is a labelled verdict).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgcheck.data.facts import Label
+from kgcheck.providers.constraints import AnswerFormat
 from kgcheck.registry import Registry, UnknownNameError
 
 _TOKENS: dict[str, Label] = {"t": "T", "true": "T", "f": "F", "false": "F"}
@@ -27,7 +32,7 @@ _TOKENS: dict[str, Label] = {"t": "T", "true": "T", "f": "F", "false": "F"}
 _UNDECIDED = {"na", "n", "nan", "none", "unknown", "unsure", "undecided", "uncertain"}
 # "Judgment: T", "**Answer**: false", "Verdict - F"; "Judgment: T/F" and "T or F" say both.
 _LABELLED = re.compile(
-    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`]*(?:\s+is)?\s*[:=\-]\s*[*_`\"'(\[]*\s*"
+    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`\"']*(?:\s+is)?\s*[:=\-]\s*[*_`\"'(\[]*\s*"
     r"([A-Za-z]+)\b(?!\s*/|\s+(?:or|and)\b)",
     re.IGNORECASE,
 )
@@ -148,3 +153,29 @@ PARSERS.register("yes-no-json", read_yes_no_json)
 def read_with(parser: str, answer: str | None) -> Reading:
     """Read ``answer`` with the parser named ``parser``."""
     return PARSERS.get(parser)(answer)
+
+
+_VERDICT_SCHEMA = {"type": "object",
+                   "properties": {"verdict": {"type": "string", "enum": ["T", "F"]}},
+                   "required": ["verdict"], "additionalProperties": False}
+
+# What each parser's answers look like, as a grammar (llama.cpp) and a JSON schema.
+ANSWER_FORMATS: dict[str, AnswerFormat] = {
+    "strict": AnswerFormat("verdict", 'root ::= "T" | "F"', _VERDICT_SCHEMA),
+    # Reasoning lines may come first; the verdict stands alone on the last.
+    "last-line": AnswerFormat(
+        "reasoned_verdict", 'root ::= ([^\\n]+ "\\n"){0,8} ("T" | "F")',
+        {"type": "object",
+         "properties": {"reasoning": {"type": "string"},
+                        "verdict": {"type": "string", "enum": ["T", "F"]}},
+         "required": ["reasoning", "verdict"], "additionalProperties": False}),
+    "yes-no-json": AnswerFormat(
+        "output", 'root ::= "{\\"output\\": \\"" ("yes" | "no") "\\"}"',
+        {"type": "object", "properties": {"output": {"type": "string", "enum": ["yes", "no"]}},
+         "required": ["output"], "additionalProperties": False}),
+}
+
+
+def answer_format(parser: str) -> AnswerFormat | None:
+    """Return the answer format of the parser named ``parser``; None when it has none."""
+    return ANSWER_FORMATS.get(parser)

@@ -20,7 +20,7 @@ API = (
     "fetched_evidence", "iter_triples", "load_dataset", "open_review", "read_sparql",
     "read_triples", "report", "reproduce", "run", "select_facts", "settings", "strategies",
     "strategy", "KgcheckWarning", "SettingsError", "ArgumentError", "sample",
-    "import_verdicts", "aimport_verdicts", "estimate",
+    "import_verdicts", "aimport_verdicts", "estimate", "analyse_errors", "open_explorer",
 )
 MODELS = ("Fact", "Verdict")
 SWEEPS = ("sweep", "asweep", "leaderboard")

@@ -45,6 +45,7 @@ from kgcheck.evals.accuracy.audit import (
     write_sample,
 )
 from kgcheck.evals.accuracy.estimators import EstimateError
+from kgcheck.evals.errors.pipeline import ErrorAnalysis, analyse_errors
 from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.stats.agreement import agreement as _agreement
@@ -88,6 +89,8 @@ from kgcheck.runs.plan import (
 from kgcheck.runs.runner import RunResult
 from kgcheck.runs.sweeps import asweep, plan_sweep
 from kgcheck.tracing import setup_tracing
+from kgcheck.view.explorer import Explorer
+from kgcheck.view.server import serve as serve_explorer
 
 __all__ = [
     # Checking facts: sync and async twins.
@@ -99,7 +102,8 @@ __all__ = [
     "strategies", "strategy", "settings", "parse_setting_pairs", "evidence_sources",
     # Runs out: scores, tables, samples, estimates, exports.
     "report", "reproduce", "sample", "estimate", "export", "fetched_evidence",
-    "FetchedEvidence", "compare", "Comparison", "agreement",
+    "FetchedEvidence", "analyse_errors", "ErrorAnalysis", "open_explorer", "Explorer",
+    "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
     "plan_run", "execute", "dry_run_of", "check_run_arguments", "open_engine",
     "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
@@ -109,11 +113,22 @@ __all__ = [
     # What the command line uses besides (one import layer: kgcheck.cli -> kgcheck.api).
     "VERDICTS", "read_verdicts", "parse_ids", "is_defect", "redact_logs", "redact_text",
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
-    "served_graphs", "langgraph_config", "serve_review", "Served", "plan_sweep", "asweep",
+    "served_graphs", "langgraph_config", "serve_review", "Served", "serve_explorer",
+    "plan_sweep", "asweep",
     "index_evidence", "Indexed", "search_index_choice", "search_server", "comparison_text",
 ]
 
 T = TypeVar("T")
+
+
+def open_explorer(run_dirs: Sequence[str | Path], *, errors: str | Path | None = None
+                  ) -> Explorer:
+    """Open run folders for exploring: scores, pages of facts, one fact's record, diffs.
+
+    ``errors`` is an error analysis's folder (``analyse_errors``), whose clusters the
+    facts can then be filtered by. Close the explorer when done (``explorer.close()``).
+    """
+    return Explorer([Path(d) for d in run_dirs], errors=Path(errors) if errors else None)
 
 
 def strategies() -> dict[str, Strategy]:

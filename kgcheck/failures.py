@@ -59,6 +59,8 @@ class Failure(StrEnum):
     """The server answered, but the reply cannot be read (not JSON, cut short)."""
     CONFIG = "config"
     """A setting no fact escapes: an unknown model, strategy or a bad prompt file."""
+    SERVER_GONE = "server-gone"
+    """A model server the run itself started (local llama.cpp) has exited."""
     OTHER = "other"
     """Anything else: one fact's own trouble."""
 
@@ -73,11 +75,13 @@ _TRANSIENT = frozenset({Failure.RATE_LIMITED, Failure.OVERLOADED, Failure.SERVER
                         Failure.TIMEOUT, Failure.UNREACHABLE})
 _OVERLOAD = frozenset({Failure.RATE_LIMITED, Failure.OVERLOADED, Failure.TIMEOUT})
 
-RunStop = Literal["config", "unreachable", "server"]
+RunStop = Literal["config", "unreachable", "server", "server-gone"]
 # How a run reads a fact failed this way: a setting stops it at once; a run of facts that
 # could not reach the server, or reached one that answered uselessly, stops it too.
 RUN_STOPS: dict[Failure, RunStop] = {
     Failure.CONFIG: "config",
+    # Nothing will answer any later fact: the run stops at once (resumable).
+    Failure.SERVER_GONE: "server-gone",
     Failure.UNREACHABLE: "unreachable",
     Failure.TIMEOUT: "unreachable",
     Failure.AUTH: "unreachable",
@@ -93,7 +97,9 @@ RUN_STOPS: dict[Failure, RunStop] = {
 _NAMES: dict[str, Failure] = {
     **dict.fromkeys((
         "PromptError", "UnknownModelError", "UnknownProviderError", "UnknownStrategyError",
+        "LocalModelError",
     ), Failure.CONFIG),
+    "LocalServerDiedError": Failure.SERVER_GONE,
     **dict.fromkeys((
         "ConnectError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
         "ConnectionAbortedError", "BrokenPipeError", "ReadError", "WriteError",
@@ -124,6 +130,7 @@ _NAMES: dict[str, Failure] = {
     ), Failure.BAD_REQUEST),
     **dict.fromkeys((
         "ModelReplyError", "JSONDecodeError", "APIResponseValidationError",
+        "BodyTooLargeError",
     ), Failure.BAD_REPLY),
 }
 
@@ -162,9 +169,9 @@ def status_of(exc: BaseException) -> int | None:
 def classify(exc: BaseException) -> Failure:
     """Return the kind of failure ``exc`` is: by its HTTP status, else its type."""
     for cls in type(exc).__mro__:
-        # A setting, an unreadable reply: whatever status came with it.
+        # A setting, an unreadable reply, a dead server: whatever status came with it.
         kind = _NAMES.get(cls.__name__)
-        if kind in (Failure.CONFIG, Failure.BAD_REPLY):
+        if kind in (Failure.CONFIG, Failure.BAD_REPLY, Failure.SERVER_GONE):
             return kind
     status = status_of(exc)
     if status is not None and status >= 400:

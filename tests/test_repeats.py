@@ -144,9 +144,13 @@ def test_the_local_model_flips_at_temperature_one(tmp_path: Path) -> None:
                  ("Berlin", "isLocatedIn", "Germany", "T"), ("Alan_Alda", "bornIn", "Tokyo", "F"),
                  ("Marie_Curie", "hasWonPrize", "Nobel_Prize", "T"),
                  ("Oslo", "isCapitalOf", "Sweden", "F")], start=1)]
+    # Constrained to the verdict's format, each answer is a T or F (free text from a 135M
+    # model parses as NA, which would hide the flips).
     result = kgcheck.run(facts=facts, model="local:smollm2-135m", out=tmp_path / "run",
-                         repeats=4, settings={"temperature": 1.0, "max_tokens": 8})
+                         repeats=4, settings={"temperature": 1.0, "constrain": True})
     section = result.summary["repeats"]
     print("local model, 6 facts x 4 repeats at temperature 1:", section["mean_flip_rate"],
           section["flipped_facts"])
     assert section["count"] == 4 and section["mean_flip_rate"] > 0
+    raws = [r["raws"] for r in result.records]
+    assert all(len(r) == 4 for r in raws)

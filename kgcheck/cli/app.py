@@ -50,6 +50,10 @@ COMMANDS = {
     "report": Listed("report", "Build tables 5 to 8 (and the figures) from run folders."),
     "reproduce": Listed("reproduce", "Recompute the study's tables and figures from its "
                         "recorded answers."),
+    "view": Listed("view", "Serve a local explorer of runs; its address (with its token) is "
+                   "the first line printed."),
+    "errors": Listed("errors", "Explain each wrong verdict with a model, cluster the "
+                     "explanations, write the tables."),
     "compare": Listed("compare", "Compare two runs: McNemar's exact test and paired bootstrap "
                       "intervals of A - B."),
     "agreement": Listed("agreement", "Report Cohen's or Fleiss' kappa, Krippendorff's alpha "

@@ -10,6 +10,8 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/estimate.json   the KG's accuracy estimate (``kgcheck estimate``)
     RUN/review.sqlite   the review graph's checkpoints
     RUN/plots/          figures
+    RUN/.view-index.sqlite  the explorer's index of verdicts.jsonl (``kgcheck view``), rebuilt
+                        whenever verdicts.jsonl changes
     RUN/.lock           held by the one process writing the folder
 
 Every file but ``verdicts.jsonl`` is replaced whole (``kgcheck.data.atomic``);
@@ -33,6 +35,7 @@ from typing_extensions import TypedDict
 
 from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.triples import read_triples
@@ -42,10 +45,10 @@ __all__ = [
     "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS", "LOCK", "REVIEW_DB",
     "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts", "exclusive",
-    "labels_file_name", "labels_text", "make_folder", "parse_only",
-    "read_labels", "read_run_info", "read_summary", "read_verdicts", "record_problem",
-    "short_repr", "write_json", "write_labels",
+    "VIEW_INDEX", "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts",
+    "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
+    "read_run_info", "read_summary", "read_verdict_at", "read_verdicts", "record_problem",
+    "scan_verdicts", "short_repr", "verdicts_stamp", "write_json", "write_labels",
 ]
 
 VERDICTS = "verdicts.jsonl"
@@ -55,13 +58,22 @@ LABELS_FILE = "labels.csv"
 ESTIMATE = "estimate.json"
 REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
+VIEW_INDEX = ".view-index.sqlite"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
-# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``annotator`` names the
-# person whose queue it is (``kgcheck review --annotator``; empty: the run's one review).
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "annotator")
-# The columns before ``annotator`` existed: such files are still read.
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
+# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate;
+# ``annotator`` names the person whose queue it is (``kgcheck review --annotator``; empty:
+# the run's one review).
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design", "annotator")
+# Files written before the design column (and the annotator column) were added: read as of
+# an unknown design and no named annotator.
+OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-2]
+# Files written before the annotator column was added.
 LEGACY_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
+# How a review queue chose its facts: a seeded random sample of every verdict, every verdict
+# in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
+REVIEW_DESIGNS = ("srs", "queue", "filtered")
 REVIEW_LABELS = ("T", "F", "skip")
 
 Warn = Callable[[str], None]
@@ -130,6 +142,52 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
         warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
              "those facts keep their last good verdict or run again")
     return records
+
+
+def scan_verdicts(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """Yield ``(byte offset, byte length, record)`` for every usable line of a verdicts file.
+
+    Lines that are not verdicts are skipped as ``read_verdicts`` skips them; a fact may
+    appear more than once (the last one counts), so an index keeps the last offset per fact.
+    """
+    if not path.exists():
+        return
+    offset = 0
+    with path.open("rb") as fh:
+        for line in fh:
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if record_problem(record) is None:
+                yield start, len(line), record
+
+
+def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
+    """Read the one verdict record stored at ``offset`` (from ``scan_verdicts``)."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        line = fh.read(length)
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RunFolderError(f"{path}: no verdict at byte {offset} (was the file replaced "
+                             "since it was indexed?)") from None
+    if record_problem(record) is not None:
+        raise RunFolderError(f"{path}: no verdict at byte {offset}")
+    return record
+
+
+def verdicts_stamp(folder: Path) -> tuple[int, int]:
+    """Return (size, mtime in ns) of verdicts.jsonl: an index of it is stale once it moves."""
+    try:
+        stat = (folder / VERDICTS).stat()
+    except FileNotFoundError:
+        return (0, 0)
+    return (stat.st_size, stat.st_mtime_ns)
 
 
 def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
@@ -282,6 +340,7 @@ class LabelRow(TypedDict):
     note: str
     reviewer: str
     reviewed_at: str
+    design: str
     annotator: str
 
 
@@ -320,13 +379,12 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header not in (LABEL_COLUMNS, LEGACY_LABEL_COLUMNS):
-                raise LabelsError(f"{path}: expected the columns "
-                                  f"{','.join(LEGACY_LABEL_COLUMNS)}[,annotator], "
+            if header not in (LABEL_COLUMNS, LEGACY_LABEL_COLUMNS, OLD_LABEL_COLUMNS):
+                raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
-                row = LabelRow(**{k: (raw.get(k) or "").strip()  # type: ignore[typeddict-item]
-                                  for k in LABEL_COLUMNS})
+                row = LabelRow(**{  # type: ignore[typeddict-item]
+                    k: restore(raw.get(k) or "").strip() for k in LABEL_COLUMNS})
                 if not row["fact_id"]:
                     raise LabelsError(f"{path}, row {n}: no fact_id")
                 if row["label"] not in REVIEW_LABELS:
@@ -354,7 +412,8 @@ def labels_text(rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=LABEL_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k) or "" for k in LABEL_COLUMNS})
+        # Notes are free text a spreadsheet would run as formulas (see ``cells``).
+        writer.writerow({k: neutralise(row.get(k) or "") for k in LABEL_COLUMNS})
     return out.getvalue()
 
 

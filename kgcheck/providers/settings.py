@@ -44,6 +44,18 @@ class ModelSettings:
         default="",
         metadata={"description": "FactCheck data in the upstream layout (replay reads its "
                   "recorded answers there); empty = $KGCHECK_DATA or the vendored copy."})
+    local_n_ctx: int = field(
+        default=2048,
+        metadata={"description": "local: models only: the llama.cpp server's context size "
+                  "in tokens (prompt and answer)."})
+    local_threads: int = field(
+        default=0,
+        metadata={"description": "local: models only: CPU threads of the llama.cpp server; "
+                  "0 = one per core (at most 8)."})
+    local_port: int = field(
+        default=0,
+        metadata={"description": "local: models only: the llama.cpp server's port on "
+                  "127.0.0.1; 0 = a free one."})
     replay_latency: float = field(
         default=0.0,
         metadata={"description": "Replay only: sleep this multiple of each recorded response "

@@ -167,10 +167,24 @@ def _thread(run_id: str, fact_id: str, annotator: str | None = None) -> Runnable
     return {"configurable": {"thread_id": f"{run_id}:{who}{fact_id}"}}
 
 
-def _row(fact_id: str, review: Mapping[str, Any], annotator: str | None = None) -> LabelRow:
+
+def queue_design(only: Sequence[str] = (), sample: int | None = None) -> str:
+    """Say how a queue chose its facts, as ``labels.csv`` records it per decision.
+
+    ``srs``: a seeded random sample of every verdict; ``queue``: every verdict in the run's
+    order (decisions taken from the top are no random sample unless all are decided);
+    ``filtered:F,NA``: only verdicts of those kinds (they say nothing about the others).
+    """
+    if only:
+        return "filtered:" + ",".join(only)
+    return "srs" if sample is not None else "queue"
+
+
+def _row(fact_id: str, review: Mapping[str, Any], design: str,
+         annotator: str | None = None) -> LabelRow:
     return LabelRow(fact_id=fact_id, label=str(review["label"]), note=review.get("note") or "",
                     reviewer=review.get("reviewer") or "", reviewed_at=review["reviewed_at"],
-                    annotator=annotator or "")
+                    design=design, annotator=annotator or "")
 
 
 @dataclass
@@ -184,6 +198,9 @@ class ReviewSession:
     reviewer: str | None = None
     # Decisions of facts outside this queue (another --only / --sample): kept in the file.
     others: dict[str, LabelRow] = field(default_factory=dict)
+    # How this queue chose its facts, and how each decided fact was chosen when decided.
+    design: str = "queue"
+    designs: dict[str, str] = field(default_factory=dict)
     # Whose queue this is (``labels-<annotator>.csv``); None: the run's one review.
     annotator: str | None = None
     # Every verdict of the run by fact id, for the running accuracy estimate.
@@ -256,9 +273,18 @@ class ReviewSession:
                 # Labelled in this order, every prefix of the queue is a random sample.
                 queue = list(queue)
                 random.Random(seed).shuffle(queue)
+            design = queue_design(only, sample)
+            if stratify:
+                design = f"stratified:{stratify}"
+            elif until_moe is not None and not only:
+                design = "srs"
+            if adjudicate:
+                # The facts people disagreed on: no sample of the run.
+                design = "filtered:disagreements"
             async with AsyncSqliteSaver.from_conn_string(str(folder / CHECKPOINTS)) as saver:
                 graph = compile_graph(("review", REVIEW_GRAPH), checkpointer=saver)
                 session = cls(folder, run_id, [], graph, reviewer, annotator=annotator,
+                              design=design,
                               verdicts={str(r["fact_id"]): str(r.get("label", "NA"))
                                         for r in records},
                               strata=strata, until_moe=until_moe, on_reached=on_reached)
@@ -283,6 +309,8 @@ class ReviewSession:
                                           "reviewed_at": row["reviewed_at"] or None})
         queued = {item.fact_id for item in self.items}
         self.others = {fid: row for fid, row in stored.items() if fid not in queued}
+        # A decision keeps the design of the queue it was taken in (unknown: older files).
+        self.designs = {fid: row.get("design") or "" for fid, row in stored.items()}
         decided = sorted((i for i in self.items if i.review), key=lambda i: (
             i.review["reviewed_at"] if i.review else "", i.position))
         self._order = [i.fact_id for i in decided]
@@ -343,6 +371,7 @@ class ReviewSession:
                 await self._forget(item)
                 self._order.remove(fact_id)
             review = await self._resume(item, answer)
+            self.designs[fact_id] = self.design
             self._order.append(fact_id)
             self._write()
             self._check_margin()
@@ -399,7 +428,8 @@ class ReviewSession:
 
     def rows(self) -> list[LabelRow]:
         """Every decision, this queue's and earlier ones outside it, in decision order."""
-        ours = {i.fact_id: _row(i.fact_id, i.review, self.annotator)
+        ours = {i.fact_id: _row(i.fact_id, i.review, self.designs.get(i.fact_id, self.design),
+                                self.annotator)
                 for i in self.items if i.review}
         merged = [*self.others.values(), *(ours[f] for f in self._order if f in ours)]
         return sorted(merged, key=lambda r: r["reviewed_at"])

@@ -60,7 +60,7 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 # Settings a resume may change: where the server is and how long to wait for it, not what
 # a model is asked or how it samples.
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
-                            "replay_latency", "data_dir"})
+                            "replay_latency", "data_dir", "local_threads", "local_port"})
 RECURSION_LIMIT = 50
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
@@ -342,9 +342,101 @@ async def check_facts(
 
 
 def _tally(state: dict[str, int], phase: str | None) -> str:
-    """Format the progress counts: NA and errors, and ties in a consensus phase."""
+    """Format the progress counts: NA and errors, and ties and failed member calls in a phase."""
     ties = f"ties {state['ties']} " if phase else ""
-    return f"{ties}NA {state['na']} errors {state['errors']}"
+    failed = state.get("member_errors", 0)
+    members = f", members {failed}" if failed else ""
+    return f"{ties}NA {state['na']} errors {state['errors']}{members}"
+
+
+# One model's call within a fact's record: (model, error type, error); no error if it worked.
+Call = tuple[str, str | None, str | None]
+
+
+def model_calls(record: Mapping[str, Any]) -> tuple[list[Call], bool]:
+    """Return the model calls a record stands for, and whether they are consensus parts.
+
+    A consensus record holds each member's vote and the judge's answer: each is judged by
+    the same stop rule as a single model's, so that a member failing on every call cannot
+    hide behind the others' votes.
+    """
+    details = record.get("details") or {}
+    votes = details.get("votes")
+    if not votes:
+        failed = record.get("error") and not verdicts.is_defect(record)
+        return [(str(record.get("model") or ""), details.get("error_type") if failed else None,
+                 record.get("error") if failed else None)], False
+    calls: list[Call] = [(str(v.get("model")), v.get("error_type") if v.get("error") else None,
+                          v.get("error")) for v in votes]
+    if details.get("judge_called"):
+        error = details.get("judge_error")
+        calls.append((str(details.get("judge") or "judge"),
+                      (details.get("judge_error_type") or "Error") if error else None, error))
+    return calls, True
+
+
+@dataclass
+class StopRule:
+    """When a run stops early: a settings error at once, a dead server after a streak.
+
+    Streaks are kept per model, so a consensus member (or judge) that fails on every call
+    stops the run as a single model would, while the other members keep answering.
+    """
+
+    limit: int
+    unreachable: dict[str, int] = field(default_factory=dict)
+    server: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)
+    reason: str | None = None
+    message: str | None = None
+
+    def see(self, record: Mapping[str, Any]) -> int:
+        """Take one record into account; return how many consensus parts of it failed."""
+        calls, parts = model_calls(record)
+        failed = 0
+        for model, error_type, error in calls:
+            failed += parts and error is not None
+            said = f"member {model}: {error}" if parts else str(error)
+            stop = run_stop(classify_name(error_type)) if error is not None else None
+            if stop == "config":
+                self._stop("configuration", f"stopped: {said}")
+            elif stop == "server-gone":
+                # The server this run started has exited: no later fact can be answered.
+                self._stop("server", f"stopped: {said}")
+            elif stop == "unreachable":
+                self.unreachable[model] = self.unreachable.get(model, 0) + 1
+                if self.unreachable[model] >= self.limit:
+                    self._stop("unreachable", f"stopped after {self.limit} facts in a row "
+                               f"could not reach the model: {said}")
+            elif stop == "server":
+                self.unreachable[model] = 0
+                self.server[model] = self.server.get(model, 0) + 1
+                if self.server[model] >= self.limit:
+                    self._stop("server", f"stopped after {self.limit} facts in a row got no "
+                               f"usable answer from the model server: {said}")
+            else:
+                self.unreachable[model] = self.server[model] = 0
+        self._see_sources(record)
+        return failed
+
+    def _see_sources(self, record: Mapping[str, Any]) -> None:
+        """Count facts in a row for which an evidence source failed, per source."""
+        gathering = (record.get("details") or {}).get("gathering")
+        if not isinstance(gathering, Mapping):
+            return
+        failed = gathering.get("failed") or {}
+        for name in list(self.sources):
+            if name not in failed:
+                self.sources[name] = 0
+        for name, reason in failed.items():
+            self.sources[name] = self.sources.get(name, 0) + 1
+            if self.sources[name] >= self.limit:
+                self._stop("source", f"stopped after {self.limit} facts in a row could not "
+                           f"get evidence: source {name} failed: {reason}")
+
+    def _stop(self, reason: str, message: str) -> None:
+        if self.reason is None:
+            self.reason, self.message = reason, message
 
 
 async def _run_locked(
@@ -371,8 +463,8 @@ async def _run_locked(
     queue: asyncio.Queue[Fact] = asyncio.Queue()
     for fact in todo:
         queue.put_nowait(fact)
-    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0,
-             "server_streak": 0}
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "member_errors": 0}
+    stop = StopRule(limit)
     aborted: list[str] = []
     write_failed: list[OSError] = []
     started = time.perf_counter()
@@ -412,22 +504,9 @@ async def _run_locked(
                 state["na"] += record["label"] == "NA" and not (tie and phase)
                 if record.get("error") and not verdicts.is_defect(record):
                     state["errors"] += 1
-                # A setting no fact escapes stops the run at once; a run of facts that cannot
-                # reach the server, or that it answers uselessly, stops it too.
-                stop = run_stop(failure)
-                if stop == "config" and not aborted:
-                    aborted.append(record["error"])
-                elif stop == "unreachable":
-                    state["unreachable_streak"] += 1
-                    if state["unreachable_streak"] >= limit and not aborted:
-                        aborted.append(record["error"])
-                elif stop == "server":
-                    state["unreachable_streak"] = 0
-                    state["server_streak"] += 1
-                    if state["server_streak"] >= limit and not aborted:
-                        aborted.append(record["error"])
-                else:
-                    state["unreachable_streak"] = state["server_streak"] = 0
+                state["member_errors"] += stop.see(record)
+                if stop.message and not aborted:
+                    aborted.append(stop.message)
                 elapsed = time.perf_counter() - started
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
                                 tally=_tally(state, phase), level=concurrency.current)
@@ -456,17 +535,8 @@ async def _run_locked(
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:
-        if state["unreachable_streak"] >= limit:
-            summary["aborted_because"] = "unreachable"
-            summary["aborted"] = (f"stopped after {limit} facts in a row could not reach the "
-                                  f"model: {aborted[0]}")
-        elif state["server_streak"] >= limit:
-            summary["aborted_because"] = "server"
-            summary["aborted"] = (f"stopped after {limit} facts in a row got no usable answer "
-                                  f"from the model server: {aborted[0]}")
-        else:
-            summary["aborted_because"] = "configuration"
-            summary["aborted"] = f"stopped: {aborted[0]}"
+        summary["aborted_because"] = stop.reason or "configuration"
+        summary["aborted"] = aborted[0]
     summary = redact_value(summary)
     _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))
