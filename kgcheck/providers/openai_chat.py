@@ -70,7 +70,7 @@ class OpenAIClientModel(ExplainedModel):
 def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
     """Return the SDK's HTTP clients for one model: its own, with the back-pressure hooks.
 
-    httpx decodes gzip, deflate (and br, zstd where installed) replies, streamed ones too.
+    Compressed replies (streamed ones too) are decoded with a cap on their size.
 
     langchain-openai's default async client is cached process-wide and bound to the first
     event loop, so a second run in one process (a new loop) would meet dead pooled
