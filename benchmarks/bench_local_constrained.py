@@ -94,8 +94,10 @@ async def overhead(facts: list[Fact], sampling: dict[str, Any], url: str,
                    rounds: int) -> dict[str, Any]:
     """Seconds per fact of DKA through kgcheck and of the same requests sent directly."""
     turns = await first_turns(facts, sampling)
+    # The body kgcheck sends (at temperature 0 it turns off llama.cpp's prompt reuse).
     body = {"temperature": sampling["temperature"], "top_p": 0.9, "top_k": 40,
-            "repeat_penalty": 1.1, "max_tokens": sampling["max_tokens"]}
+            "repeat_penalty": 1.1, "repetition_penalty": 1.1,
+            "max_tokens": sampling["max_tokens"], "cache_prompt": False}
     direct_s, kgcheck_s = [], []
     direct_raws: list[str] = []
     kgcheck_raws: list[str | None] = []
@@ -118,7 +120,7 @@ async def overhead(facts: list[Fact], sampling: dict[str, Any], url: str,
             kgcheck_s.append((time.perf_counter() - started) / len(facts))
             kgcheck_raws[:] = [v.raw for v in verdicts]
 
-        # A first pass warms the server's prompt cache for these prompts; not counted.
+        # A first pass warms up the server; not counted.
         await direct_pass()
         direct_s.clear()
         for n in range(rounds):

@@ -115,7 +115,7 @@ def _commands(group: Any, ctx: Any) -> list[tuple[Any, Any]]:
 def _command_section(ctx: Any, command: Any) -> str:
     path = ctx.command_path
     depth = path.count(" ")
-    lines = [f"{'#' * min(depth + 1, 4)} `{path}`", ""]
+    lines = [f"{'#' * (2 if depth <= 1 else 3)} `{path}`", ""]
     text = (command.help or command.short_help or "").strip()
     if text:
         lines += [html.escape(text.replace("\b\n", ""), quote=False), ""]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -58,7 +59,7 @@ MAX_PREDICATES = 30
 GOLD_MARKS: dict[str | None, bool] = {"T": True, "F": False}
 
 
-class ReportInputError(ValueError):
+class ReportInputError(ArgumentError):
     """A run folder that cannot be read; the message names the folder and the problem."""
 
 
@@ -303,12 +304,14 @@ def output_folder(out_dir: str | Path) -> Path:
     """Create the folder for tables and plots, or say in one line why it cannot be."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ReportInputError(f"--out {out}: exists and is not a folder; pick another --out")
+        raise ReportInputError("{out}: exists and is not a folder; pick another one",
+                               out=Arg("out", str(out)))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ReportInputError(f"--out {out}: cannot create the folder "
-                               f"({exc.strerror or exc}); pick another --out") from None
+        raise ReportInputError(f"{{out}}: cannot create the folder "
+                               f"({literal(str(exc.strerror or exc))}); pick another one",
+                               out=Arg("out", str(out))) from None
     return out
 
 

@@ -17,7 +17,7 @@ from kgcheck.graphs.parsing import answer_format
 from kgcheck.providers import metadata
 from kgcheck.providers.cache import CachedAnswer, active_cache, answer_key
 from kgcheck.providers.constraints import AnswerFormat, notice
-from kgcheck.providers.resolve import constrained_model
+from kgcheck.providers.resolve import aprepare_model, constrained_model
 from kgcheck.providers.settings import ModelSettings
 
 # Replay already serves recorded answers (and scripted test models must run every time).
@@ -120,6 +120,7 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
         if hit is not None:
             return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,
                               tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True)
+    await aprepare_model(spec, ctx)
     chat: Any = ctx.chat_model(model)
     if fmt is not None:
         chat = constrained_model(spec, chat, fmt)

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgcheck.arguments import Arg, ArgumentError, ArgumentMessage, ArgumentNote, literal
+from kgcheck.arguments import (
+    Arg,
+    ArgumentError,
+    ArgumentMessage,
+    ArgumentNote,
+    Placeholder,
+    literal,
+)
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.runfolder import VERDICTS, RunError, checked_facts, read_run_info, read_verdicts
@@ -70,13 +77,13 @@ from kgcheck.runs.plan import (
     RunPlan,
     SettingsError,
     Warn,
-    _source,
     as_facts,
     as_facts_lazy,
     cache_path,
     check_run_arguments,
     dry_run_of,
     execute,
+    fact_source,
     open_engine,
     own_kg_name,
     parse_setting_pairs,
@@ -215,7 +222,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = _source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)
@@ -303,6 +310,8 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                cache: CacheChoice = True, engine: str | Engine = "local",
                engine_options: Mapping[str, Any] | None = None,
                settings: Mapping[str, Any] | None = None,
+               predicates: str | Sequence[str] | None = None,
+               exclude_predicates: str | Sequence[str] | None = None,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -328,7 +337,8 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                            sample=sample, seed=seed, stratify=stratify,
                            per_stratum=per_stratum, ids=ids, labels=labels,
                            as_dataset=as_dataset, pricing=pricing, settings=settings,
-                           parallel_read=runner.parallel_read, **strategy_settings)
+                           parallel_read=runner.parallel_read, predicates=predicates,
+                           exclude_predicates=exclude_predicates, **strategy_settings)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -353,6 +363,8 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         cache: CacheChoice = True, engine: str | Engine = "local",
         engine_options: Mapping[str, Any] | None = None,
         settings: Mapping[str, Any] | None = None,
+        predicates: str | Sequence[str] | None = None,
+        exclude_predicates: str | Sequence[str] | None = None,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
     return _sync(arun(
@@ -362,7 +374,8 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing,
         concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
         show_progress=show_progress, warn=warn, cache=cache, engine=engine,
-        engine_options=engine_options, settings=settings, **strategy_settings), "arun")
+        engine_options=engine_options, settings=settings, predicates=predicates,
+        exclude_predicates=exclude_predicates, **strategy_settings), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
@@ -419,7 +432,8 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
     path = Path(store) if store else default_store_path()
     if not path.is_file():
         raise SettingsError(f"{literal(str(path))}: no corpus store; import a corpus or run "
-                            "RAG with {sources} first", sources=Arg("set:sources", "..."))
+                            "RAG with {sources} first",
+                            sources=Arg("set:sources", Placeholder("...")))
     opened = CorpusStore(path)
     try:
         return FetchedEvidence(path, opened.fetched_counts(),

@@ -252,10 +252,12 @@ def make_folder(out_dir: Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise RunError(f"{out_dir} exists and is not a folder; pick another --out") from None
+        raise RunError(f"{literal(str(out_dir))} exists and is not a folder; pick another {{out}}",
+                       out=Arg("out")) from None
     except OSError as exc:
-        raise RunError(f"cannot create the run folder {out_dir}: {exc.strerror or exc}; "
-                       "pick another --out") from None
+        raise RunError(f"cannot create the run folder {literal(str(out_dir))}: "
+                       f"{literal(str(exc.strerror or exc))}; pick another {{out}}",
+                       out=Arg("out")) from None
 
 
 @contextmanager
@@ -266,8 +268,8 @@ def exclusive(out_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunError(f"another kgcheck run is writing to {out_dir}; wait for it to end "
-                           "or pick another --out") from None
+            raise RunError(f"another kgcheck run is writing to {literal(str(out_dir))}; wait for "
+                           "it to end or pick another {out}", out=Arg("out")) from None
         try:
             yield
         finally:

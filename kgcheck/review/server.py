@@ -22,6 +22,9 @@ from kgcheck.web.guard import SECURITY_HEADERS, Guard, Served, ServeError, bind,
 
 __all__ = ["SECURITY_HEADERS", "ServeError", "Served", "bind", "create_app", "serve"]
 
+__all__ = ["ASSETS", "DecisionIn", "SECURITY_HEADERS", "STALE", "ServeError", "Served",
+           "TOKEN_HEADER", "UndoIn", "bind", "create_app", "serve"]
+
 TOKEN_HEADER = "X-Review-Token"
 ASSETS = {"review.js": "text/javascript", "review.css": "text/css",
           "favicon.svg": "image/svg+xml"}

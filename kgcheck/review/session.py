@@ -45,6 +45,9 @@ from kgcheck.data.runfolder import parse_only as parse_verdict_filter
 from kgcheck.graphs.registry import compile_graph
 from kgcheck.graphs.review import DECISIONS, is_tie, question_for, read_answer
 
+__all__ = ["CHECKPOINTS", "FILTERS", "REVIEW_GRAPH", "REVIEW_LOCK", "ReviewError", "ReviewItem",
+           "ReviewSession", "parse_only", "select"]
+
 CHECKPOINTS = REVIEW_DB
 REVIEW_LOCK = ".review.lock"
 FILTERS = ("F", "T", "NA", "ties")

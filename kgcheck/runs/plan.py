@@ -22,6 +22,7 @@ from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, liter
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
+from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
@@ -60,6 +61,13 @@ from kgcheck.runs.runner import (
     input_fingerprint,
     public_settings,
 )
+
+__all__ = ["CacheChoice", "EngineOnDemand", "FactLike", "FactSource", "KgcheckWarning",
+           "ParallelReadChoice", "RunPlan", "SettingsError", "Warn", "as_facts", "as_facts_lazy",
+           "cache_path", "check_models", "check_prompt_files", "check_replay",
+           "check_run_arguments", "default_out_dir", "dry_run_of", "execute", "fact_source",
+           "make_context", "merged_settings", "open_engine", "own_kg_name", "parse_setting_pairs",
+           "plan_run", "prompt_digests", "recordable", "setting_fields"]
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
@@ -244,7 +252,7 @@ def default_out_dir(source: str, strategy: str, models: Sequence[str]) -> Path:
 
 
 @dataclass
-class _Source:
+class FactSource:
     """Where a run's facts come from: a re-readable stream and how to name its terms."""
 
     open: Callable[[], Iterable[Fact]]
@@ -255,10 +263,11 @@ class _Source:
     sharded: ShardedReader | None = None
 
 
-def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
-            graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
-            data: str | Path | None, as_dataset: str | None = None,
-            parallel: ParallelReadChoice = None) -> _Source:
+def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | None,
+                graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
+                data: str | Path | None, as_dataset: str | None = None,
+                parallel: ParallelReadChoice = None) -> FactSource:
+    """Say where a run's facts come from (exactly one of the inputs is given)."""
     if triples is not None:
         path = check_input(triples)
         _, suffix = base_name(path)
@@ -273,24 +282,24 @@ def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
         if chosen is not None:
             sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
-            return _Source(lambda: iter(sharded), stem, str(path.resolve()), own,
+            return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
         if reader is not None:
-            return _Source(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
-        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
+            return FactSource(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
+        return FactSource(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
         location = " ".join(x for x in (redact_endpoint(sparql), graph and f"<{graph}>", where)
                             if x)
-        return _Source(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
+        return FactSource(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
     if facts is not None:
         loaded = as_facts(facts)
         name = loaded[0].dataset if loaded and loaded[0].dataset else "facts"
-        return _Source(lambda: loaded, name, "memory", False)
+        return FactSource(lambda: loaded, name, "memory", False)
     src = as_source(data)
     name = canonical_dataset(src, dataset or "")
     rows = load_facts(name, src)
-    return _Source(lambda: rows, name, src.location, False)
+    return FactSource(lambda: rows, name, src.location, False)
 
 
 def check_run_arguments(*, dataset: str | None = None, triples: str | Path | None = None,
@@ -401,6 +410,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              as_dataset: str | None = None,
              pricing: str | Path | None = None,
              parallel_read: ParallelReadChoice = None,
+             predicates: str | Sequence[str] | None = None,
+             exclude_predicates: str | Sequence[str] | None = None,
              **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
@@ -418,6 +429,10 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     ``open_engine("ray").parallel_read``, or a function returning it, called only for such a
     file) reads an N-Triples, N-Quads or JSON Lines file in parallel shards when every fact
     of it is read (no ``limit``): the same facts in the same order as one pass.
+    ``predicates`` keeps only facts whose predicate matches one of these patterns and
+    ``exclude_predicates`` drops those matching one (IRIs, prefixed names such as
+    ``rdf:type``, plain names, globs; see ``kgcheck.data.predicates``), while the input is
+    read; a SPARQL endpoint chooses its triples with ``where`` instead.
     """
     values = merged_settings(settings, strategy_settings)
     check_run_arguments(dataset=dataset, triples=triples, sparql=sparql, facts=facts,
@@ -430,21 +445,42 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     for spec in members + fixed_judge:
         split_spec(spec)
 
+    if sparql is not None and (predicates is not None or exclude_predicates is not None):
+        raise SettingsError("{predicates} and {exclude} choose the facts of a file; a {sparql} "
+                            "endpoint chooses its triples with {where} (e.g. FILTER(?p != "
+                            "rdf:type))", predicates=Arg("predicates"),
+                            exclude=Arg("exclude_predicates"), sparql=Arg("sparql"),
+                            where=Arg("where"))
+    try:
+        by_predicate = PredicateFilter.of(predicates, exclude_predicates)
+    except PredicateFilterError as exc:
+        raise SettingsError(literal(str(exc))) from None
     gold = read_gold(labels) if labels is not None else None
-    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
+    origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
                      parallel_read if limit is None else None)
-    selection: Selection = _select_facts(origin.open, limit=limit, sample=sample, seed=seed,
+    # Filtered while the input streams past: the facts left out are never kept.
+    opener = origin.open
+    if by_predicate is not None:
+        chooser = by_predicate
+        opener = lambda: chooser.apply(origin.open())  # noqa: E731 - a fresh pass each call
+    selection: Selection = _select_facts(opener, limit=limit, sample=sample, seed=seed,
                                          stratify=stratify, per_stratum=per_stratum, ids=ids)
     loaded = origin.named(selection.facts)
     if gold is not None:
         loaded = gold.apply(loaded)
     source_name, source = origin.name, origin.location
+    if not loaded and by_predicate is not None:
+        raise SettingsError(f"{literal(origin.location)}: no fact has a predicate that "
+                            f"{{predicates}} keeps and {{exclude}} does not drop (of "
+                            f"{by_predicate.seen:,} read)", predicates=Arg("predicates"),
+                            exclude=Arg("exclude_predicates"))
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
     # What a resume must match: the facts by content (each verdict keeps its fact's digest).
     fingerprint = {**input_fingerprint(loaded),
-                   "drawn": drawn_from(selection, limit=limit, sample=sample, seed=seed,
-                                       stratify=stratify, per_stratum=per_stratum, ids=ids)}
+                   "drawn": {**drawn_from(selection, limit=limit, sample=sample, seed=seed,
+                                          stratify=stratify, per_stratum=per_stratum, ids=ids),
+                             **(by_predicate.describe() if by_predicate else {})}}
     check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
@@ -453,6 +489,10 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     check_prompt_files(ctx)
     check_models(members + fixed_judge, ctx)
     notes = list(selection.notes)
+    if by_predicate is not None and by_predicate.unmatched():
+        notes.append(f"{', '.join(by_predicate.unmatched())}: no predicate of the "
+                     f"{by_predicate.seen:,} facts read matched (prefixes known: "
+                     f"{', '.join(PREFIXES)}; or give the whole IRI)")
     if gold is not None and not any(f.label is not None for f in loaded):
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
     if triples is not None and not as_dataset and origin.name != base_name(Path(triples))[0]:

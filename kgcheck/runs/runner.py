@@ -53,6 +53,11 @@ from kgcheck.providers.secrets import redact_settings, redact_value
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.records import verdict_record
 
+__all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
+           "RunWarning", "Warn", "as_limit", "changed_facts", "check_facts", "fact_digest",
+           "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
+           "public_settings", "resume_conflicts", "summarize", "verdict_of"]
+
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
 # the input is identified by its content.
@@ -361,8 +366,9 @@ def model_calls(record: Mapping[str, Any]) -> tuple[list[Call], bool]:
     hide behind the others' votes.
     """
     details = record.get("details") or {}
-    votes = details.get("votes")
-    if not votes:
+    # Consensus votes are members' answers; self-consistency keeps its samples' labels.
+    votes = details.get("votes") if details.get("strategy") == "consensus" else None
+    if not votes or not all(isinstance(v, Mapping) for v in votes):
         failed = record.get("error") and not verdicts.is_defect(record)
         return [(str(record.get("model") or ""), details.get("error_type") if failed else None,
                  record.get("error") if failed else None)], False

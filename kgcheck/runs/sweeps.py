@@ -21,6 +21,8 @@ from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
 from kgcheck.runs.grid import CELLS_DIR, Cell, SweepConfig, SweepConfigError, load_sweep
 from kgcheck.runs.plan import CacheChoice, RunPlan, SettingsError, execute, plan_run
 
+__all__ = ["OnCell", "SWEEP_INFO", "SweepResult", "asweep", "leaderboard", "plan_sweep", "sweep"]
+
 SWEEP_INFO = "sweep.json"
 OnCell = Callable[[Cell, dict[str, Any]], None]
 

@@ -191,6 +191,11 @@ def run(
     graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
     where: Annotated[str | None, Opt(help="With --sparql: a pattern binding ?s ?p ?o, e.g. "
                                      "'?s a <http://ex.org/Person> . ?s ?p ?o'.")] = None,
+    predicates: Annotated[str | None, Opt(help="Check only facts with these predicates, "
+                                          "comma-separated: IRIs, prefixed names (dbo:*), "
+                                          "plain names or globs.")] = None,
+    exclude_predicates: Annotated[str | None, Opt(help="Leave out facts with these "
+                                                  "predicates, e.g. 'rdf:type,owl:*'.")] = None,
     labels: Annotated[Path | None, Opt(help="Gold labels: .csv/.jsonl with id or subject, "
                                        "predicate, object, and label.")] = None,
     sample: Annotated[int | None, Opt(help="Check a uniform random sample of N facts (one "
@@ -276,7 +281,8 @@ def run(
         strategy=strategy, model=model, consensus=members, judge=judge, data=data,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
-        settings=values, as_dataset=as_dataset, pricing=pricing)
+        settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
+        exclude_predicates=exclude_predicates)
     # The arguments alone first, so that a wrong combination fails before the input is read.
     api.check_run_arguments(
         **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",
@@ -306,6 +312,11 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
     for warning in plan.notes:
         say_warning(warning)
     out_dir = plan.out_dir
+    if cache is not False and not dry_run:
+        # Said once: answers are kept across runs, which a user may not expect.
+        where = api.cache_path(cache)
+        err_console.print(f"answer cache: {where} (--no-cache asks the model every time)",
+                          soft_wrap=True, markup=False, highlight=False)
     if dry_run:
         print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
         return

@@ -106,7 +106,9 @@ function renderCard() {
   }
   const q = item.question;
   const fact = q.fact;
-  const term = (name) => el("dd", {}, fact.readable[name], el("span", { class: "raw" }, fact[name]));
+  // The raw term as the KG gives it: an RDF term keeps its datatype or language.
+  const term = (name) => el("dd", {}, fact.readable[name],
+    el("span", { class: "raw" }, (fact.terms && fact.terms[name]) || fact[name]));
   const parts = [
     el("p", { class: "meta" },
       `Fact ${fact.id}${fact.dataset ? " · " + fact.dataset : ""} · ${item.position + 1} of ${view.items.length}`),
@@ -125,13 +127,19 @@ function renderCard() {
     parts.push(el("h2", {}, q.tie ? "Votes (a tie)" : "Votes"),
       el("ul", { class: "votes" }, q.votes.map((v) =>
         el("li", {}, labelBadge(v.label || "NA"), ` ${v.model || ""}`, v.raw ? ` — ${v.raw}` : ""))));
+    if (q.judge) {
+      const said = q.judge.decided ? "decided the tie" : "left the tie undecided";
+      parts.push(el("p", { class: "judge", id: "judge" }, "Judge: ", labelBadge(q.judge.label || "NA"),
+        ` ${q.judge.model || ""} ${said}`, q.judge.error ? ` (${q.judge.error})` : ""));
+    }
   }
   if (q.evidence.length) {
     parts.push(el("h2", {}, `Evidence (${q.evidence.length})`),
       el("ul", { class: "evidence", id: "evidence" }, q.evidence.map((e) =>
         el("li", {},
           el("div", { class: "source" }, e.source || e.doc_id || "",
-            e.similarity !== null && e.similarity !== undefined ? ` · similarity ${Number(e.similarity).toFixed(3)}` : ""),
+            e.similarity !== null && e.similarity !== undefined ? ` · similarity ${Number(e.similarity).toFixed(3)}` : "",
+            e.passages > 1 ? ` · ${e.passages} overlapping passages merged` : ""),
           el("div", { class: "text" }, e.text)))));
   } else {
     parts.push(el("p", { class: "muted" }, "No evidence was retrieved for this verdict."));
