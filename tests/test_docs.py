@@ -203,9 +203,12 @@ def test_run_folder_reference_names_every_file_and_field(site: Path, tmp_path: P
     from kgcheck.data import runfolder
 
     text = html(site, "reference/run-folder")
-    for constant in ("RUN_INFO", "VERDICTS", "SUMMARY", "LABELS_FILE", "ESTIMATE",
-                     "REVIEW_DB", "LOCK"):
-        assert f"<code>{getattr(runfolder, constant)}</code>" in text, constant
+    # Every file name the run folder module declares (upper-case constants such as VERDICTS).
+    names = {k: v for k, v in vars(runfolder).items()
+             if k.isupper() and isinstance(v, str) and re.fullmatch(r"\.?[\w-]+\.\w+|\.lock", v)}
+    assert {"verdicts.jsonl", "run.json", "labels.csv", ".lock"} <= set(names.values())
+    for constant, name in names.items():
+        assert f"<code>{name}</code>" in text, constant
     assert ",".join(runfolder.LABEL_COLUMNS) in text
     out = tmp_path / "run"
     kgcheck.run(dataset="yago", strategy="dka", model="replay:gemma2:9b", limit=2, out=out)
