@@ -198,6 +198,7 @@ def test_figures_render_for_runs_with_scores(client: TestClient) -> None:
         response = client.get(f"/figure/{figure['id']}.png", params={"token": TOKEN})
         assert response.status_code == 200, figure
         assert response.content[:8] == b"\x89PNG\r\n\x1a\n"
+    assert client.get("/figure/f1:Elsewhere.png", params={"token": TOKEN}).status_code == 404
 
 
 def test_the_guard_is_the_review_pages(runs) -> None:

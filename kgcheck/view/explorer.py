@@ -111,7 +111,8 @@ class Explorer:
         self.runs: list[ViewRun] = []
         # The runs do not change while they are shown: each summary is computed once.
         self._summaries: dict[int, dict[str, Any]] = {}
-        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+        # URI names on: the run indexes are attached read-only (``file:...?mode=ro``).
+        self.conn = sqlite3.connect("file::memory:", uri=True, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         self.conn.executescript(
             "CREATE TABLE reviews (run INTEGER, fact_id TEXT, label TEXT, "
