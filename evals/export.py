@@ -65,7 +65,7 @@ PROV = "http://www.w3.org/ns/prov#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 # A verdict label as a resource of the vocabulary.
-LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
+LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable", "NEI": "NotEnoughEvidence"}
 
 
 class ExportError(ValueError):
@@ -82,7 +82,11 @@ class Exported:
 
 
 def parse_only(only: str | Sequence[str] | None) -> set[str] | None:
-    """Read ``--only T,F,NA`` into a set of verdict labels (None: every verdict)."""
+    """Read ``--only T,F,NA,NEI`` into a set of verdict labels (None: every verdict).
+
+    NEI (not enough evidence) is a fact to look into: ``--only F`` never selects it, so a
+    deletion list holds only facts judged false.
+    """
     if only is None:
         return None
     items = only.split(",") if isinstance(only, str) else list(only)

@@ -25,6 +25,7 @@ from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import FactInput, VerdictDict
+from kgcheck.data.runfolder import VERDICT_LABELS
 from kgcheck.graphs.context import Context, bind, context_of
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.state import read_fact
@@ -186,9 +187,9 @@ def now() -> str:
 async def prepare(state: ReviewState) -> dict[str, Any]:
     """Check the input and lay out the question once, before the pause."""
     verdict = state.get("verdict")
-    if not isinstance(verdict, Mapping) or verdict.get("label") not in ("T", "F", "NA"):
+    if not isinstance(verdict, Mapping) or verdict.get("label") not in VERDICT_LABELS:
         raise MalformedAnswer('the review graph takes {"fact": {...}, "verdict": {...}} with '
-                              'the verdict a run wrote (its "label" T, F or NA)')
+                              'the verdict a run wrote (its "label" T, F, NA or NEI)')
     return {"question": question_for(state["fact"], verdict)}
 
 

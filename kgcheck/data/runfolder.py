@@ -52,7 +52,7 @@ ESTIMATE = "estimate.json"
 REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 # What a verdict record's ``label`` may be.
-VERDICT_LABELS = ("T", "F", "NA")
+VERDICT_LABELS = ("T", "F", "NA", "NEI")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip.
 LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
 REVIEW_LABELS = ("T", "F", "skip")
@@ -88,7 +88,7 @@ def record_problem(record: Any) -> str | None:
     if "label" not in record:
         return "no label"
     if record["label"] not in VERDICT_LABELS:
-        return f"label {short_repr(record['label'])} is not T, F or NA"
+        return f"label {short_repr(record['label'])} is not T, F, NA or NEI"
     return None
 
 

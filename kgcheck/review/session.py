@@ -1,7 +1,7 @@
 """A review of a run: a queue of its verdicts, each a paused ``review`` graph thread.
 
 ``ReviewSession.open(RUN)`` locks the run folder for reviewing and picks the queue (all
-verdicts, or ``only`` F / NA / ties, optionally a seeded sample). Each fact has a thread of
+verdicts, or ``only`` F / NA / NEI / ties, optionally a seeded sample). Each fact has a thread of
 the ``review`` graph in ``RUN/review.sqlite`` (langgraph-checkpoint-sqlite): ``decide``
 starts it, where it pauses at ``interrupt()`` with the question, and resumes it with
 ``Command(resume=...)``; ``undo`` deletes it. Until its first decision a fact shows the
@@ -45,7 +45,7 @@ from kgcheck.graphs.review import DECISIONS, is_tie, question_for, read_answer
 
 CHECKPOINTS = REVIEW_DB
 REVIEW_LOCK = ".review.lock"
-FILTERS = ("F", "T", "NA", "ties")
+FILTERS = ("F", "T", "NA", "NEI", "ties")
 REVIEW_GRAPH = "review"
 
 
