@@ -410,15 +410,18 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
 
 def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
                 sample: int | None = None, seed: int = 0,
-                reviewer: str | None = None) -> AbstractAsyncContextManager[ReviewSession]:
+                reviewer: str | None = None,
+                order: str = "run") -> AbstractAsyncContextManager[ReviewSession]:
     """Open a run for human review: ``async with kgcheck.open_review("runs/x") as review:``.
 
     The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"``), optionally a
-    ``sample`` of them drawn with ``seed``. ``await review.decide(fact_id, "T")`` and
-    ``await review.undo()`` drive the ``review`` graph; decisions persist in
+    ``sample`` of them drawn with ``seed``; ``order="uncertainty"`` puts the least certain
+    verdicts (NEI, then the lowest ``max(p, 1 - p)``) first.
+    ``await review.decide(fact_id, "T")`` and ``await review.undo()`` drive the ``review``
+    graph; decisions persist in
     ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
     """
     filters = parse_only(only) if isinstance(only, str) or only is None else parse_only(
         ",".join(only))
     return ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
-                              reviewer=reviewer)
+                              reviewer=reviewer, order=order)

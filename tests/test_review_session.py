@@ -81,7 +81,7 @@ async def test_only_and_sample_pick_the_queue_and_keep_other_decisions(run_dir: 
         picked = [i.fact_id for i in first.items]
     async with kgcheck.open_review(run_dir, sample=3, seed=7) as again:
         assert [i.fact_id for i in again.items] == picked and len(picked) == 3
-    with pytest.raises(ReviewError, match="unknown filter maybe; use any of F, T, NA, ties"):
+    with pytest.raises(ReviewError, match="unknown filter maybe; use any of F, T, NA, NEI, ties"):
         parse_only("F,maybe")
 
 

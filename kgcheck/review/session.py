@@ -40,12 +40,15 @@ from kgcheck.data.runfolder import (
     read_verdicts,
     write_labels,
 )
+from kgcheck.evals.calibration import certainty
 from kgcheck.graphs.registry import compile_graph
 from kgcheck.graphs.review import DECISIONS, is_tie, question_for, read_answer
 
 CHECKPOINTS = REVIEW_DB
 REVIEW_LOCK = ".review.lock"
 FILTERS = ("F", "T", "NA", "NEI", "ties")
+# Queue orders: the run's, or the least certain verdicts first.
+ORDERS = ("run", "uncertainty")
 REVIEW_GRAPH = "review"
 
 
@@ -85,13 +88,30 @@ def parse_only(text: str | None) -> tuple[str, ...]:
     return tuple(norm[w.lower()] for w in wanted)
 
 
+def uncertainty_key(record: Mapping[str, Any]) -> tuple[int, float]:
+    """Sort key of the ``uncertainty`` order: least certain first, unscored verdicts last.
+
+    Certainty is ``max(p, 1 - p)`` of the verdict's confidence; an NEI verdict (the model
+    abstained) counts as the least certain there is.
+    """
+    if record.get("label") == "NEI":
+        return (0, 0.5)
+    sure = certainty(record)
+    return (1, 0.0) if sure is None else (0, sure)
+
+
 def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
-           sample: int | None = None, seed: int = 0) -> list[Mapping[str, Any]]:
+           sample: int | None = None, seed: int = 0,
+           order: str = "run") -> list[Mapping[str, Any]]:
     """Pick the verdicts to review: those matching any filter, then a seeded sample.
 
     The sample keeps the run's order, and the same seed picks the same facts, so a
-    review started again with the same options has the same queue.
+    review started again with the same options has the same queue. ``order="uncertainty"``
+    then puts the least certain verdicts first (``uncertainty_key``; ties keep the run's
+    order).
     """
+    if order not in ORDERS:
+        raise ReviewError(f"--order {order}: expected one of {', '.join(ORDERS)}")
     if sample is not None and sample < 1:
         raise ReviewError(f"--sample must be at least 1, got {sample}")
     chosen = [r for r in records if not only
@@ -99,6 +119,8 @@ def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
     if sample is not None and sample < len(chosen):
         keep = set(random.Random(seed).sample(range(len(chosen)), sample))
         chosen = [r for n, r in enumerate(chosen) if n in keep]
+    if order == "uncertainty":
+        chosen = sorted(chosen, key=uncertainty_key)
     return chosen
 
 
@@ -135,7 +157,8 @@ class ReviewSession:
     @asynccontextmanager
     async def open(cls, run_dir: str | Path, *, only: Sequence[str] = (),
                    sample: int | None = None, seed: int = 0,
-                   reviewer: str | None = None) -> AsyncIterator[ReviewSession]:
+                   reviewer: str | None = None,
+                   order: str = "run") -> AsyncIterator[ReviewSession]:
         """Lock ``run_dir`` for reviewing and start (or continue) its review."""
         folder = Path(run_dir)
         info, records = _read_run(folder)
@@ -149,7 +172,7 @@ class ReviewSession:
             labels_path = folder / LABELS_FILE
             stored = (read_labels(labels_path, {str(r["fact_id"]) for r in records})
                       if labels_path.exists() else {})
-            queue = select(records, only, sample, seed)
+            queue = select(records, only, sample, seed, order)
             if not queue:
                 raise ReviewError(f"{folder}: no verdicts match --only {','.join(only)}")
             async with AsyncSqliteSaver.from_conn_string(str(folder / CHECKPOINTS)) as saver:

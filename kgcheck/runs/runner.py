@@ -43,6 +43,7 @@ from kgcheck.data.runfolder import (
     read_verdicts,
     short_repr,
 )
+from kgcheck.evals.calibration import summary_calibration
 from kgcheck.evals.metrics import score_summary
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
@@ -509,6 +510,7 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         # Facts in the input (before --limit), when the run knows its input.
         "input_facts": info.input.get("facts"),
         **score_summary(records),
+        "calibration": summary_calibration(records),
         "verdicts": {label: sum(1 for r in records if r["label"] == label)
                      for label in ("T", "F", "NA", "NEI")},
         "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
