@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -37,10 +37,12 @@ from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 
 __all__ = [
-    "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
+    "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB",
+    "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
     "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text", "make_folder",
-    "read_labels", "read_run_info", "read_summary", "read_verdicts", "record_problem",
+    "read_labels", "read_run_info", "read_summary", "read_verdict", "read_verdicts",
+    "record_problem",
     "short_repr", "write_json", "write_labels",
 ]
 
@@ -53,9 +55,15 @@ REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA", "NEI")
-# labels.csv: one row per reviewed fact; ``label`` is T, F or skip.
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at")
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``correction`` is what
+# the person did with the model's suggested correction (accept, edit, reject or empty) and
+# ``corrected_value`` the value accepted (the suggestion's, or the person's edit).
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "correction",
+                 "corrected_value")
+# The columns of labels files written before corrections were reviewed: still read.
+LABEL_COLUMNS_V1 = LABEL_COLUMNS[:5]
 REVIEW_LABELS = ("T", "F", "skip")
+CORRECTION_DECISIONS = ("accept", "edit", "reject")
 
 Warn = Callable[[str], None]
 
@@ -123,6 +131,22 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
         warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
              "those facts keep their last good verdict or run again")
     return records
+
+
+def read_verdict(folder: Path, fact_id: str) -> dict[str, Any]:
+    """Return the verdict a run folder holds for one fact (its last valid record).
+
+    Raises:
+        RunFolderError: not a run folder, or no verdict of that fact (naming a few it has).
+
+    """
+    read_run_info(folder)
+    records = read_verdicts(folder / VERDICTS)
+    if str(fact_id) not in records:
+        some = ", ".join(list(records)[:5]) or "none"
+        raise RunFolderError(f"{folder}: no verdict of fact {fact_id!r} (it has {len(records):,}"
+                             f" verdicts, e.g. {some})")
+    return records[str(fact_id)]
 
 
 def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict[str, Any]:
@@ -250,6 +274,8 @@ class LabelRow(TypedDict):
     note: str
     reviewer: str
     reviewed_at: str
+    correction: NotRequired[str]
+    corrected_value: NotRequired[str]
 
 
 def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
@@ -269,7 +295,7 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header != LABEL_COLUMNS:
+            if header not in (LABEL_COLUMNS, LABEL_COLUMNS_V1):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
@@ -280,6 +306,9 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
                 if row["label"] not in REVIEW_LABELS:
                     raise LabelsError(f"{path}, row {n}: label {row['label']!r} is not one of "
                                       f"{', '.join(REVIEW_LABELS)}")
+                if row["correction"] not in ("", *CORRECTION_DECISIONS):
+                    raise LabelsError(f"{path}, row {n}: correction {row['correction']!r} is "
+                                      f"not one of {', '.join(CORRECTION_DECISIONS)} or empty")
                 if row["fact_id"] in rows:
                     raise LabelsError(f"{path}, row {n}: fact {row['fact_id']} is labelled "
                                       "twice")

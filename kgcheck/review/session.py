@@ -130,7 +130,10 @@ def _thread(run_id: str, fact_id: str) -> RunnableConfig:
 
 
 def _row(fact_id: str, review: Mapping[str, Any]) -> LabelRow:
+    correction = review.get("correction") or {}
     return LabelRow(fact_id=fact_id, label=str(review["label"]), note=review.get("note") or "",
+                    correction=correction.get("decision") or "",
+                    corrected_value=correction.get("value") or "",
                     reviewer=review.get("reviewer") or "", reviewed_at=review["reviewed_at"])
 
 
@@ -193,7 +196,8 @@ class ReviewSession:
                 # A decision the labels file kept and the checkpoints lost: replay it.
                 await self._resume(item, {"label": row["label"], "note": row["note"],
                                           "reviewer": row["reviewer"] or None,
-                                          "reviewed_at": row["reviewed_at"] or None})
+                                          "reviewed_at": row["reviewed_at"] or None,
+                                          **_stored_correction(row)})
         queued = {item.fact_id for item in self.items}
         self.others = {fid: row for fid, row in stored.items() if fid not in queued}
         decided = sorted((i for i in self.items if i.review), key=lambda i: (
@@ -241,17 +245,23 @@ class ReviewSession:
         raise ReviewError(f"fact {fact_id!r} is not in this review's queue")
 
     async def decide(self, fact_id: str, label: str, note: str = "",
-                     reviewer: str | None = None) -> dict[str, Any]:
-        """Record a decision (T, F or skip) on a fact; a new one replaces the old."""
+                     reviewer: str | None = None, *, correction: str = "",
+                     corrected_value: str = "") -> dict[str, Any]:
+        """Record a decision (T, F or skip) on a fact; a new one replaces the old.
+
+        ``correction`` says what the person did with the verdict's suggested correction:
+        accept it, edit it (``corrected_value`` is the value they accept) or reject it.
+        """
         if label not in DECISIONS:
             raise ReviewError(f"label {label!r} is not one of {', '.join(DECISIONS)}")
-        answer = {"label": label, "note": note, "reviewer": reviewer or self.reviewer}
-        try:
-            read_answer(answer)
-        except ValueError as exc:
-            raise ReviewError(str(exc)) from None
+        answer = {"label": label, "note": note, "reviewer": reviewer or self.reviewer,
+                  "correction": correction, "corrected_value": corrected_value}
         async with self._lock:
             item = self.item(fact_id)
+            try:
+                read_answer(answer, item.verdict.get("correction"))
+            except ValueError as exc:
+                raise ReviewError(str(exc)) from None
             if item.review is not None:
                 await self._forget(item)
                 self._order.remove(fact_id)
@@ -293,6 +303,13 @@ class ReviewSession:
 
     def _write(self) -> None:
         write_labels(self.labels_path, self.rows())
+
+
+def _stored_correction(row: Mapping[str, Any]) -> dict[str, str]:
+    """Return a labels-file row's correction decision as a resume value's fields."""
+    if not row.get("correction"):
+        return {}
+    return {"correction": row["correction"], "corrected_value": row.get("corrected_value") or ""}
 
 
 def _verdict_of(record: Mapping[str, Any]) -> dict[str, Any]:
