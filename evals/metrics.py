@@ -21,6 +21,7 @@ is a tie; NA votes take no side).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -253,6 +254,25 @@ def score_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "confusion": report["confusion"] if scored else None,
         "by_predicate": by_predicate(records),
     }
+
+
+# --- explained verdicts ---------------------------------------------------------------
+
+_WHO = re.compile(r"^(?:sample \d+|judge|[^\s]+): (?=\S)")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def problem_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Count the verdicts' answer problems by kind (an invented id, a missing reason, ...).
+
+    Who had the problem (a sample, a member) and quoted values are left out of the kind.
+    """
+    counts: dict[str, int] = {}
+    for record in records:
+        for problem in record.get("answer_problems") or []:
+            kind = _QUOTED.sub("'...'", _WHO.sub("", str(problem)))
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 # --- consensus -------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from kgcheck.data.runfolder import (
     short_repr,
 )
 from kgcheck.evals.calibration import summary_calibration
-from kgcheck.evals.metrics import score_summary
+from kgcheck.evals.metrics import problem_counts, score_summary
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, cost_summary
@@ -511,6 +511,10 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "input_facts": info.input.get("facts"),
         **score_summary(records),
         "calibration": summary_calibration(records),
+        # Bad answers beside the label: invented passage ids, invalid corrections, ...
+        "answer_problems": problem_counts(records),
+        "with_reason": sum(1 for r in records if r.get("rationale")),
+        "with_correction": sum(1 for r in records if r.get("correction")),
         "verdicts": {label: sum(1 for r in records if r["label"] == label)
                      for label in ("T", "F", "NA", "NEI")},
         "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
