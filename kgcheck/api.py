@@ -323,6 +323,9 @@ def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = No
            only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
     """Export a run's verdicts as ``csv``, ``jsonl``, ``nt`` or ``ttl`` (see ``evals.export``).
 
+    ``sparql`` and ``patch`` write the changes instead: a SPARQL 1.1 Update (or an RDF
+    Patch) deleting the triples judged or labelled false and inserting accepted corrections.
+
     ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
     ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
     ``out`` None writes to standard output.
