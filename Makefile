@@ -29,7 +29,7 @@ test: $(STAMP)
 # out as the installed kgcheck namespace (tests/package_tree.py).
 TREE := $(CURDIR)/build/package-tree
 lint: $(STAMP)
-	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts data
+	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts vendored
 	$(BIN)/python -m tests.package_tree $(TREE) >/dev/null
 	cd $(TREE) && $(CURDIR)/$(BIN)/lint-imports $(CURDIR)/pyproject.toml
 	cd $(TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p kgcheck

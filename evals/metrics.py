@@ -216,6 +216,7 @@ def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "predicate": predicate,
             "n": len(members),
             "judged_true": sum(1 for p in labels if p == "T") / len(members),
+            "judged_false": sum(1 for p in labels if p == "F") / len(members),
             "na": invalid_count(labels),
             "scored": scored,
             "accuracy": accuracy(gold, labels),

@@ -16,10 +16,11 @@ from typing import Any
 __version__ = "0.1.0"
 
 API = (
-    "acheck", "arun", "check", "datasets", "dry_run", "evidence_sources", "export",
+    "acheck", "arun", "check", "datasets", "dry_run", "adry_run", "evidence_sources", "export",
     "fetched_evidence", "iter_triples", "load_dataset", "open_review", "read_sparql",
     "read_triples", "report", "reproduce", "run", "select_facts", "settings", "strategies",
-    "strategy", "KgcheckWarning", "SettingsError", "sample", "import_verdicts", "estimate",
+    "strategy", "KgcheckWarning", "SettingsError", "ArgumentError", "sample",
+    "import_verdicts", "aimport_verdicts", "estimate", "explain",
 )
 MODELS = ("Fact", "Verdict")
 SWEEPS = ("sweep", "asweep", "leaderboard")

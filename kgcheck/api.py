@@ -18,25 +18,31 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-import uuid
+import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from kgcheck.arguments import Arg, ArgumentError, ArgumentMessage, ArgumentNote, literal
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
 from kgcheck.data.runfolder import (
+    VERDICTS,
+    RunError,
     checked_facts,
     read_run_info,
+    read_verdict,
+    read_verdicts,
 )
+from kgcheck.data.sampling import parse_ids
 from kgcheck.data.sampling import select_facts as _select_facts
 from kgcheck.data.sparql import SparqlClient, SparqlReader
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
-from kgcheck.data.upstream import as_source, canonical_dataset
+from kgcheck.data.upstream import as_source, canonical_dataset, open_data
 from kgcheck.evals.accuracy.audit import (
     EstimateResult,
     SampleResult,
@@ -47,12 +53,17 @@ from kgcheck.evals.accuracy.audit import (
 from kgcheck.evals.accuracy.estimators import EstimateError
 from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
+from kgcheck.graphs.consensus.judges import JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL
-from kgcheck.graphs.registry import Strategy, compile_graph, get_strategy
+from kgcheck.graphs.registry import Strategy, get_strategy
 from kgcheck.graphs.registry import strategies as _strategies
-from kgcheck.providers.cache import use_cache
+from kgcheck.graphs.served import langgraph_config, served_graphs
+from kgcheck.graphs.verdicts import is_defect
+from kgcheck.providers.secrets import redact_logs, redact_text
 from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
-from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path
+from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path, import_corpus
+from kgcheck.review.server import Served
+from kgcheck.review.server import serve as serve_review
 from kgcheck.review.session import ReviewSession, parse_only
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.engines import Engine
@@ -62,26 +73,50 @@ from kgcheck.runs.plan import (
     EngineOnDemand,
     FactLike,
     KgcheckWarning,
+    RunPlan,
     SettingsError,
     Warn,
     _source,
     as_facts,
     as_facts_lazy,
     cache_path,
-    check_models,
-    check_prompt_files,
-    check_replay,
+    check_run_arguments,
     dry_run_of,
     execute,
-    make_context,
+    open_engine,
     own_kg_name,
+    parse_setting_pairs,
     plan_run,
 )
-from kgcheck.runs.runner import (
-    RECURSION_LIMIT,
-    RunResult,
-    verdict_of,
-)
+from kgcheck.runs.runner import RunResult
+from kgcheck.runs.sweeps import asweep, plan_sweep
+from kgcheck.tracing import setup_tracing
+
+__all__ = [
+    # Checking facts: sync and async twins.
+    "check", "acheck", "run", "arun", "dry_run", "adry_run", "import_verdicts",
+    "aimport_verdicts", "open_review", "Review", "SyncReview",
+    # Facts in.
+    "load_dataset", "datasets", "read_triples", "iter_triples", "read_sparql", "select_facts",
+    # Strategies and their settings.
+    "strategies", "strategy", "settings", "parse_setting_pairs", "evidence_sources",
+    # Runs out: scores, tables, samples, estimates, exports.
+    "report", "reproduce", "sample", "estimate", "export", "explain", "fetched_evidence",
+    "FetchedEvidence",
+    # Planning and executing in two steps (what the command line does).
+    "plan_run", "execute", "dry_run_of", "check_run_arguments", "open_engine",
+    "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
+    # Results and errors.
+    "Fact", "Verdict", "DEFAULT_MODEL", "JUDGE_NONE", "KgcheckWarning", "SettingsError",
+    "ArgumentError", "ArgumentMessage", "ArgumentNote", "RunError", "VerdictImportError",
+    # What the command line uses besides (one import layer: kgcheck.cli -> kgcheck.api).
+    "VERDICTS", "read_verdicts", "parse_ids", "is_defect", "redact_logs", "redact_text",
+    "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
+    "served_graphs", "langgraph_config", "serve_review", "Served", "plan_sweep", "asweep",
+    "index_evidence", "Indexed", "search_index_choice", "search_server",
+]
+
+T = TypeVar("T")
 
 
 def strategies() -> dict[str, Strategy]:
@@ -181,70 +216,113 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
                                stratify=stratify, per_stratum=per_stratum, ids=ids).facts)
 
 
+def _sync(job: Coroutine[Any, Any, T], twin: str) -> T:
+    """Run an async twin for a caller without an event loop; inside one, name the twin."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(job)
+    job.close()
+    raise RuntimeError(f"called inside a running event loop: await kgcheck.{twin}(...) "
+                       "instead")
+
+
 async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL,
-                 *, concurrency: int = 8, data: str | Path | None = None,
-                 cache: CacheChoice = True, **settings: Any) -> list[Verdict]:
+                 *, concurrency: int | str = 8, consensus: Sequence[str] | None = None,
+                 judge: str = JUDGE_NONE, data: str | Path | None = None,
+                 cache: CacheChoice = True, engine: str | Engine = "local",
+                 settings: Mapping[str, Any] | None = None,
+                 warn: Warn | None = None, **strategy_settings: Any) -> list[Verdict]:
     """Check facts with a strategy; return their verdicts in the order of ``facts``.
 
-    ``settings`` are the strategy's Context fields (``max_attempts=5``, ``temperature=0``).
-    A fact whose check fails gets an NA verdict whose ``error`` says why; settings that
-    cannot work raise before any fact is sent. Live models' answers are cached (``cache``:
-    see ``cache_path``), so asking the same again costs nothing.
+    The strategy's settings are keywords (``max_attempts=5``, ``base_url=URL``) or a
+    ``settings`` mapping. The facts go through the same checks and runner as ``arun``
+    (into a temporary run folder): settings that cannot work raise before any fact is
+    sent, a fact whose check fails gets an NA verdict whose ``error`` says why, and a run
+    stopped early (the model server unreachable) gives the facts left the reason as their
+    ``error``. Live models' answers are cached (``cache``: see ``cache_path``).
     """
-    chosen = get_strategy(strategy)
     items = as_facts(facts)
-    if concurrency < 1:
-        raise SettingsError(f"concurrency must be at least 1, got {concurrency}")
-    values = {**settings, "data_dir": str(data) if data else settings.get("data_dir", "")}
-    ctx = make_context(chosen, model, values)
-    check_replay([model], chosen, items, data)
-    check_prompt_files(ctx)
-    check_models([model], ctx)
-    graph = compile_graph(("strategy", chosen.name))
-    run_id = uuid.uuid4().hex[:12]
-    gate = asyncio.Semaphore(concurrency)
-
-    async def invoke(fact: Fact) -> dict[str, Any]:
-        return await graph.ainvoke({"fact": fact.as_input()}, context=ctx,
-                                   config={"recursion_limit": RECURSION_LIMIT,
-                                           "metadata": {"kgcheck_run_id": run_id}})
-
-    async def one(fact: Fact) -> Verdict:
-        async with gate:
-            return Verdict.model_validate(await verdict_of(invoke, fact, chosen.label, model))
-
-    with use_cache(cache_path(cache)):
-        return list(await asyncio.gather(*(one(f) for f in items)))
+    ids = [f.id for f in items]
+    if len(set(ids)) != len(ids):
+        twice = next(i for i in ids if ids.count(i) > 1)
+        raise ArgumentError(f"fact id {literal(repr(twice))} is given twice in {{facts}}; "
+                            "each fact needs its own id", facts=Arg("facts"))
+    with tempfile.TemporaryDirectory(prefix="kgcheck-check-") as folder:
+        result = await arun(facts=items, strategy=strategy, model=model, consensus=consensus,
+                            judge=judge, data=data, out=Path(folder) / "run",
+                            concurrency=concurrency, cache=cache, engine=engine,
+                            settings=settings, warn=warn, **strategy_settings)
+    found = {str(r["fact_id"]): r for r in result.records}
+    label = get_strategy(strategy).label
+    who = ",".join(consensus) if consensus else model
+    return [Verdict.model_validate(found[f.id]) if f.id in found else
+            Verdict(fact_id=f.id, label="NA", method=label, model=who,
+                    error=result.aborted or "not checked")
+            for f in items]
 
 
 def check(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT_MODEL, *,
-          concurrency: int = 8, data: str | Path | None = None, cache: CacheChoice = True,
-          **settings: Any) -> list[Verdict]:
+          concurrency: int | str = 8, consensus: Sequence[str] | None = None,
+          judge: str = JUDGE_NONE, data: str | Path | None = None, cache: CacheChoice = True,
+          engine: str | Engine = "local", settings: Mapping[str, Any] | None = None,
+          warn: Warn | None = None, **strategy_settings: Any) -> list[Verdict]:
     """Check facts with a strategy (see ``acheck``); for scripts without an event loop."""
-    return asyncio.run(acheck(facts, strategy, model, concurrency=concurrency, data=data,
-                              cache=cache, **settings))
+    return _sync(acheck(facts, strategy, model, concurrency=concurrency, consensus=consensus,
+                        judge=judge, data=data, cache=cache, engine=engine, settings=settings,
+                        warn=warn, **strategy_settings), "acheck")
 
 
-async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
+def _notify(notes: Iterable[str], warn: Warn | None) -> None:
+    for message in notes:
+        if warn is None:
+            warnings.warn(message, KgcheckWarning, stacklevel=4)
+        else:
+            warn(message)
+
+
+async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
+               triples: str | Path | None = None, sparql: str | None = None,
+               graph: str | None = None, where: str | None = None,
+               strategy: str = "dka", model: str = DEFAULT_MODEL,
+               consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+               out: str | Path | None = None, data: str | Path | None = None,
+               limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+               stratify: str | None = None, per_stratum: int | None = None,
+               ids: Sequence[str] | None = None, labels: str | Path | None = None,
+               as_dataset: str | None = None, pricing: str | Path | None = None,
+               concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
                fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
                cache: CacheChoice = True, engine: str | Engine = "local",
-               engine_options: Mapping[str, Any] | None = None, **plan: Any) -> RunResult:
+               engine_options: Mapping[str, Any] | None = None,
+               settings: Mapping[str, Any] | None = None,
+               **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
-    Takes what ``plan_run`` takes (``dataset=``, ``strategy=``, ``model=``, ``out=``, ...).
-    Each verdict is appended to ``OUT/verdicts.jsonl`` as it completes; ``resume=True``
-    continues a stopped run in the same folder, ``fresh=True`` starts it over. ``warn``
-    receives warnings found before the run (e.g. facts without evidence). Live models'
-    answers are cached (``cache``, see ``cache_path``); the summary counts the hits.
+    The facts come from exactly one of ``facts`` (in memory), ``dataset`` (a benchmark
+    dataset), ``triples`` (your own file, RDF included) or ``sparql`` (an endpoint URL,
+    with ``graph`` and ``where``); ``limit``, ``sample``/``seed``, ``stratify``/
+    ``per_stratum`` and ``ids`` choose among them (see ``plan_run`` for every argument).
+    The strategy's settings are keywords (``base_url=URL``, ``max_attempts=5``) or a
+    ``settings`` mapping. Each verdict is appended to ``OUT/verdicts.jsonl`` as it
+    completes; ``resume=True`` continues a stopped run in the same folder, ``fresh=True``
+    starts it over. ``warn`` receives warnings found before the run (e.g. facts without
+    evidence; default: ``KgcheckWarning``). Live models' answers are cached (``cache``, see
+    ``cache_path``); the summary counts the hits. ``engine`` is ``local``, ``ray`` (with
+    ``engine_options``) or an engine object the caller keeps open across runs.
     """
+    check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
+                        concurrency=concurrency, max_concurrency=max_concurrency)
     runner = EngineOnDemand(engine, cache=cache, options=engine_options)
     try:
-        checked = plan_run(**plan, parallel_read=runner.parallel_read)
-        for message in checked.notes:
-            if warn is None:
-                warnings.warn(message, KgcheckWarning, stacklevel=2)
-            else:
-                warn(message)
+        checked = plan_run(facts=facts, dataset=dataset, triples=triples, sparql=sparql,
+                           graph=graph, where=where, strategy=strategy, model=model,
+                           consensus=consensus, judge=judge, out=out, data=data, limit=limit,
+                           sample=sample, seed=seed, stratify=stratify,
+                           per_stratum=per_stratum, ids=ids, labels=labels,
+                           as_dataset=as_dataset, pricing=pricing, settings=settings,
+                           parallel_read=runner.parallel_read, **strategy_settings)
+        _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
                              show_progress=show_progress, cache=cache, engine=runner.get(),
@@ -253,9 +331,31 @@ async def arun(*, concurrency: int | str = 4, max_concurrency: int = 64, resume:
         runner.close()
 
 
-def run(**kwargs: Any) -> RunResult:
+def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
+        triples: str | Path | None = None, sparql: str | None = None,
+        graph: str | None = None, where: str | None = None,
+        strategy: str = "dka", model: str = DEFAULT_MODEL,
+        consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+        out: str | Path | None = None, data: str | Path | None = None,
+        limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+        stratify: str | None = None, per_stratum: int | None = None,
+        ids: Sequence[str] | None = None, labels: str | Path | None = None,
+        as_dataset: str | None = None, pricing: str | Path | None = None,
+        concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
+        fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
+        cache: CacheChoice = True, engine: str | Engine = "local",
+        engine_options: Mapping[str, Any] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
-    return asyncio.run(arun(**kwargs))
+    return _sync(arun(
+        facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing,
+        concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
+        show_progress=show_progress, warn=warn, cache=cache, engine=engine,
+        engine_options=engine_options, settings=settings, **strategy_settings), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
@@ -296,13 +396,23 @@ class FetchedEvidence:
     items: list[Fetched]
 
 
+def data_location(data: str | Path | None = None) -> str:
+    """Say where the FactCheck data is read from (``data``, ``$KGCHECK_DATA`` or vendored)."""
+    return open_data(data).location
+
+
+def corpus_counts(store: str | Path) -> dict[str, tuple[int, int]]:
+    """Count the facts and documents of each dataset in a corpus store."""
+    return CorpusStore(Path(store)).counts()
+
+
 def fetched_evidence(store: str | Path | None = None, *, source: str = "",
                      limit: int = 1000) -> FetchedEvidence:
     """List the results and pages fetched into the store (URL, title, fetch time, source)."""
     path = Path(store) if store else default_store_path()
     if not path.is_file():
-        raise SettingsError(f"{path}: no corpus store; import a corpus or run RAG with "
-                            "--set sources=... first")
+        raise SettingsError(f"{literal(str(path))}: no corpus store; import a corpus or run "
+                            "RAG with {sources} first", sources=Arg("set:sources", "..."))
     opened = CorpusStore(path)
     try:
         return FetchedEvidence(path, opened.fetched_counts(),
@@ -311,12 +421,73 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
         opened.close()
 
 
-def dry_run(*, resume: bool = False, **plan: Any) -> CostEstimate:
-    """Estimate a run's calls, tokens and cost before it starts (``plan_run``'s arguments).
+async def adry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
+                   triples: str | Path | None = None, sparql: str | None = None,
+                   graph: str | None = None, where: str | None = None,
+                   strategy: str = "dka", model: str = DEFAULT_MODEL,
+                   consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+                   out: str | Path | None = None, data: str | Path | None = None,
+                   limit: int | None = None, sample: int | None = None,
+                   seed: int | None = 0, stratify: str | None = None,
+                   per_stratum: int | None = None, ids: Sequence[str] | None = None,
+                   labels: str | Path | None = None, as_dataset: str | None = None,
+                   pricing: str | Path | None = None, resume: bool = False,
+                   warn: Warn | None = None, settings: Mapping[str, Any] | None = None,
+                   **strategy_settings: Any) -> CostEstimate:
+    """Estimate a run's calls, tokens and cost before it starts (``arun``'s arguments).
 
-    Nothing is sent; ``kgcheck run --dry-run`` prints the same figures.
+    Nothing is sent to a model (its server is reached once, as before a run); with
+    ``resume=True`` the facts ``out`` already holds verdicts for are left out.
+    ``kgcheck run --dry-run`` prints the same figures. The input is read in a thread, so
+    the event loop stays free.
     """
-    return dry_run_of(plan_run(**plan), resume=resume)
+    def estimate() -> CostEstimate:
+        checked = plan_run(facts=facts, dataset=dataset, triples=triples, sparql=sparql,
+                           graph=graph, where=where, strategy=strategy, model=model,
+                           consensus=consensus, judge=judge, out=out, data=data, limit=limit,
+                           sample=sample, seed=seed, stratify=stratify,
+                           per_stratum=per_stratum, ids=ids, labels=labels,
+                           as_dataset=as_dataset, pricing=pricing, settings=settings,
+                           **strategy_settings)
+        _notify(checked.notes, warn)
+        return dry_run_of(checked, resume=resume)
+
+    return await asyncio.to_thread(estimate)
+
+
+def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
+            triples: str | Path | None = None, sparql: str | None = None,
+            graph: str | None = None, where: str | None = None,
+            strategy: str = "dka", model: str = DEFAULT_MODEL,
+            consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+            out: str | Path | None = None, data: str | Path | None = None,
+            limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+            stratify: str | None = None, per_stratum: int | None = None,
+            ids: Sequence[str] | None = None, labels: str | Path | None = None,
+            as_dataset: str | None = None, pricing: str | Path | None = None,
+            resume: bool = False, warn: Warn | None = None,
+            settings: Mapping[str, Any] | None = None,
+            **strategy_settings: Any) -> CostEstimate:
+    """Estimate a run's calls, tokens and cost before it starts (see ``adry_run``)."""
+    return _sync(adry_run(
+        facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing, resume=resume,
+        warn=warn, settings=settings, **strategy_settings), "adry_run")
+
+
+def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
+    """Return one verdict of a run, explained: the record ``kgcheck show`` prints.
+
+    It holds the label, confidence, reason, citations, correction, answer problems and the
+    exact conversation.
+
+    Raises:
+        RunFolderError: ``run_dir`` is no run folder, or holds no verdict of ``fact_id``.
+
+    """
+    return read_verdict(Path(run_dir), str(fact_id))
 
 
 def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
@@ -367,9 +538,10 @@ def sample(*, n: int, out: str | Path, dataset: str | None = None,
                         verdicts=verdicts)
 
 
-def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | None = None,
-                    dataset: str | None = None, data: str | Path | None = None,
-                    fresh: bool = False) -> RunResult:
+async def aimport_verdicts(file: str | Path, out: str | Path, *,
+                           triples: str | Path | None = None, dataset: str | None = None,
+                           data: str | Path | None = None,
+                           fresh: bool = False) -> RunResult:
     """Turn verdicts made elsewhere into a run folder (scored like any run).
 
     ``file`` is a FactCheck study result file (``.json``, any name) or a CSV/JSONL of
@@ -378,20 +550,29 @@ def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | 
     """
     found = read_verdict_file(file)
     if triples is not None and dataset is not None:
-        raise SettingsError("give at most one of a triples file and a dataset")
+        raise SettingsError("give at most one of {triples} and {dataset}",
+                            triples=Arg("triples"), dataset=Arg("dataset"))
     if triples is not None:
         facts = _read_triples(triples)
         name, source = facts[0].dataset, str(Path(triples).resolve())
     else:
         wanted = dataset or found.dataset
         if not wanted:
-            raise VerdictImportError(f"{file}: the file name names no dataset; pass --dataset "
-                                     "NAME or --triples FILE")
+            raise VerdictImportError(f"{literal(str(file))}: the file name names no dataset; pass "
+                                     "{dataset} or {triples}", dataset=Arg("dataset"),
+                                     triples=Arg("triples"))
         src = as_source(data)
         name = canonical_dataset(src, wanted)
         facts, source = load_facts(name, src), src.location
-    return asyncio.run(import_run(found, facts, Path(out), source=source, dataset=name,
-                                  fresh=fresh))
+    return await import_run(found, facts, Path(out), source=source, dataset=name, fresh=fresh)
+
+
+def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | None = None,
+                    dataset: str | None = None, data: str | Path | None = None,
+                    fresh: bool = False) -> RunResult:
+    """Turn verdicts made elsewhere into a run folder (see ``aimport_verdicts``)."""
+    return _sync(aimport_verdicts(file, out, triples=triples, dataset=dataset, data=data,
+                                  fresh=fresh), "aimport_verdicts")
 
 
 def estimate(run: str | Path, *, labels: str | Path | None = None,
@@ -413,18 +594,188 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
 
 def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
                 sample: int | None = None, seed: int = 0,
-                reviewer: str | None = None,
-                order: str = "run") -> AbstractAsyncContextManager[ReviewSession]:
-    """Open a run for human review: ``async with kgcheck.open_review("runs/x") as review:``.
+                reviewer: str | None = None, order: str = "run") -> Review:
+    """Open a run for human review, with ``async with`` or, without an event loop, ``with``.
 
-    The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"``), optionally a
-    ``sample`` of them drawn with ``seed``; ``order="uncertainty"`` puts the least certain
-    verdicts (NEI, then the lowest ``max(p, 1 - p)``) first.
-    ``await review.decide(fact_id, "T")`` and ``await review.undo()`` drive the ``review``
-    graph; decisions persist in
-    ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
+    The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"`` or
+    ``["F", "NA"]``), optionally a ``sample`` of them drawn with ``seed``;
+    ``order="uncertainty"`` puts the least certain verdicts (NEI, then the lowest
+    ``max(p, 1 - p)``) first.
+    ``async with kgcheck.open_review("runs/x") as review:`` gives the session
+    (``await review.decide(fact_id, "T")``, ``await review.undo()``);
+    ``with kgcheck.open_review("runs/x") as review:`` the same session with plain methods
+    (``review.decide(fact_id, "T")``). Either drives the ``review`` graph; decisions persist
+    in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
     """
-    filters = parse_only(only) if isinstance(only, str) or only is None else parse_only(
-        ",".join(only))
-    return ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
-                              reviewer=reviewer, order=order)
+    filters = parse_only(only if isinstance(only, str) or only is None else ",".join(only))
+    return Review(lambda: ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
+                                             reviewer=reviewer, order=order))
+
+
+class Review:
+    """A review being opened: an async and a sync context manager (see ``open_review``)."""
+
+    def __init__(self, opener: Callable[[], AbstractAsyncContextManager[ReviewSession]]
+                 ) -> None:
+        self._opener = opener
+        self._opened: AbstractAsyncContextManager[ReviewSession] | None = None
+        self._loop: asyncio.Runner | None = None
+
+    async def __aenter__(self) -> ReviewSession:
+        self._opened = self._opener()
+        return await self._opened.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._opened is not None
+        opened, self._opened = self._opened, None
+        return await opened.__aexit__(*exc)
+
+    def __enter__(self) -> SyncReview:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError("called inside a running event loop: use "
+                               "`async with kgcheck.open_review(...)` instead")
+        self._loop = asyncio.Runner()
+        try:
+            session = self._loop.run(self.__aenter__())
+        except BaseException:
+            self._loop.close()
+            self._loop = None
+            raise
+        return SyncReview(session, self._loop)
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        assert self._loop is not None
+        loop, self._loop = self._loop, None
+        try:
+            return loop.run(self.__aexit__(*exc))
+        finally:
+            loop.close()
+
+
+class SyncReview:
+    """A review session with plain methods, for scripts without an event loop."""
+
+    def __init__(self, session: ReviewSession, loop: asyncio.Runner) -> None:
+        self.session = session
+        self._loop = loop
+
+    def decide(self, fact_id: str, label: str, note: str = "", reviewer: str | None = None,
+               *, correction: str = "", corrected_value: str = "") -> dict[str, Any]:
+        """Record a person's verdict on a fact (see ``ReviewSession.decide``)."""
+        return self._loop.run(self.session.decide(fact_id, label, note, reviewer,
+                                                  correction=correction,
+                                                  corrected_value=corrected_value))
+
+    def undo(self, fact_id: str | None = None) -> str | None:
+        """Take back a decision, the last one by default (see ``ReviewSession.undo``)."""
+        return self._loop.run(self.session.undo(fact_id))
+
+    def __getattr__(self, name: str) -> Any:
+        # The session's plain attributes (items, progress, rows, labels_path, ...).
+        return getattr(self.session, name)
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What ``index_evidence`` did: facts embedded now and before, documents, chunks, where."""
+
+    facts: int
+    done_before: int
+    documents: int
+    chunks: int
+    seconds: float
+    location: str
+
+
+def index_evidence(dataset: str, *, corpus: str = "", data: str | Path | None = None,
+                   embedding: str = "minilm", chroma_path: str = "", chroma_url: str = "",
+                   candidates: int = 24, retrieval: str = "hybrid", limit: int | None = None,
+                   revisit: bool = False,
+                   on_start: Callable[[int], None] | None = None,
+                   on_fact: Callable[[str], None] | None = None) -> Indexed:
+    """Embed the chunks RAG runs will need into the dataset's Chroma collection.
+
+    Facts indexed before are skipped unless ``revisit`` (then only missing vectors are
+    embedded); ``on_start`` hears how many facts will be indexed, ``on_fact`` each one done.
+    """
+    import time
+    from contextlib import nullcontext
+
+    from kgcheck.retrievers.evidence import get_retriever
+    from kgcheck.retrievers.index import index_lock
+    from kgcheck.retrievers.questions import FactStatements, template_questions
+
+    # A Chroma server takes care of its writers; a Chroma folder takes one build at a time.
+    with nullcontext() if chroma_url else index_lock(chroma_path):
+        retriever = get_retriever(corpus, dataset=dataset, embedding=embedding, index="chroma",
+                                  chroma_path=chroma_path, chroma_url=chroma_url)
+        fact_ids = retriever.source.fact_ids(dataset)
+        if not fact_ids:
+            raise SettingsError(f"the corpus {literal(retriever.source.location)} has no "
+                                f"documents for dataset {literal(repr(dataset))}; import them "
+                                "with `kgcheck corpus import`")
+        if limit is not None:
+            fact_ids = fact_ids[:limit]
+        target = retriever.index(dataset)
+        done = set() if revisit else target.indexed_facts(fact_ids)
+        todo = [f for f in fact_ids if f not in done]
+        statements = FactStatements(str(data) if data else None)
+        started = time.perf_counter()
+        embedded = docs = 0
+        if on_start:
+            on_start(len(todo))
+        for fact_id in todo:
+            sentence, subject, obj = statements.get(dataset, fact_id)
+            embedded += retriever.index_fact(dataset, fact_id, sentence,
+                                             template_questions(subject, obj, sentence),
+                                             candidates=candidates, mode=retrieval)
+            docs += len(retriever.corpus(dataset, fact_id).documents)
+            if on_fact:
+                on_fact(fact_id)
+        return Indexed(len(todo), len(done), docs, embedded, time.perf_counter() - started,
+                       target.location)
+
+
+def search_index_choice(index: str, chroma_path: str) -> str:
+    """Pick the chunk index the search API ranks with; ``auto`` writes nothing unasked.
+
+    ``auto`` uses Chroma only where a cache was configured or built before (``chroma_path``,
+    ``$KGCHECK_HOME``, or an existing ``.kgcheck/chroma``), else vectors in memory, so that
+    serving requests never creates a folder under the current one.
+    """
+    import os
+
+    from kgcheck.retrievers.index import default_chroma_path
+    from kgcheck.retrievers.store import HOME_ENV
+
+    if index != "auto":
+        return index
+    configured = chroma_path or os.environ.get(HOME_ENV) or default_chroma_path().is_dir()
+    return "chroma" if configured else "memory"
+
+
+def search_server(*, corpus: str = "", embedding: str = "minilm", index: str = "auto",
+                  chroma_path: str = "", api_key: str, data: str | Path | None = None,
+                  host: str = "127.0.0.1", port: int = 8765) -> tuple[Any, str]:
+    """Build the search API's server over a local corpus; return it and the corpus's place.
+
+    The server (``uvicorn.Server``) runs with ``server.run(sockets=...)``.
+    """
+    import uvicorn
+
+    from kgcheck.retrievers.evidence import get_retriever
+    from kgcheck.retrievers.search.server import create_app, server_config
+
+    if corpus.startswith(("http://", "https://")):
+        raise SettingsError("{corpus}: serve a local corpus (folder, .tar.gz or .sqlite), not "
+                            "a URL", corpus=Arg("corpus", corpus))
+    retriever = get_retriever(corpus, embedding=embedding,
+                              index=search_index_choice(index, chroma_path),
+                              chroma_path=chroma_path)
+    served = create_app(retriever.source, retriever.engine, api_key=api_key,
+                        data=str(data) if data else None)
+    return uvicorn.Server(server_config(served, host, port)), retriever.source.location

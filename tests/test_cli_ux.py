@@ -13,6 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
+from kgcheck.cli.app import every_command
 from kgcheck.cli.commands.run import print_summary
 from kgcheck.runs import runner as run_module
 from tests.test_consensus_run import FACTS, MEMBERS, panel, run  # noqa: F401 - fixture
@@ -44,7 +45,7 @@ def _commands(group: typer.core.TyperGroup, prefix: list[str]) -> list[list[str]
 
 
 def test_no_help_text_shows_python_types_or_braces() -> None:
-    commands = _commands(typer.main.get_command(app), [])
+    commands = _commands(every_command(), [])
     assert ["report"] in commands and ["graph", "draw"] in commands and ["settings"] in commands
     for words in [[], *commands]:
         result = cli.invoke(app, [*words, "--help"], env={"COLUMNS": str(WIDTH)})
@@ -58,7 +59,7 @@ def test_settings_lists_a_strategys_keys_with_type_default_and_description() -> 
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if " max_attempts " in line)
     assert " int " in row and " 3 " in row and "attempt" in row.lower()
-    assert "run --help" and "kgcheck settings METHOD" in " ".join(
+    assert "kgcheck settings STRATEGY" in " ".join(
         cli.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split())
     bad = cli.invoke(app, ["settings", "nope"])
     assert bad.exit_code == 2 and "unknown strategy 'nope'" in bad.output
@@ -94,7 +95,12 @@ def test_run_table_fits_80_columns_without_breaking_a_model_name(
     assert result.exit_code == 0, result.output
     text = buffer.getvalue()
     assert "replay:llama3.1:8b" in text and "F1(T)" in text
-    assert max(len(line) for line in text.splitlines()) <= WIDTH
+    # The paths stay whole on their own lines (never wrapped); everything else fits.
+    lines = text.splitlines()
+    assert f"verdicts: {tmp_path / 'verdicts.jsonl'}" in lines
+    assert f"summary: {tmp_path / 'summary.json'}" in lines
+    assert max(len(line) for line in lines if not line.startswith(("verdicts: /",
+                                                                   "summary: /"))) <= WIDTH
 
 
 def test_progress_bar_fits_80_columns_and_names_the_phase() -> None:

@@ -13,7 +13,7 @@ import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
-from kgcheck.cli.commands.search_api import index_choice
+from kgcheck.api import search_index_choice as index_choice
 from kgcheck.retrievers.embeddings import get_embedder
 from kgcheck.retrievers.evidence import Retriever, get_retriever
 from kgcheck.retrievers.search.server import create_app, server_config

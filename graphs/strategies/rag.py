@@ -28,6 +28,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from kgcheck.arguments import Arg, ArgumentNote, literal
 from kgcheck.data.facts import Fact, FactInput, VerdictDict
 from kgcheck.graphs import explain, verdicts
 from kgcheck.graphs.calls import CallRecord, ModelReply, ask
@@ -515,12 +516,13 @@ def evidence_coverage(facts: Sequence[Fact], ctx: RAGContext) -> list[str]:
     if not lacking:
         return []
     example = next(iter(d for d, n in missing.items() if n)).lower()
-    return [
-        f"the evidence corpus {source.location} has no documents for {lacking} of "
-        f"{len(facts)} facts; they will be NA (no evidence). Import the evidence first: "
-        f"kgcheck corpus import --dataset {example} --from PATH (a folder or .tar.gz in the "
-        "rag_dataset layout), or pass --set corpus=PATH"
-    ]
+    return [ArgumentNote(
+        f"the evidence corpus {literal(source.location)} has no documents for {lacking} of "
+        f"{len(facts)} facts; they will be NA (no evidence). Fetch evidence while checking "
+        f"with {{sources}} (or web, searxng, sparql), or import it first: kgcheck corpus "
+        f"import --dataset {literal(example)} --from PATH (a folder or .tar.gz in the "
+        "rag_dataset layout) or pass {corpus}",
+        sources=Arg("set:sources", "wikipedia"), corpus=Arg("set:corpus", "PATH"))]
 
 
 STRATEGY = register(Strategy(

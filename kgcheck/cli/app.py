@@ -1,19 +1,140 @@
-"""The ``kgcheck`` Typer application; command modules in ``kgcheck/cli/commands`` attach to it."""
+"""The ``kgcheck`` Typer application; command modules in ``kgcheck/cli/commands`` attach to it.
+
+The commands are registered by name (``COMMANDS``) without importing them: a command's module
+is imported when that command runs or its help is shown, and imports what it needs from
+``kgcheck.api`` inside the command's body. ``kgcheck --version`` and ``kgcheck --help``
+import no command at all.
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from dotenv import load_dotenv
-from rich.console import Console
-from typer.core import TyperArgument, TyperCommand
+from typer.core import TyperArgument, TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A command as the top-level help lists it: the module that defines it, its summary."""
+
+    module: str
+    summary: str
+
+
+# Every command, in the order of the help; each summary is its docstring's first line
+# (a test holds them equal).
+COMMANDS = {
+    "run": Listed("run", "Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, "
+                  "scores to summary.json."),
+    "datasets": Listed("datasets", "List the datasets with their fact counts and true share."),
+    "settings": Listed("settings", "List the settings `kgcheck run --strategy STRATEGY --set "
+                       "KEY=VALUE` accepts."),
+    "review": Listed("review", "Serve a review page for a run; decisions go to "
+                     "RUN/labels.csv as they are made."),
+    "sample": Listed("sample", "Draw facts to label (seeded), with each fact's design weight."),
+    "estimate": Listed("estimate", "Estimate the KG's accuracy three ways; write "
+                       "RUN/estimate.json."),
+    "export": Listed("export", "Export verdicts with their triples, reasons, times and review "
+                     "labels."),
+    "show": Listed("show", "Show one verdict: label, confidence, reason, citations, correction "
+                   "and conversation."),
+    "import": Listed("importing", "Import verdicts into a run folder and score them like a "
+                     "run."),
+    "report": Listed("report", "Build tables 5 to 8 (and the figures) from run folders."),
+    "reproduce": Listed("reproduce", "Recompute the study's tables and figures from its "
+                        "recorded answers."),
+    "sweep": Listed("sweep", "Run every cell of a sweep as a resumable run folder, then write "
+                    "the leaderboard."),
+    "corpus": Listed("corpus", "Evidence corpora for RAG: import and list."),
+    "index": Listed("index", "Embed the chunks that RAG runs will need into a Chroma "
+                    "collection per dataset."),
+    "search-api": Listed("search_api", "Serve stored search results over HTTP, with the "
+                         "hosted FactCheck API's paths."),
+    "graph": Listed("graph", "List the graphs and draw them (PNG, SVG, Mermaid), offline."),
+    "studio": Listed("studio", "Serve every registered graph (and consensus) with `langgraph "
+                     "dev`."),
+}
+COMMANDS_PACKAGE = "kgcheck.cli.commands"
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: a command's module is imported when the command is looked up.
+
+    The top-level help lists ``COMMANDS`` by their summaries, importing nothing.
+    """
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:  # noqa: D102
+        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:  # noqa: D102
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            if self._listing:
+                summary = COMMANDS[cmd_name].summary
+                return TyperCommand(cmd_name, short_help=summary, help=summary)
+            self._load(COMMANDS[cmd_name].module)
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # noqa: D102
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Resolve as Typer does; suggest a close name among every command, loaded or not."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in {*COMMANDS, *self.commands}:
+            import difflib
+
+            close = difflib.get_close_matches(name, [*COMMANDS, *self.commands])
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+    def _load(self, module: str) -> None:
+        """Import a command module; add the commands it registered on ``app``."""
+        importlib.import_module(f"{COMMANDS_PACKAGE}.{module}")
+        for info in app.registered_commands:
+            name = info.name or (info.callback.__name__ if info.callback else "")
+            if name not in self.commands:
+                self.add_command(typer.main.get_command_from_info(
+                    info, pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode))
+        for group in app.registered_groups:
+            if group.name and group.name not in self.commands:
+                self.add_command(typer.main.get_group_from_info(
+                    group, pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode,
+                    suggest_commands=app.suggest_commands))
+
+    def load_all(self) -> None:
+        """Import every command (for a reference of every command and option)."""
+        for listed in COMMANDS.values():
+            self._load(listed.module)
+
+
+def every_command() -> LazyGroup:
+    """Return the ``kgcheck`` group with every command loaded (references, completion, tests)."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, LazyGroup)
+    group.load_all()
+    return group
+
 
 app = typer.Typer(
+    cls=LazyGroup,
     name="kgcheck",
     help="Check the facts of a knowledge graph with LLMs (FactCheck strategies on LangGraph). "
     "Reads ./.env (API keys, OLLAMA_HOST, OTEL_EXPORTER_OTLP_ENDPOINT) without overriding "
@@ -22,30 +143,45 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+_consoles: dict[str, Console] = {}
+
+
+def __getattr__(name: str) -> Any:
+    # ``console`` and ``err_console`` are made when first used: rich loads only then.
+    if name in ("console", "err_console"):
+        if name not in _consoles:
+            from rich.console import Console
+
+            _consoles[name] = (Console() if name == "console"
+                               else Console(stderr=True, soft_wrap=True))
+        return _consoles[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 DOTENV = ".env"
 
 
 def kgcheck_version() -> str:
-    """Return the installed distribution's version."""
-    try:
-        return version("kgcheck")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "unknown"
+    """Return kgcheck's version (the package's, which the distribution's equals)."""
+    import kgcheck
+
+    return kgcheck.__version__
 
 
 def load_env_file(path: Path | None = None) -> bool:
     """Read ``./.env`` as Studio does; variables already set in the environment win."""
     target = path or Path.cwd() / DOTENV
-    return target.is_file() and load_dotenv(target, override=False)
+    if not target.is_file():
+        return False
+    from dotenv import load_dotenv
+
+    return load_dotenv(target, override=False)
 
 
 def _show_version(value: bool) -> None:
     if value:
-        console.print(f"kgcheck {kgcheck_version()}", highlight=False)
+        typer.echo(f"kgcheck {kgcheck_version()}")
         raise typer.Exit()
 
 
@@ -86,16 +222,46 @@ def user_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # ValueError covers DataError, UnknownModelError, UnknownStrategyError, PromptError,
-        # TriplesError; RunError covers a run that cannot start or go on.
-        from kgcheck.data.runfolder import RunError
-        from kgcheck.providers.secrets import redact_text
+        # TriplesError; an ArgumentMessage (RunError) a run that cannot start or go on.
+        from kgcheck.arguments import ArgumentMessage
+        from kgcheck.cli.flags import spelled
 
         try:
             return func(*args, **kwargs)
-        except (ValueError, RunError, FileNotFoundError) as exc:
-            # A message may quote a URL or setting with its credential; never print it.
-            err_console.print(f"[bold red]error:[/] {redact_text(str(exc))}", highlight=False,
-                              markup=True)
+        except (ValueError, ArgumentMessage, FileNotFoundError) as exc:
+            say_error(spelled(exc))
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _redacted(text: str) -> str:
+    # A message may quote a URL or setting with its credential; never print it.
+    from kgcheck.api import redact_text
+
+    return redact_text(text)
+
+
+def say_error(message: object) -> None:
+    """Print an error line: arguments spelled as flags, credentials masked, no markup."""
+    from rich.markup import escape
+
+    from kgcheck.cli.flags import spelled
+
+    _err().print(f"[bold red]error:[/] {escape(_redacted(spelled(message)))}",
+                 highlight=False)
+
+
+def say_warning(message: object) -> None:
+    """Print a warning line: arguments spelled as flags, credentials masked, no markup."""
+    from rich.markup import escape
+
+    from kgcheck.cli.flags import spelled
+
+    _err().print(f"[bold yellow]warning:[/] {escape(_redacted(spelled(message)))}",
+                 highlight=False)
+
+
+def _err() -> Console:
+    console: Console = __getattr__("err_console")
+    return console

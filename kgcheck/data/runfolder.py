@@ -30,6 +30,7 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from kgcheck.arguments import ArgumentMessage
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
@@ -68,7 +69,7 @@ CORRECTION_DECISIONS = ("accept", "edit", "reject")
 Warn = Callable[[str], None]
 
 
-class RunError(RuntimeError):
+class RunError(ArgumentMessage, RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
 
 

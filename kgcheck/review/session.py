@@ -28,6 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
+from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
     LABELS_FILE,
@@ -52,7 +53,7 @@ ORDERS = ("run", "uncertainty")
 REVIEW_GRAPH = "review"
 
 
-class ReviewError(ValueError):
+class ReviewError(ArgumentError):
     """A review that cannot start or a decision that cannot be taken; says why."""
 
 
@@ -83,8 +84,8 @@ def parse_only(text: str | None) -> tuple[str, ...]:
     norm = {f.lower(): f for f in FILTERS}
     unknown = [w for w in wanted if w.lower() not in norm]
     if unknown:
-        raise ReviewError(f"--only {text}: unknown filter {', '.join(unknown)}; use any of "
-                          f"{', '.join(FILTERS)} (comma-separated)")
+        raise ReviewError(f"{{only}}: unknown filter {literal(', '.join(unknown))}; use any of "
+                          f"{', '.join(FILTERS)}", only=Arg("only", list(wanted)))
     return tuple(norm[w.lower()] for w in wanted)
 
 
@@ -113,7 +114,7 @@ def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
     if order not in ORDERS:
         raise ReviewError(f"--order {order}: expected one of {', '.join(ORDERS)}")
     if sample is not None and sample < 1:
-        raise ReviewError(f"--sample must be at least 1, got {sample}")
+        raise ReviewError("{sample} must be at least 1", sample=Arg("sample", sample))
     chosen = [r for r in records if not only
               or r.get("label") in only or ("ties" in only and is_tie(r))]
     if sample is not None and sample < len(chosen):
@@ -177,7 +178,8 @@ class ReviewSession:
                       if labels_path.exists() else {})
             queue = select(records, only, sample, seed, order)
             if not queue:
-                raise ReviewError(f"{folder}: no verdicts match --only {','.join(only)}")
+                raise ReviewError(f"{literal(str(folder))}: no verdicts match {{only}}",
+                                  only=Arg("only", list(only)))
             async with AsyncSqliteSaver.from_conn_string(str(folder / CHECKPOINTS)) as saver:
                 graph = compile_graph(("review", REVIEW_GRAPH), checkpointer=saver)
                 session = cls(folder, run_id, [], graph, reviewer)

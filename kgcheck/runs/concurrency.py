@@ -39,6 +39,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from kgcheck.arguments import Arg, ArgumentError
 from kgcheck.providers.pressure import OVERLOAD_STATUS
 
 # Verdict error types that mean "the server is overloaded or too slow", not "this fact".
@@ -132,7 +133,8 @@ class AdaptiveLimit:
     def __init__(self, maximum: int, *, initial: int = 4, minimum: int = 1,
                  tolerance: float = 1.5, backoff: float = 0.7, probe_rounds: int = 8) -> None:
         if maximum < 1:
-            raise ValueError(f"--max-concurrency must be at least 1, got {maximum}")
+            raise ArgumentError("{maximum} must be at least 1",
+                                maximum=Arg("max_concurrency", maximum))
         self.maximum = maximum
         self.minimum = max(1, min(minimum, maximum))
         self.current = max(self.minimum, min(initial, maximum))
@@ -303,8 +305,10 @@ def parse_concurrency(value: str | int, maximum: int = 64) -> Limit:
     if isinstance(value, int) or str(value).strip().isdigit():
         number = int(value)
         if number < 1:
-            raise ValueError(f"--concurrency must be at least 1, got {number}")
+            raise ArgumentError("{concurrency} must be at least 1",
+                                concurrency=Arg("concurrency", number))
         return FixedLimit(number)
     if str(value).strip().lower() == "auto":
         return AdaptiveLimit(maximum)
-    raise ValueError(f"--concurrency {value!r}: expected a whole number or 'auto'")
+    raise ArgumentError("{concurrency}: expected a whole number or 'auto'",
+                        concurrency=Arg("concurrency", value))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck.arguments import ArgumentError
 from kgcheck.data.facts import Fact
 from kgcheck.data.labels import LabelsError, iter_rows, label_word
 from kgcheck.graphs.parsing import parse_verdict
@@ -35,7 +36,7 @@ STUDY_NAME = re.compile(
 IMPORT_STRATEGY = "import"
 
 
-class VerdictImportError(ValueError):
+class VerdictImportError(ArgumentError):
     """A verdicts file that cannot be imported; the message names the file and the row."""
 
 

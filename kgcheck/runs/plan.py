@@ -18,6 +18,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, literal
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
@@ -65,7 +66,7 @@ Warn = Callable[[str], None]
 CacheChoice = bool | str | Path | None
 
 
-class SettingsError(ValueError):
+class SettingsError(ArgumentError):
     """A setting that the strategy does not have, or a combination that cannot run."""
 
 
@@ -265,6 +266,101 @@ def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
     return _Source(lambda: rows, name, src.location, False)
 
 
+def check_run_arguments(*, dataset: str | None = None, triples: str | Path | None = None,
+                        sparql: str | None = None, facts: Iterable[FactLike] | None = None,
+                        graph: str | None = None, where: str | None = None,
+                        as_dataset: str | None = None, limit: int | None = None,
+                        consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+                        settings: Mapping[str, Any] | None = None, resume: bool = False,
+                        fresh: bool = False,
+                        concurrency: int | str | FixedLimit | AdaptiveLimit | None = None,
+                        max_concurrency: int = 64) -> None:
+    """Check a run's arguments on their own, before any input is read: the one place.
+
+    ``plan_run``, ``execute`` and the command line call it; a wrong combination raises a
+    ``SettingsError`` that names the arguments (``resume=True``; ``--resume`` on the command
+    line).
+    """
+    if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
+        raise SettingsError("give exactly one of {sources}", sources=Arg(
+            "dataset", triples=NAME_ONLY, sparql=NAME_ONLY, facts=NAME_ONLY, join=", "))
+    if (graph is not None or where is not None) and sparql is None:
+        raise SettingsError("{graph} and {where} apply to a {sparql} endpoint only",
+                            graph=Arg("graph"), where=Arg("where"), sparql=Arg("sparql"))
+    if as_dataset is not None and triples is None:
+        raise SettingsError("{as_dataset} applies to a {triples} file only (a dataset already "
+                            "names a benchmark)", as_dataset=Arg("as_dataset"),
+                            triples=Arg("triples"))
+    if limit is not None and limit < 1:
+        raise SettingsError("{limit} must be at least 1", limit=Arg("limit", limit))
+    latency = (settings or {}).get("replay_latency")
+    if latency is not None and float(latency) < 0:
+        raise SettingsError("{latency} must be 0 or more",
+                            latency=Arg("set:replay_latency", latency))
+    if judge != JUDGE_NONE and not consensus:
+        raise SettingsError("{judge} needs {consensus} (the models whose ties it breaks)",
+                            judge=Arg("judge", judge), consensus=Arg("consensus"))
+    if resume and fresh:
+        raise SettingsError("{resume} and {fresh} contradict each other; pick one",
+                            resume=Arg("resume", True), fresh=Arg("fresh", True))
+    if concurrency is not None and not isinstance(concurrency, FixedLimit | AdaptiveLimit):
+        parse_concurrency(concurrency, max_concurrency)
+
+
+def merged_settings(settings: Mapping[str, Any] | None,
+                    strategy_settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Join ``settings={...}`` and settings given as keywords; a setting given twice is refused."""
+    both = sorted(set(settings or {}) & set(strategy_settings))
+    if both:
+        raise SettingsError("{twice} given both as a keyword and in {settings}",
+                            twice=Arg("set:" + both[0]), settings=Arg("settings"))
+    return {**(settings or {}), **strategy_settings}
+
+
+def setting_fields(strategy: str, *, consensus: bool = False) -> dict[str, Any]:
+    """Return a strategy's settings by name (a consensus run's, with ``consensus``)."""
+    chosen = get_strategy(strategy)
+    cls = settings_class(chosen.context) if consensus else chosen.context
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
+                        consensus: bool = False) -> dict[str, Any]:
+    """Turn ``KEY=VALUE`` texts into a strategy's typed settings (``--set`` on the command line).
+
+    A value is read as the type of the setting's default: a bool from 1/true/yes/on, a
+    number, or a list from comma-separated items.
+    """
+    fields = setting_fields(strategy, consensus=consensus)
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise SettingsError("{pair}: expected key=value",
+                                pair=Arg("settings", [pair]))
+        if key not in fields:
+            raise SettingsError(f"{{key}}: unknown setting; known: {', '.join(sorted(fields))}",
+                                key=Arg("set:" + key, raw))
+        default = fields[key].default
+        try:
+            if isinstance(default, bool):
+                value: Any = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif isinstance(default, int):
+                value = int(raw)
+            elif isinstance(default, float):
+                value = float(raw)
+            elif isinstance(default, list | tuple):
+                value = [item.strip() for item in raw.split(",") if item.strip()]
+            else:
+                value = raw
+        except ValueError:
+            raise SettingsError(f"{{key}}: expected a {type(default).__name__}",
+                                key=Arg("set:" + key, raw)) from None
+        values[key] = value
+    return values
+
+
 def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              sparql: str | None = None, graph: str | None = None, where: str | None = None,
              facts: Iterable[FactLike] | None = None, strategy: str = "dka",
@@ -277,7 +373,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              settings: Mapping[str, Any] | None = None,
              as_dataset: str | None = None,
              pricing: str | Path | None = None,
-             parallel_read: ParallelReadChoice = None) -> RunPlan:
+             parallel_read: ParallelReadChoice = None,
+             **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
     Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
@@ -287,29 +384,19 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     ``labels`` is a file of gold labels for them. A triples file is your own KG, whatever its
     name; ``as_dataset`` names a benchmark dataset its facts belong to (so that its
     evidence, prompt notes and replay recordings apply). ``consensus`` lists member models that
-    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. ``pricing`` is
-    a pricing file for the summary's cost (default: ``kgcheck/providers/pricing.json``).
-    ``parallel_read`` (an engine's, e.g. ``open_engine("ray").parallel_read``, or a function
-    returning it, called only for such a file) reads an N-Triples, N-Quads or JSON Lines
-    file in parallel shards when every fact of it is read (no ``limit``): the same facts in
-    the same order as one pass.
+    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. The strategy's
+    settings are keywords (``base_url=...``, ``max_attempts=5``) or a ``settings`` mapping.
+    ``pricing`` is a pricing file for the summary's cost (default:
+    ``kgcheck/providers/pricing.json``). ``parallel_read`` (an engine's, e.g.
+    ``open_engine("ray").parallel_read``, or a function returning it, called only for such a
+    file) reads an N-Triples, N-Quads or JSON Lines file in parallel shards when every fact
+    of it is read (no ``limit``): the same facts in the same order as one pass.
     """
-    if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
-        raise SettingsError("give exactly one of a dataset, a triples file, a SPARQL endpoint "
-                            "or facts")
-    if (graph is not None or where is not None) and sparql is None:
-        raise SettingsError("graph and where apply to a SPARQL endpoint only")
-    if as_dataset is not None and triples is None:
-        raise SettingsError("as_dataset (--as-dataset) applies to a triples file only")
-    if limit is not None and limit < 1:
-        raise SettingsError(f"limit must be at least 1, got {limit}")
-    values = dict(settings or {})
+    values = merged_settings(settings, strategy_settings)
+    check_run_arguments(dataset=dataset, triples=triples, sparql=sparql, facts=facts,
+                        graph=graph, where=where, as_dataset=as_dataset, limit=limit,
+                        consensus=consensus, judge=judge, settings=values)
     prices = load_pricing(pricing) if pricing else None
-    if float(values.get("replay_latency") or 0) < 0:
-        raise SettingsError(f"replay_latency must be 0 or more, got {values['replay_latency']}")
-    if judge != JUDGE_NONE and not consensus:
-        raise SettingsError(f"judge {judge} needs consensus members (the models whose ties "
-                            "it breaks)")
     chosen = get_strategy(strategy)
     members = [m.strip() for m in consensus if m.strip()] if consensus else [model]
     fixed_judge = [judge] if judge not in (JUDGE_NONE, *CONS_JUDGES) else []
@@ -341,8 +428,10 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
     if triples is not None and not as_dataset and origin.name != base_name(Path(triples))[0]:
         stem = base_name(Path(triples))[0]
-        notes.append(f"{triples} is read as your own KG {origin.name!r}, not the {stem} "
-                     f"benchmark; pass --as-dataset {stem} to check it as that dataset")
+        notes.append(ArgumentNote(
+            f"{literal(str(triples))} is read as your own KG {literal(repr(origin.name))}, not "
+            f"the {literal(stem)} benchmark; pass {{as_dataset}} to check it as that dataset",
+            as_dataset=Arg("as_dataset", stem)))
     notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
@@ -414,13 +503,10 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     folder and its guarantees are the same. ``warn`` hears of what had to be ignored in the
     folder (unreadable verdict lines).
     """
-    if resume and fresh:
-        raise SettingsError("resume and fresh contradict each other; pick one")
-    try:
-        limit = (concurrency if isinstance(concurrency, FixedLimit | AdaptiveLimit)
-                 else parse_concurrency(concurrency, max_concurrency))
-    except ValueError as exc:
-        raise SettingsError(str(exc)) from None
+    check_run_arguments(facts=(), resume=resume, fresh=fresh, concurrency=concurrency,
+                        max_concurrency=max_concurrency)
+    limit = (concurrency if isinstance(concurrency, FixedLimit | AdaptiveLimit)
+             else parse_concurrency(concurrency, max_concurrency))
     path = cache_path(cache)
     # An engine object is the caller's to close (workers reused across runs); a name is ours.
     engines = EngineOnDemand(engine, cache=cache, options=engine_options)

@@ -29,6 +29,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
@@ -210,9 +211,9 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         write_text_atomic(path, text)
     except OSError as exc:
-        raise RunError(f"cannot write {path}: {exc.strerror or exc}; free space or fix the "
-                       f"folder's permissions, then rerun with --resume --out {path.parent}"
-                       ) from None
+        raise RunError(f"cannot write {literal(str(path))}: {literal(str(exc.strerror or exc))}; "
+                       "free space or fix the folder's permissions, then rerun with {resume}",
+                       resume=Arg("resume", True, out=str(path.parent))) from None
 
 
 def _warn_default(message: str) -> None:
@@ -251,8 +252,9 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
                      if p.is_file() and p.name not in (VERDICTS, SUMMARY, RUN_INFO, LOCK))
     if foreign and not info_path.exists():
         raise RunError(
-            f"{out_dir} is not a kgcheck run folder (it holds {', '.join(foreign[:3])} but no "
-            f"{RUN_INFO}); pick another --out"
+            f"{literal(str(out_dir))} is not a kgcheck run folder (it holds "
+            f"{literal(', '.join(foreign[:3]))} but no "
+            f"{RUN_INFO}); pick another {{out}}", out=Arg("out")
         )
     if fresh:
         for name in (VERDICTS, SUMMARY, RUN_INFO):
@@ -260,9 +262,9 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
     existing = read_verdicts(verdicts_path, warn or _warn_default)
     if existing and not resume:
         raise RunError(
-            f"{out_dir} already holds {len(existing)} verdicts: pass --resume to continue "
-            "that run, --fresh to start over, or another --out"
-        )
+            f"{literal(str(out_dir))} already holds {len(existing)} verdicts: pass {{resume}} "
+            "to continue that run, {fresh} to start over, or another {out}",
+            resume=Arg("resume", True), fresh=Arg("fresh", True), out=Arg("out"))
     if info_path.exists() and resume:
         try:
             stored = json.loads(info_path.read_text(encoding="utf-8"))
@@ -273,10 +275,9 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
             changes += changed_facts(existing, facts)
         if changes:
             raise RunError(
-                f"cannot resume {out_dir}: it holds a different run; changed: "
-                f"{'; '.join(changes)}. Start over with --fresh --out {out_dir}, or use "
-                "another --out"
-            )
+                f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
+                f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
+                "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
         info.run_id = stored.get("run_id", info.run_id)
     finished = {fid: r for fid, r in existing.items() if kept_verdict(r)}
     # Rewrite without duplicates, unreadable lines or errored records (retried below).
@@ -324,7 +325,8 @@ def as_limit(concurrency: int | Limit) -> Limit:
     if isinstance(concurrency, FixedLimit | AdaptiveLimit):
         return concurrency
     if concurrency < 1:
-        raise RunError(f"--concurrency must be at least 1, got {concurrency}")
+        raise ArgumentError("{concurrency} must be at least 1",
+                            concurrency=Arg("concurrency", concurrency))
     return FixedLimit(concurrency)
 
 
@@ -460,8 +462,9 @@ async def _run_locked(
 
     if write_failed:
         kept = len(read_verdicts(verdicts_path))
-        raise RunError(f"{aborted[0]}; the {kept} verdicts written so far are kept: free "
-                       f"space, then continue with --resume --out {out_dir}")
+        raise RunError(f"{literal(aborted[0])}; the {kept} verdicts written so far are kept: "
+                       "free space, then continue with {resume}",
+                       resume=Arg("resume", True, out=str(out_dir)))
     seconds = time.perf_counter() - started
     # The folder's verdicts, all of them: a resume that asked for fewer facts (--limit) does
     # not shrink what the summary describes.

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from kgcheck.cli.app import app, console, user_errors
 
@@ -32,7 +31,7 @@ def import_(
                                           "first.")] = False,
 ) -> None:
     """Import a dataset's evidence documents from a folder or tarball (read as a stream)."""
-    from kgcheck.retrievers.store import default_store_path, import_corpus
+    from kgcheck.api import default_store_path, import_corpus
 
     started = time.perf_counter()
     target, count = import_corpus(source, dataset, store or default_store_path(), replace=replace)
@@ -52,8 +51,9 @@ def list_(
     limit: Annotated[int, typer.Option(help="With --fetched: at most this many rows.")] = 200,
 ) -> None:
     """List the imported datasets and what the evidence sources fetched (the cache)."""
-    from kgcheck.api import fetched_evidence
-    from kgcheck.retrievers.store import CorpusStore, default_store_path
+    from rich.table import Table
+
+    from kgcheck.api import corpus_counts, default_store_path, fetched_evidence
 
     path = store or default_store_path()
     if not path.is_file():
@@ -63,7 +63,7 @@ def list_(
                       "NAME --from FOLDER_OR_TARBALL` (or a RAG run with --set sources=...)",
                       highlight=False)
         return
-    counts = CorpusStore(path).counts()
+    counts = corpus_counts(path)
     if counts:
         table = Table(title=f"Evidence in {path}")
         for column in ("dataset", "facts", "documents"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from kgcheck.cli.app import app, console, user_errors
 
@@ -19,10 +18,12 @@ DataOption = Annotated[
 @user_errors
 def datasets(data: DataOption = None) -> None:
     """List the datasets with their fact counts and true share."""
-    from kgcheck.data.datasets import describe_datasets
-    from kgcheck.data.upstream import open_data
+    from rich.table import Table
 
-    table = Table(title=f"Datasets in {open_data(data).location}")
+    from kgcheck.api import data_location
+    from kgcheck.api import datasets as describe_datasets
+
+    table = Table(title=f"Datasets in {data_location(data)}")
     for column in ("dataset", "facts", "labelled", "true share", "defective rows"):
         table.add_column(column, justify="left" if column == "dataset" else "right")
     for info in describe_datasets(data):

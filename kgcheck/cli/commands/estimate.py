@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from kgcheck.cli.app import Command, app, console, err_console, user_errors
 
@@ -16,6 +15,8 @@ Opt = typer.Option
 def print_estimate(report: dict[str, Any]) -> None:
     """Print the three estimates as a table, then the cost lines."""
     truth = report.get("true_accuracy")
+    from rich.table import Table
+
     table = Table(title=f"accuracy of {report['run']} ({report['confidence']:.0%} intervals, "
                         f"{report['design']})")
     for column in ("estimator", "accuracy", "ci_low", "ci_high", "width", "labels", "verdicts"):

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from kgcheck.cli.app import Command, app, console, user_errors
 
@@ -32,7 +31,7 @@ class GraphDrawError(ValueError):
 
 def graph_sources() -> dict[str, tuple[str, Callable[[], Any]]]:
     """Every drawable graph: name -> (its description, a function compiling it)."""
-    from kgcheck.graphs.served import served_graphs
+    from kgcheck.api import served_graphs
 
     return {name: (graph.description, graph.compile)
             for name, graph in sorted(served_graphs().items())}
@@ -131,6 +130,8 @@ def format_for(out: Path | None, fmt: str | None) -> str:
 @user_errors
 def list_graphs() -> None:
     """List the graphs that can be run, served in Studio and drawn."""
+    from rich.table import Table
+
     table = Table(title="graphs")
     for column in ("name", "description"):
         table.add_column(column)

@@ -26,7 +26,7 @@ def report(
     plots: Annotated[bool, typer.Option(help="Draw the figures (PNG and SVG).")] = True,
 ) -> None:
     """Build tables 5 to 8 (and the figures) from run folders."""
-    from kgcheck.evals.report import build_report
+    from kgcheck.api import report as build_report
 
     written = build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots)
     console.print(f"{len(run_dirs)} runs, {len(written.records)} figures")

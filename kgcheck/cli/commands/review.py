@@ -38,8 +38,8 @@ def review(
     """Serve a review page for a run; decisions go to RUN/labels.csv as they are made."""
     # Imported here, as in every command: the CLI starts light, and no graph is built
     # before a command that traces has started tracing.
-    from kgcheck.api import open_review
-    from kgcheck.review.server import Served, serve
+    from kgcheck.api import Served, open_review
+    from kgcheck.api import serve_review as serve
 
     if not 0 <= port < 65536:
         raise ValueError(f"--port {port}: expected a TCP port from 0 to 65535")

@@ -1,60 +1,31 @@
 """``kgcheck run``: a strategy over a dataset or a user's triples, resumable.
 
-Argument parsing and presentation only: the run itself is ``kgcheck.api``'s.
+Argument parsing and presentation only: the run itself, and the checks of its arguments,
+are ``kgcheck.api``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from kgcheck.cli.app import app, console, err_console, user_errors
-from kgcheck.data.sampling import parse_ids
-from kgcheck.graphs.context import DEFAULT_MODEL
-from kgcheck.graphs.verdicts import is_defect
+from kgcheck.cli.app import app, console, err_console, say_error, say_warning, user_errors
+from kgcheck.cli.flags import spell
 
 if TYPE_CHECKING:
     from kgcheck.api import EngineOnDemand
 
 Opt = typer.Option
-
-
-def parse_settings(pairs: list[str], context_cls: type) -> dict[str, Any]:
-    """Turn ``--set key=value`` pairs into typed Context values."""
-    fields = {f.name: f for f in dataclasses.fields(context_cls)}
-    values: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep:
-            raise ValueError(f"--set {pair!r}: expected key=value")
-        if key not in fields:
-            raise ValueError(
-                f"--set {key}: unknown setting; known: {', '.join(sorted(fields))}"
-            )
-        default = fields[key].default
-        try:
-            if isinstance(default, bool):
-                value: Any = raw.strip().lower() in ("1", "true", "yes", "on")
-            elif isinstance(default, int):
-                value = int(raw)
-            elif isinstance(default, float):
-                value = float(raw)
-            elif isinstance(default, list | tuple):
-                value = [item.strip() for item in raw.split(",") if item.strip()]
-            else:
-                value = raw
-        except ValueError:
-            raise ValueError(f"--set {key}={raw!r}: expected a {type(default).__name__}") from None
-        values[key] = value
-    return values
+# The API's default model (kgcheck.api.DEFAULT_MODEL; a test holds them equal): the
+# command's module stays light, so that `kgcheck run --help` needs no model code.
+DEFAULT_MODEL = "replay:gemma2:9b"
+# Predicates shown after a run (all of them are in summary.json, `by_predicate`).
+PREDICATE_ROWS = 10
 
 
 def _score(value: float | None) -> str:
@@ -75,6 +46,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     The model goes into the title (a long name wraps there at its own width, never inside a
     column); a consensus run adds one row per member, scored from that member's own votes.
     """
+    from rich.table import Table
+
     members = list(summary.get("models") or [])
     consensus = "alignment" in summary
     who = f"consensus of {len(members)} models" if consensus else ", ".join(members)
@@ -119,12 +92,37 @@ def print_summary(summary: dict[str, Any]) -> None:
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
                       f"{level['backoffs']} back-offs")
+    _print_predicates(summary.get("by_predicate") or [])
     if consensus:
         _print_consensus(summary, members)
 
 
+def _print_predicates(rows: list[dict[str, Any]]) -> None:
+    """Print the predicates, the ones most often judged false first (at most ``PREDICATE_ROWS``)."""
+    from rich.table import Table
+
+    if len(rows) < 2:
+        return  # one predicate: the run's own figures above say it all
+    shown = sorted(rows, key=lambda r: (-float(r.get("judged_false") or 0), -int(r["n"]),
+                                        str(r["predicate"])))
+    more = len(shown) - PREDICATE_ROWS
+    table = Table(title="per predicate, most often judged false first"
+                  + (f" (top {PREDICATE_ROWS} of {len(shown)})" if more > 0 else ""))
+    table.add_column("predicate", overflow="fold")
+    for column in ("n", "false", "true", "NA", "acc"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in shown[:PREDICATE_ROWS]:
+        false = row.get("judged_false")
+        table.add_row(str(row["predicate"]), str(row["n"]),
+                      "-" if false is None else f"{false:.0%}", f"{row['judged_true']:.0%}",
+                      str(row["na"]), _score(row.get("accuracy")))
+    console.print(table)
+
+
 def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
     """Print the members' own scores and alignment, the ties and the judge."""
+    from rich.table import Table
+
     scores = summary.get("member_scores") or {}
     alignment = summary.get("alignment") or {}
     table = Table(title="members (each scored on its own votes)")
@@ -153,6 +151,8 @@ def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
 
 def print_estimate(found: Any, out_dir: Path) -> None:
     """Print a dry run's estimate: facts, calls, tokens and cost per model."""
+    from rich.table import Table
+
     console.print(f"dry run: {found.facts:,} facts to check"
                   + (f" ({found.skipped:,} unsendable, skipped)" if found.skipped else "")
                   + f"; run folder {out_dir}", highlight=False)
@@ -204,8 +204,9 @@ def run(
     as_dataset: Annotated[str | None, Opt(help="Check the --triples file as facts of this "
                                           "benchmark dataset (its evidence, prompt notes, "
                                           "replay); default: your own KG.")] = None,
-    method: Annotated[str, Opt(help="Strategy: dka, giv-z, giv-f, rag, dka-sc, ... "
-                               "(`kgcheck graph list`).")] = "dka",
+    strategy: Annotated[str, Opt("--strategy", "--method", help="Strategy: dka, giv-z, giv-f, "
+                                 "rag, dka-sc, ... (`kgcheck graph list`); --method is the "
+                                 "study's word for it.")] = "dka",
     model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
     data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
     limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
@@ -219,7 +220,7 @@ def run(
     no_cache: Annotated[bool, Opt("--no-cache", help="Ask the model every time; neither "
                                   "read nor write the answer cache.")] = False,
     engine: Annotated[str, Opt(help="Where the graphs run: local (this process) or ray (a "
-                               "Ray cluster; pip install 'kgcheck[ray]').")] = "local",
+                               "Ray cluster; pip install 'kgcheck\\[ray]').")] = "local",
     ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
                                            "(host:6379 or ray://host:10001); default: "
                                            "start a local one.")] = None,
@@ -228,7 +229,8 @@ def run(
     ray_shard_mb: Annotated[float | None, Opt(help="With --engine ray: an N-Triples, N-Quads "
                                               "or JSON Lines file is read in parallel "
                                               "shards of this many MB (default 32).")] = None,
-    out: Annotated[Path | None, Opt(help="Run folder (default runs/<data>-<method>-<model>)")] = (
+    out: Annotated[Path | None, Opt(help="Run folder (default "
+                                    "runs/<data>-<strategy>-<model>)")] = (
         None
     ),
     resume: Annotated[bool, Opt(help="Continue the run in --out.")] = False,
@@ -237,11 +239,11 @@ def run(
     base_url: Annotated[str | None, Opt(help="Server URL for ollama/openai-compatible.")] = None,
     replay_latency: Annotated[float, Opt(help="Replay: sleep this x the recorded time.")] = 0.0,
     consensus: Annotated[str | None, Opt(help="Member models, comma-separated: multi-model "
-                                         "consensus over --method.")] = None,
+                                         "consensus over --strategy.")] = None,
     judge: Annotated[str, Opt(help="Tie-break: model spec, cons-up, cons-down, none")] = "none",
     settings: Annotated[list[str] | None, Opt(
         "--set", metavar="KEY=VALUE", help="A setting of the strategy (repeatable), e.g. "
-        "--set max_attempts=5; `kgcheck settings METHOD` lists them.")] = None,
+        "--set max_attempts=5; `kgcheck settings STRATEGY` lists them.")] = None,
     trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
     progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
     pricing: Annotated[Path | None, Opt(help="Pricing file (US dollars per 1,000 tokens, "
@@ -251,42 +253,35 @@ def run(
                                  "the estimated tokens and cost, then exit.")] = False,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
-    from kgcheck.providers.secrets import redact_logs
-    from kgcheck.tracing import setup_tracing
+    from kgcheck import api
 
     # httpx and the model clients log request URLs: mask their credentials first.
-    redact_logs()
-
+    api.redact_logs()
     # Before any graph is built, so that OpenLIT wraps every node; with --trace, or
     # whenever OTEL_EXPORTER_OTLP_ENDPOINT is set.
-    setup_tracing(force=trace)
+    api.setup_tracing(force=trace)
     # The command reports failed evidence sources itself, once, after the run.
     logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
 
-    from kgcheck import api
-    from kgcheck.graphs.consensus.graph import settings_class
-
-    if sum(x is not None for x in (dataset, triples, sparql)) != 1:
-        raise ValueError("give exactly one of --dataset NAME, --triples FILE or --sparql URL")
-    if as_dataset is not None and triples is None:
-        raise ValueError("--as-dataset applies to a --triples file; --dataset already names "
-                         "a benchmark")
-    if resume and fresh:
-        raise ValueError("--resume and --fresh contradict each other; pick one")
-    if limit is not None and limit < 1:
-        raise ValueError(f"--limit must be at least 1, got {limit}")
-    if replay_latency < 0:
-        raise ValueError(f"--replay-latency must be 0 or more, got {replay_latency}")
-    if judge != "none" and not consensus:
-        raise ValueError(f"--judge {judge} needs --consensus MODEL,MODEL,... (the members "
-                         "whose ties it breaks)")
-    strategy = api.strategy(method)
-    context_cls = settings_class(strategy.context) if consensus else strategy.context
-    values: dict[str, Any] = parse_settings(settings or [], context_cls)
+    members = consensus.split(",") if consensus else None
+    values: dict[str, Any] = api.parse_setting_pairs(settings or [], strategy,
+                                                     consensus=bool(members))
     for key, value in (("prompt", prompt), ("base_url", base_url),
                        ("replay_latency", replay_latency)):
         if value:
             values[key] = value
+    plan_args: dict[str, Any] = dict(
+        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy, model=model, consensus=members, judge=judge, data=data,
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
+        settings=values, as_dataset=as_dataset, pricing=pricing)
+    # The arguments alone first, so that a wrong combination fails before the input is read.
+    api.check_run_arguments(
+        **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",
+                                     "as_dataset", "limit", "consensus", "judge",
+                                     "settings")},
+        resume=resume, fresh=fresh, concurrency=concurrency, max_concurrency=max_concurrency)
     answers = False if no_cache else (cache or True)
     runner = api.EngineOnDemand(engine, cache=answers,
                                 options=_engine_options(engine, ray_address, ray_workers,
@@ -294,14 +289,7 @@ def run(
     try:
         _plan_and_run(runner, dry_run=dry_run, resume=resume, fresh=fresh,
                       concurrency=concurrency, max_concurrency=max_concurrency,
-                      progress=progress, cache=answers, plan_args=dict(
-            dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
-            strategy=strategy.name, model=model,
-            consensus=consensus.split(",") if consensus else None, judge=judge, data=data,
-            limit=limit, sample=sample, seed=seed, stratify=stratify,
-            per_stratum=per_stratum, ids=parse_ids(ids) if ids is not None else None,
-            labels=labels, out=out, settings=values, as_dataset=as_dataset,
-            pricing=pricing))
+                      progress=progress, cache=answers, plan_args=plan_args)
     finally:
         runner.close()
 
@@ -311,47 +299,76 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
                   cache: bool | Path, plan_args: dict[str, Any]) -> None:
     """Plan the run (reading the input, in shards where the engine can), then run it."""
     from kgcheck import api
-    from kgcheck.data.runfolder import VERDICTS, read_verdicts
-    from kgcheck.providers.secrets import redact_text
 
     # A dry run starts no engine: it reads the input in this process.
     plan = api.plan_run(**plan_args, parallel_read=None if dry_run else runner.parallel_read)
     for warning in plan.notes:
-        err_console.print(f"[bold yellow]warning:[/] {redact_text(warning)}")
+        say_warning(warning)
     out_dir = plan.out_dir
     if dry_run:
         print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
         return
-    if resume and not (out_dir / VERDICTS).exists():
-        err_console.print(f"note: nothing to resume in {out_dir}; starting a new run")
+    if resume and not (out_dir / api.VERDICTS).exists():
+        err_console.print(f"note: nothing to resume in {out_dir}; starting a new run",
+                          markup=False, highlight=False)
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
                       resume=resume, fresh=fresh, show_progress=progress,
                       cache=cache, engine=runner.get(), warn=_warn)
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
-        kept = len(read_verdicts(out_dir / VERDICTS))
-        err_console.print(f"interrupted: {kept} verdicts are kept in {out_dir / VERDICTS}; "
-                          f"continue with --resume --out {out_dir}")
+        kept = len(api.read_verdicts(out_dir / api.VERDICTS))
+        err_console.print(f"interrupted: {kept} verdicts are kept in {out_dir / api.VERDICTS}; "
+                          f"continue with {_resume_flags(out_dir)}", markup=False,
+                          highlight=False)
         raise typer.Exit(130) from None
     print_summary(result.summary)
-    console.print(f"verdicts: {out_dir / VERDICTS}  summary: {out_dir / 'summary.json'}")
+    # One line each, never wrapped: paths stay whole for copying.
+    console.print(f"verdicts: {out_dir / api.VERDICTS}", soft_wrap=True, markup=False,
+                  highlight=False)
+    console.print(f"summary: {out_dir / 'summary.json'}", soft_wrap=True, markup=False,
+                  highlight=False)
     if result.summary["n"] > result.summary.get("asked", result.summary["n"]):
         err_console.print(f"note: the summary covers all {result.summary['n']} verdicts in "
                           f"{out_dir}; this run asked for {result.summary['asked']} facts "
-                          "(--limit)")
+                          "(--limit)", markup=False, highlight=False)
     _report_source_failures(result.records)
+    retry = _resumable(plan)
     if result.aborted:
-        advice = (f"fix the setting and start again with --fresh --out {out_dir}"
-                  if result.summary.get("aborted_because") == "configuration" else
-                  f"the verdicts written so far are kept: rerun with --resume --out {out_dir}")
-        err_console.print(f"[bold red]error:[/] {result.aborted}; {advice}")
+        if result.summary.get("aborted_because") == "configuration":
+            advice = f"fix the setting and start again with --fresh --out {out_dir}"
+        elif retry:
+            advice = ("the verdicts written so far are kept: rerun with "
+                      f"{_resume_flags(out_dir)}")
+        else:
+            advice = retry_advice(plan)
+        say_error(f"{result.aborted}; {advice}")
         raise typer.Exit(1)
-    _report_errors(result.records, out_dir)
+    _report_errors(result.records, out_dir, retry=retry, advice=retry_advice(plan))
+
+
+def _resume_flags(out_dir: Path) -> str:
+    return f"{spell('resume', True)} {spell('out', out_dir)}"
+
+
+def _resumable(plan: Any) -> bool:
+    """Tell whether running the same facts again can change their failed verdicts.
+
+    Recorded answers are fixed: a replay model that failed a fact fails it every time.
+    """
+    return not all(str(m).startswith("replay:") for m in plan.members)
+
+
+def retry_advice(plan: Any) -> str:
+    """Say what can help when running again cannot: replay answers only recorded facts."""
+    return (f"a rerun cannot help: {', '.join(plan.members)} replays the same recorded "
+            "answers every time")
 
 
 def _warn(message: str) -> None:
-    err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False)
+    say_warning(message)
+
+
 def _engine_options(engine: str, address: str | None, workers: int | None,
                     shard_mb: float | None = None) -> dict[str, Any]:
     """Check the engine flags; the Ray ones mean nothing to another engine."""
@@ -380,17 +397,19 @@ def _report_source_failures(records: list[dict[str, Any]]) -> None:
             failed.setdefault(source, Counter())[str(reason)] += 1
     for source, reasons in failed.items():
         reason, _ = reasons.most_common(1)[0]
-        err_console.print(f"[bold yellow]warning:[/] evidence source {source} failed for "
-                          f"{sum(reasons.values())} of {len(records)} facts: {reason}",
-                          markup=True, highlight=False)
+        say_warning(f"evidence source {source} failed for {sum(reasons.values())} of "
+                    f"{len(records)} facts: {reason}")
 
 
-def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
+def _report_errors(records: list[dict[str, Any]], out_dir: Path, *, retry: bool = True,
+                   advice: str = "") -> None:
     """Say why facts failed (the commonest error); fail the command when every fact did.
 
     Defective input (a triple that cannot be sent to a model) is reported as skipped: no
     retry can change it, so the advice is to fix the input, not to resume.
     """
+    from kgcheck.api import is_defect
+
     skipped = [r for r in records if is_defect(r)]
     if skipped:
         shown = "; ".join(str(r["error"]) for r in skipped[:3])
@@ -403,8 +422,10 @@ def _report_errors(records: list[dict[str, Any]], out_dir: Path) -> None:
         return
     commonest, count = Counter(errors).most_common(1)[0]
     if len(errors) == len(records) - len(skipped):
-        err_console.print(f"[bold red]error:[/] every fact failed, e.g. {commonest}; rerun "
-                          f"with --resume --out {out_dir} once the cause is fixed")
+        then = (f"rerun with {_resume_flags(out_dir)} once the cause is fixed" if retry
+                else advice)
+        say_error(f"every fact failed, e.g. {commonest}; {then}")
         raise typer.Exit(1)
-    err_console.print(f"[bold yellow]warning:[/] {len(errors)} of {len(records)} facts failed "
-                      f"({count} with: {commonest}); --resume --out {out_dir} retries them")
+    then = f"{_resume_flags(out_dir)} retries them" if retry else advice
+    say_warning(f"{len(errors)} of {len(records)} facts failed ({count} with: {commonest}); "
+                f"{then}")

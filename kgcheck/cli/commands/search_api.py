@@ -73,22 +73,6 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-def index_choice(index: str, chroma_path: str) -> str:
-    """Pick the chunk index the API ranks with; ``auto`` writes nothing it was not told to.
-
-    ``auto`` uses Chroma only where a cache was configured or built before (``--chroma-path``,
-    ``$KGCHECK_HOME``, or an existing ``.kgcheck/chroma``), else vectors in memory, so that
-    serving requests never creates a folder under the current one.
-    """
-    if index != "auto":
-        return index
-    from kgcheck.retrievers.index import default_chroma_path
-    from kgcheck.retrievers.store import HOME_ENV
-
-    configured = chroma_path or os.environ.get(HOME_ENV) or default_chroma_path().is_dir()
-    return "chroma" if configured else "memory"
-
-
 @app.command("search-api")
 @user_errors
 def search_api(
@@ -108,25 +92,18 @@ def search_api(
                                              "$KGCHECK_HOME/chroma or .kgcheck/chroma).")] = "",
 ) -> None:
     """Serve stored search results over HTTP, with the hosted FactCheck API's paths."""
-    import uvicorn
+    from kgcheck.api import search_server
 
-    from kgcheck.retrievers.evidence import get_retriever
-    from kgcheck.retrievers.search.server import create_app, server_config
-
-    if corpus.startswith(("http://", "https://")):
-        raise ValueError("--corpus: serve a local corpus (folder, .tar.gz or .sqlite), not a URL")
     sockets = bind_sockets(host, port)
     try:
         key = api_key or os.environ.get("KGCHECK_SEARCH_API_KEY", "") or secrets.token_urlsafe(16)
-        retriever = get_retriever(corpus, embedding=embedding,
-                                  index=index_choice(index, chroma_path), chroma_path=chroma_path)
-        api = create_app(retriever.source, retriever.engine, api_key=key, data=data)
-        shown = key if not api_key else "(as given)"
         bound = sockets[0].getsockname()[1]  # the port picked when --port is 0
+        server, location = search_server(corpus=corpus, embedding=embedding, index=index,
+                                         chroma_path=chroma_path, api_key=key, data=data,
+                                         host=host, port=bound)
+        shown = key if not api_key else "(as given)"
         console.print(f"mock search API on http://{_address(host, bound)}/api/datasets/  "
-                      f"corpus: {retriever.source.location}  X-API-Key: {shown}",
-                      soft_wrap=True)
-        server = uvicorn.Server(server_config(api, host, bound))
+                      f"corpus: {location}  X-API-Key: {shown}", soft_wrap=True)
         server.run(sockets=sockets)
     finally:
         for sock in sockets:

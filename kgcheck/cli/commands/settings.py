@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from kgcheck.cli.app import Command, app, console, user_errors
 
@@ -13,14 +12,17 @@ from kgcheck.cli.app import Command, app, console, user_errors
 @app.command("settings", cls=Command)
 @user_errors
 def settings(
-    method: Annotated[str, typer.Argument(
-        metavar="METHOD", help="Strategy name (dka, giv-z, giv-f, rag, ...; "
+    strategy: Annotated[str, typer.Argument(
+        metavar="STRATEGY", help="Strategy name (dka, giv-z, giv-f, rag, ...; "
         "`kgcheck graph list`).")],
 ) -> None:
-    """List the settings `kgcheck run --method METHOD --set KEY=VALUE` accepts."""
+    """List the settings `kgcheck run --strategy STRATEGY --set KEY=VALUE` accepts."""
+    from rich.table import Table
+
     from kgcheck import api
 
-    chosen = api.strategy(method)
+    chosen = api.strategy(strategy)
+
     table = Table(title=f"--set keys of {chosen.name}", show_lines=False)
     table.add_column("key", no_wrap=True)
     table.add_column("type", no_wrap=True)
@@ -32,5 +34,5 @@ def settings(
             default, list | tuple) else str(default)
         table.add_row(item["name"], item["type"], shown, item["description"])
     console.print(table)
-    console.print("e.g. kgcheck run --method " + chosen.name + " --set KEY=VALUE "
+    console.print("e.g. kgcheck run --strategy " + chosen.name + " --set KEY=VALUE "
                   "(lists: comma-separated)", highlight=False)

@@ -1,6 +1,6 @@
 """``kgcheck show RUN FACT_ID``: one verdict explained, with the exact conversation behind it.
 
-Printing only: the verdict is the run folder's (``kgcheck.data.runfolder.read_verdict``).
+Printing only: the verdict is ``kgcheck.api.explain``'s.
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ def show(
         "--json", help="Print the verdict record as JSON.")] = False,
 ) -> None:
     """Show one verdict: label, confidence, reason, citations, correction and conversation."""
-    from kgcheck.data.runfolder import read_verdict
+    from kgcheck import api
 
-    record = read_verdict(run_dir, fact_id)
+    record = api.explain(run_dir, fact_id)
     if as_json:
         typer.echo(json.dumps(record, indent=1, ensure_ascii=False))
         return

@@ -26,7 +26,7 @@ QUIET_ENV = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "t
 
 def write_config(path: Path) -> Path:
     """Write the ``langgraph.json`` that serves every registered graph; return its path."""
-    from kgcheck.graphs.served import langgraph_config
+    from kgcheck.api import langgraph_config
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(langgraph_config(), indent=2) + "\n", encoding="utf-8")

@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from kgcheck.cli.app import Command, app, console, err_console, user_errors
 
@@ -33,7 +31,16 @@ def sweep(
                                         "exit without running.")] = False,
 ) -> None:
     """Run every cell of a sweep as a resumable run folder, then write the leaderboard."""
-    from kgcheck.runs import sweeps
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.table import Table
+
+    from kgcheck import api as sweeps
 
     if parallel is not None and parallel < 1:
         raise ValueError(f"--parallel must be at least 1, got {parallel}")
