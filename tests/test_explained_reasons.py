@@ -91,3 +91,35 @@ def test_show_prints_the_verdict_and_its_conversation(tmp_path):
     assert json.loads(as_json.output)["conversation"] == record["conversation"]
     missing = runner.invoke(app, ["show", str(out), "no-such-fact"])
     assert missing.exit_code == 2 and "no verdict of fact 'no-such-fact'" in missing.output
+
+
+@pytest.mark.parametrize("name", ["dka", "dka-sc", "giv-z", "giv-f", "rag"])
+def test_studio_sees_the_explained_fields_in_the_output_schema(name):
+    schema = get_strategy(name).compile().get_output_jsonschema()
+    verdict = schema["properties"]["verdict"]
+    if "$ref" in verdict:
+        verdict = schema["$defs"][verdict["$ref"].rsplit("/", 1)[-1]]
+    assert {"confidence", "confidence_source", "rationale", "citations", "correction",
+            "conversation", "answer_problems"} <= set(verdict["properties"])
+    assert "NEI" in json.dumps(verdict["properties"]["label"])
+
+
+def test_a_cache_written_before_logprobs_is_upgraded(tmp_path):
+    import sqlite3
+
+    from kgcheck.providers.cache import AnswerCache, CachedAnswer
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, model TEXT NOT NULL, text TEXT "
+               "NOT NULL, tokens_in INTEGER, tokens_out INTEGER, seconds REAL, created REAL "
+               "NOT NULL)")
+    db.execute("INSERT INTO answers VALUES ('k0', 'm', 'T', 1, 1, 0.1, 0)")
+    db.commit()
+    db.close()
+    cache = AnswerCache(path)
+    assert cache.get("k0") == CachedAnswer("T", 1, 1, 0.1, None)
+    tokens = [{"token": "F", "logprob": -0.1, "top": [["F", -0.1], ["T", -2.0]]}]
+    cache.put("k1", "m", CachedAnswer("F", 2, 1, 0.2, tokens))
+    assert cache.get("k1") == CachedAnswer("F", 2, 1, 0.2, tokens)
+    cache.close()
