@@ -275,3 +275,29 @@ async def test_real_llamacpp_server_confidence_is_its_normalised_probability(lla
             mass[side] += math.exp(alt["logprob"])
     assert verdict["confidence"] == pytest.approx(mass["T"] / (mass["T"] + mass["F"]),
                                                   abs=1e-5)
+
+
+def test_report_scores_confidences_and_draws_the_figures(tmp_path):
+    from typer.testing import CliRunner
+
+    from kgcheck.cli import app
+    from kgcheck.evals.report import build_report
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "--dataset", "yago", "--limit", "30", "--out",
+                                      str(run), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    path = run / "verdicts.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    # The first YAGO facts are all true: give them both classes, and scores.
+    records = [{**r, "gold": "T" if t else "F", "confidence": s, "confidence_source": "logprobs"}
+               for r, t, s in zip(records, TRUTH, SCORES, strict=False)]
+    scores = {r["fact_id"]: r["confidence"] for r in records}
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    written = build_report([run], tmp_path / "report")
+    truth = [1 if r["gold"] == "T" else 0 for r in records]
+    expected = roc_auc_score(truth, [scores[r["fact_id"]] for r in records])
+    text = written.markdown.read_text()
+    assert "## Coverage and confidence" in text and f"{expected:.2f}" in text
+    names = {p.name for p in written.plots}
+    assert {"reliability-run.png", "precision-coverage-run.png"} <= names

@@ -330,9 +330,9 @@ def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], result: 
         extras=consensus_extras(votes, label, judge),
         strategy="consensus",
         members=plan["members"],
-        # The conversations are the verdict's own (``conversation``): not kept twice.
-        votes=[{**v, "explained": {k: x for k, x in (v.get("explained") or {}).items()
-                                   if k != "conversation"}} for v in votes],
+        # Each vote keeps its member's explanation (conversation included): a run that
+        # re-judges recorded votes (cons-up, cons-down) rebuilds the verdict from them.
+        votes=votes,
         counts=result["counts"],
         decision=decision,
         majority=decision if decision in ("T", "F") else None,
