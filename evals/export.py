@@ -37,17 +37,22 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
+from kgcheck.arguments import ArgumentMessage
+from kgcheck.data.atomic import atomic_output
+from kgcheck.data.cells import neutralise
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
-    VERDICT_LABELS,
     VERDICTS,
     LabelRow,
+    parse_only,
     read_labels,
     read_verdicts,
 )
 
 FORMATS = ("csv", "jsonl", "nt", "ttl", "sparql", "patch")
+# Formats that write the changes the verdicts call for, not the verdicts.
+CHANGE_FORMATS = ("sparql", "patch")
 RDF_FORMATS = {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE}
 RDF_SHAPES = ("annotated", "plain")
 COLUMNS = ("fact_id", "subject", "predicate", "object", "verdict", "method", "model", "reason",
@@ -74,7 +79,7 @@ PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable", "NEI": "NotEnoughEvidence"}
 
 
-class ExportError(ValueError):
+class ExportError(ArgumentMessage, ValueError):
     """A run folder or option that cannot be exported; the message says which and why."""
 
 
@@ -85,23 +90,6 @@ class Exported:
     path: Path | None
     format: str
     count: int
-
-
-def parse_only(only: str | Sequence[str] | None) -> set[str] | None:
-    """Read ``--only T,F,NA,NEI`` into a set of verdict labels (None: every verdict).
-
-    NEI (not enough evidence) is a fact to look into: ``--only F`` never selects it, so a
-    deletion list holds only facts judged false.
-    """
-    if only is None:
-        return None
-    items = only.split(",") if isinstance(only, str) else list(only)
-    labels = {item.strip().upper() for item in items if item.strip()}
-    unknown = sorted(labels - set(VERDICT_LABELS))
-    if unknown or not labels:
-        raise ExportError(f"--only {','.join(items)}: expected verdicts among "
-                          f"{', '.join(VERDICT_LABELS)}, comma-separated")
-    return labels
 
 
 def _reason(record: Mapping[str, Any]) -> str:
@@ -285,15 +273,15 @@ def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterato
 # --- writing --------------------------------------------------------------------------
 
 
-def _open_target(out: str | Path | None) -> tuple[IO[bytes], Path | None]:
+def _target(out: str | Path | None) -> Path | None:
     if out is None or str(out) == "-":
-        return sys.stdout.buffer, None
+        return None
     path = Path(out)
     if path.is_dir():
         raise ExportError(f"--out {path} is a folder; give a file name")
     if not path.parent.is_dir():
         raise ExportError(f"--out {path}: folder {path.parent} does not exist")
-    return path.open("wb"), path
+    return path
 
 
 def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes], *,
@@ -318,7 +306,9 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
             writer = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore")
             writer.writeheader()
             for row in counted():
-                writer.writerow({k: "" if row.get(k) is None else row[k] for k in COLUMNS})
+                # Triple values and notes are untrusted: no cell may run as a formula.
+                writer.writerow({k: "" if row.get(k) is None else neutralise(row[k])
+                                 for k in COLUMNS})
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()
@@ -342,24 +332,31 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
-    labels = parse_only(only)
-    if labels is not None and fmt in ("sparql", "patch"):
+    labels = parse_only(only, error=ExportError)
+    if labels and fmt in CHANGE_FORMATS:
         raise ExportError(f"--only does not apply to --format {fmt}: it deletes the facts "
                           "judged (or labelled) false and inserts accepted corrections")
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
     every = read_verdicts(folder / VERDICTS)
-    records = [r for r in every.values() if labels is None or r.get("label", "NA") in labels]
-    sink, path = _open_target(out)
-    try:
-        if fmt in ("sparql", "patch"):
+    records = [r for r in every.values() if not labels or r.get("label", "NA") in labels]
+
+    def write(sink: IO[bytes]) -> int:
+        if fmt in CHANGE_FORMATS:
             from kgcheck.evals.patch import write_changes
 
-            count = write_changes(rows(records, review), every, review, fmt, sink)
-        else:
-            count = write_rows(rows(records, review), fmt, sink, shape=shape)
-    finally:
-        if path is not None:
-            sink.close()
-        else:
-            sink.flush()
+            return write_changes(rows(records, review), every, review, fmt, sink)
+        return write_rows(rows(records, review), fmt, sink, shape=shape)
+
+    path = _target(out)
+    if path is None:
+        count = write(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return Exported(None, fmt, count)
+    try:
+        # Whole or not at all: a full disk or a kill part way leaves the old export intact.
+        with atomic_output(path) as sink:
+            count = write(sink)
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
+                          "an existing file there is unchanged") from None
     return Exported(path, fmt, count)

@@ -14,8 +14,11 @@ from typing_extensions import TypedDict
 from kgcheck.data.facts import Fact
 from kgcheck.graphs.context import Context
 from kgcheck.graphs.explain import compact_logprobs
+from kgcheck.graphs.parsing import answer_format
 from kgcheck.providers import metadata
 from kgcheck.providers.cache import CachedAnswer, active_cache, answer_key
+from kgcheck.providers.constraints import AnswerFormat, notice
+from kgcheck.providers.resolve import constrained_model
 from kgcheck.providers.settings import ModelSettings
 
 # Replay already serves recorded answers (and scripted test models must run every time).
@@ -84,27 +87,50 @@ def reply_text(message: BaseMessage) -> str:
     )
 
 
+def constraint_of(ctx: Context, step: str, parser: str | None) -> AnswerFormat | None:
+    """Return the answer format a call is held to: with ``constrain``, its verdict's format.
+
+    Only verdict calls are constrained (RAG's sentence and question steps write free text);
+    ``parser`` names the reader of this call's answer when it is not the context's.
+    """
+    if not getattr(ctx, "constrain", False) or step != "verdict":
+        return None
+    name = parser or ctx.parser
+    fmt = answer_format(name)
+    if fmt is None:
+        notice(f"the {name!r} parser has no answer format to constrain to; constrain is "
+               "ignored for it")
+    return fmt
+
+
 async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: str = "verdict",
               *, model: str | None = None, recorded: str | None = None,
-              **extra: Any) -> ModelReply:
+              parser: str | None = None, **extra: Any) -> ModelReply:
     """Send ``messages`` about ``fact`` to the context's model (or ``model``), timed.
 
     ``recorded`` makes replay serve another method's recordings for this call (RAG's DKA
-    fallback); ``extra`` goes into the call's metadata (``kgcheck_attempt=2``).
+    fallback); ``parser`` names the reader of the answer when it is not the context's (it
+    picks the format ``constrain`` holds the model to); ``extra`` goes into the call's
+    metadata (``kgcheck_attempt=2``).
     """
     spec = model or ctx.model
+    fmt = constraint_of(ctx, step, parser)
     cache = active_cache()
     key = None
     if cache is not None and cache.enabled and not spec.startswith(UNCACHED_PREFIXES):
+        settings = vars(ModelSettings.of(ctx))
+        if fmt is not None:
+            settings = {**settings, "constraint": fmt.name}
         # The k samples of self-consistency are k draws, each cached on its own.
-        key = answer_key(spec, messages, vars(ModelSettings.of(ctx)),
-                         draw=int(extra.get(metadata.SAMPLE, 0)))
+        key = answer_key(spec, messages, settings, draw=int(extra.get(metadata.SAMPLE, 0)))
         hit = await cache.aget(key)
         if hit is not None:
             return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,
                               tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True,
                               logprobs=hit.logprobs)
-    chat = ctx.chat_model(model)
+    chat: Any = ctx.chat_model(model)
+    if fmt is not None:
+        chat = constrained_model(spec, chat, fmt)
     started = time.perf_counter()
     message = await chat.ainvoke(
         messages, config=call_config(fact, ctx, step, recorded=recorded, **extra))

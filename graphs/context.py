@@ -43,7 +43,8 @@ class Context(ModelSettings):
         metadata={
             "description": "The chat model as provider:model, e.g. ollama:gemma2:9b, "
             "openai:gpt-4o-mini, openai-compatible:<name>, azure:<deployment>, "
-            "replay:gemma2:9b."
+            "replay:gemma2:9b, local:smollm2-135m (llama.cpp on this machine; a 135M "
+            "model, near chance) or local:/path/to/model.gguf."
         },
     )
     prompt: str = field(
@@ -93,6 +94,14 @@ class Context(ModelSettings):
             for name, variant in self.ABSTAIN.items():
                 if getattr(self, name) == defaults.get(name):
                     setattr(self, name, variant)
+
+    constrain: bool = field(
+        default=False,
+        metadata={"description": "Hold the model to the parser's answer format where its "
+                  "provider can (local: a llama.cpp grammar; openai, azure, "
+                  "openai-compatible: a JSON schema response_format; ollama: a JSON schema "
+                  "format); ignored with a warning elsewhere (replay)."},
+    )
 
     def chat_model(self, spec: str | None = None) -> BaseChatModel:
         """Resolve this context's model (or ``spec``) with this context's model settings."""

@@ -14,6 +14,10 @@ kind (``kgcheck.registry``):
 - ``strict-nei`` and ``yes-no-nei-json``: the same readers for the not-enough-evidence
   prompt variants, where ``NEI`` (``"output": "not enough evidence"``) is an answer of its
   own: the model abstains. The study's parsers never give NEI.
+
+Each built-in parser also has an answer format (``ANSWER_FORMATS``): what a model is held
+to when a run asks for constrained output (``constrain``), written so that the parser reads
+it (``{"verdict": "T"}`` is a labelled verdict).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgcheck.data.facts import Label
+from kgcheck.providers.constraints import AnswerFormat
 from kgcheck.registry import Registry, UnknownNameError
 
 _TOKENS: dict[str, Label] = {"t": "T", "true": "T", "f": "F", "false": "F"}
@@ -30,7 +35,7 @@ _TOKENS: dict[str, Label] = {"t": "T", "true": "T", "f": "F", "false": "F"}
 _UNDECIDED = {"na", "n", "nan", "none", "unknown", "unsure", "undecided", "uncertain"}
 # "Judgment: T", "**Answer**: false", "Verdict - F"; "Judgment: T/F" and "T or F" say both.
 _LABELLED = re.compile(
-    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`]*(?:\s+is)?\s*[:=\-]\s*[*_`\"'(\[]*\s*"
+    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`\"']*(?:\s+is)?\s*[:=\-]\s*[*_`\"'(\[]*\s*"
     r"([A-Za-z]+)\b(?!\s*/|\s+(?:or|and)\b)",
     re.IGNORECASE,
 )
@@ -142,8 +147,8 @@ _NEI_OUTPUT = re.compile(
     r"""["']?\boutput\b["']?\s*[:=]\s*["']?\s*(nei|not enough (?:evidence|information|info)"""
     r"""|insufficient evidence|abstain)\b""", re.IGNORECASE)
 _NEI_LABELLED = re.compile(
-    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`]*(?:\s+is)?\s*[:=\-]\s*"
-    r"[*_`\"'(\[]*\s*(nei|not enough (?:evidence|information))\b", re.IGNORECASE)
+    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`\"']*(?:\s+is)?\s*[:=\-]"
+    r"\s*[*_`\"'(\[]*\s*(nei|not enough (?:evidence|information))\b", re.IGNORECASE)
 
 
 def _says_nei_line(answer: str) -> bool:
@@ -202,3 +207,41 @@ PARSERS.register("yes-no-nei-json", read_yes_no_nei_json)
 def read_with(parser: str, answer: str | None) -> Reading:
     """Read ``answer`` with the parser named ``parser``."""
     return PARSERS.get(parser)(answer)
+
+
+_VERDICT_SCHEMA = {"type": "object",
+                   "properties": {"verdict": {"type": "string", "enum": ["T", "F"]}},
+                   "required": ["verdict"], "additionalProperties": False}
+
+# What each parser's answers look like, as a grammar (llama.cpp) and a JSON schema.
+ANSWER_FORMATS: dict[str, AnswerFormat] = {
+    "strict": AnswerFormat("verdict", 'root ::= "T" | "F"', _VERDICT_SCHEMA),
+    # Reasoning lines may come first; the verdict stands alone on the last.
+    "last-line": AnswerFormat(
+        "reasoned_verdict", 'root ::= ([^\\n]+ "\\n"){0,8} ("T" | "F")',
+        {"type": "object",
+         "properties": {"reasoning": {"type": "string"},
+                        "verdict": {"type": "string", "enum": ["T", "F"]}},
+         "required": ["reasoning", "verdict"], "additionalProperties": False}),
+    "yes-no-json": AnswerFormat(
+        "output", 'root ::= "{\\"output\\": \\"" ("yes" | "no") "\\"}"',
+        {"type": "object", "properties": {"output": {"type": "string", "enum": ["yes", "no"]}},
+         "required": ["output"], "additionalProperties": False}),
+    "strict-nei": AnswerFormat(
+        "verdict_or_nei", 'root ::= "T" | "F" | "NEI"',
+        {"type": "object",
+         "properties": {"verdict": {"type": "string", "enum": ["T", "F", "NEI"]}},
+         "required": ["verdict"], "additionalProperties": False}),
+    "yes-no-nei-json": AnswerFormat(
+        "output_or_nei",
+        'root ::= "{\\"output\\": \\"" ("yes" | "no" | "not enough evidence") "\\"}"',
+        {"type": "object",
+         "properties": {"output": {"type": "string",
+                                   "enum": ["yes", "no", "not enough evidence"]}},
+         "required": ["output"], "additionalProperties": False}),
+}
+
+
+def answer_format(parser: str) -> AnswerFormat | None:
+    """Return the answer format of the parser named ``parser``; None when it has none."""
+    return ANSWER_FORMATS.get(parser)

@@ -16,77 +16,13 @@ in its log that says why.
 
 from __future__ import annotations
 
-import contextvars
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Coroutine, Generator
 from typing import Any
 
 from kgcheck.providers.secrets import redact_logs
-from kgcheck.tracing import TracingError, setup_tracing
+from kgcheck.tracing import TracingError, setup_tracing, trace_streams_whole
 
 logger = logging.getLogger(__name__)
-
-
-class _InContext(Awaitable[Any]):
-    """Await a coroutine with every step of it run in one given context."""
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
-        self.coro = coro
-        self.context = context
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        send: Any = self.coro.send
-        value: Any = None
-        while True:
-            try:
-                pending = self.context.run(send, value)
-            except StopIteration as stop:
-                return stop.value
-            try:
-                value, send = (yield pending), self.coro.send
-            except GeneratorExit:
-                self.context.run(self.coro.close)
-                raise
-            except BaseException as exc:  # noqa: BLE001 - cancellation goes to the coroutine
-                value, send = exc, self.coro.throw
-
-
-async def _stream_in_one_context(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
-    """Yield from ``stream``, advancing it always in the context it was started in.
-
-    The server pulls each item of a run's stream from a task of its own, and a task runs
-    in a copy of its creator's context: the workflow span made current at the start, and
-    the run's fact id, would not reach the nodes of later steps. Their spans would start
-    traces of their own, and OpenLIT could not end its span where it began it.
-    """
-    context = contextvars.copy_context()
-    try:
-        while True:
-            try:
-                item = await _InContext(stream.__anext__(), context)  # type: ignore[arg-type]
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await _InContext(aclose(), context)
-
-
-def _trace_streams_whole() -> None:
-    """Make ``Pregel.astream`` run each stream in one context, outside every other wrapper."""
-    from langgraph.pregel import Pregel
-    from wrapt import wrap_function_wrapper
-
-    if getattr(Pregel, "_kgcheck_one_context", False):
-        return
-
-    def astream(wrapped: Any, instance: Any, args: tuple,
-                kwargs: dict) -> AsyncGenerator[Any, None]:
-        return _stream_in_one_context(wrapped(*args, **kwargs))
-
-    wrap_function_wrapper(Pregel.__module__, "Pregel.astream", astream)
-    Pregel._kgcheck_one_context = True  # type: ignore[attr-defined]
 
 
 # The dev server logs requests and errors; httpx logs model URLs: mask credentials in all.
@@ -98,7 +34,7 @@ except TracingError as exc:
     logger.warning("tracing is off: %s", exc)
     _setup = None
 if _setup is not None:
-    _trace_streams_whole()
+    trace_streams_whole()
     logger.info("tracing Studio runs: spans go to %s",
                 _setup.endpoint or "the tracer provider already set")
 

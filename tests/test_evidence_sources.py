@@ -30,7 +30,7 @@ from kgcheck.retrievers.sources.net import (
     forget_robots,
 )
 from kgcheck.retrievers.sources.searxng import SearxngSource
-from kgcheck.retrievers.sources.sparql import HttpSelect, SparqlSource
+from kgcheck.retrievers.sources.sparql import SparqlSource, http_select
 from kgcheck.retrievers.sources.text import clean_text
 from kgcheck.retrievers.sources.web import PageSkipped, WebSource
 from kgcheck.retrievers.sources.wikipedia import WikipediaSource
@@ -259,7 +259,7 @@ ex:New_York_City rdfs:label "New York City"@en .
 
 async def test_sparql_renders_subject_and_object_statements_as_sentences():
     with SparqlStub(KG) as endpoint:
-        source = SparqlSource(HttpSelect(endpoint.url, policy()), endpoint.url)
+        source = SparqlSource(http_select(endpoint.url, policy()), endpoint.url)
         req = request(subject="http://kg.example/Alan_Alda", obj="Arlene Alda")
         keys = source.keys(req, [])
         found = [f for k in keys for f in await source.fetch(k)]
@@ -275,17 +275,17 @@ async def test_sparql_renders_subject_and_object_statements_as_sentences():
 
 async def test_sparql_entity_the_kg_lacks_gives_no_document():
     with SparqlStub(KG) as endpoint:
-        source = SparqlSource(HttpSelect(endpoint.url, policy()), endpoint.url)
+        source = SparqlSource(http_select(endpoint.url, policy()), endpoint.url)
         assert await source.fetch("http://kg.example/Nobody") == []
         assert await source.fetch("label:Nobody at all") == []
 
 
 async def test_sparql_garbage_and_unreachable_are_source_errors(web, free_port):
-    garbage = SparqlSource(HttpSelect(f"{web.url}/alda.html", policy()), "x")
+    garbage = SparqlSource(http_select(f"{web.url}/alda.html", policy()), "x")
     with pytest.raises(SourceError, match="not SPARQL JSON results|HTTP 501"):
         await garbage.fetch("http://kg.example/Alan_Alda")
-    gone = SparqlSource(HttpSelect(f"http://127.0.0.1:{free_port}/sparql", policy()), "x")
-    with pytest.raises(SourceError, match="after 2 attempts"):
+    gone = SparqlSource(http_select(f"http://127.0.0.1:{free_port}/sparql", policy()), "x")
+    with pytest.raises(SourceError, match="did not answer after 2 tries"):
         await gone.fetch("http://kg.example/Alan_Alda")
 
 

@@ -1,7 +1,7 @@
-"""The sparql evidence source against a real Virtuoso, through both SPARQL clients.
+"""The sparql evidence source against a real Virtuoso, with the client set both ways.
 
-The source's private httpx client and kgcheck's own ``SparqlClient`` (passed in as the
-``select`` callable) must read the same statements from the same endpoint.
+The source's default (kgcheck's ``SparqlClient`` under the evidence policy's limits) and a
+``SparqlClient`` passed in as the ``select`` callable must read the same statements.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from kgcheck.data.sparql import SparqlClient
 from kgcheck.retrievers.sources.base import EVIDENCE_SOURCES, EvidenceRequest, SourceSettings
 from kgcheck.retrievers.sources.net import NetPolicy
-from kgcheck.retrievers.sources.sparql import HttpSelect, SparqlSource
+from kgcheck.retrievers.sources.sparql import SparqlSource, http_select
 from tests.virtuoso import Virtuoso, load
 
 GRAPH = "http://kgcheck.test/evidence"
@@ -40,9 +40,9 @@ def request() -> EvidenceRequest:
                            readable=("Alan Alda", "spouse", "Arlene Alda"), queries=())
 
 
-@pytest.mark.parametrize("client", ["private", "SparqlClient"])
+@pytest.mark.parametrize("client", ["policy", "SparqlClient"])
 async def test_virtuoso_statements_become_sentences(endpoint, client):
-    select = (HttpSelect(endpoint, NetPolicy(timeout=30)) if client == "private"
+    select = (http_select(endpoint, NetPolicy(timeout=30)) if client == "policy"
               else SparqlClient(endpoint).select)
     source = EVIDENCE_SOURCES.get("sparql")("", settings=SourceSettings(), select=select)
     assert isinstance(source, SparqlSource)

@@ -184,7 +184,7 @@ def test_dbpedia_like_terms_keep_iris_and_values_become_literals(tmp_path: Path)
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--format", "xml"], "--format xml: expected one of csv, jsonl, nt, ttl"),
-    (["--only", "X"], "--only X: expected verdicts among T, F, NA"),
+    (["--only", "X"], "--only X: unknown verdict X; use any of T, F, NA"),
     (["--rdf", "star"], "--rdf star: expected one of annotated, plain"),
 ])
 def test_bad_export_options_are_one_line(run_dir: Path, args: list[str], message: str) -> None:
@@ -256,3 +256,17 @@ def test_a_turtle_run_exports_its_own_terms_unchanged(tmp_path: Path, scripted) 
         "SELECT ?o WHERE { ?v rdf:object ?o }")}
     assert len(objects) == 2
     assert objects <= {t.object for t in exported}
+
+
+def test_one_only_parser_for_export_and_review(run_dir: Path) -> None:
+    from kgcheck.data.runfolder import parse_only
+    from kgcheck.review.session import parse_only as review_only
+
+    assert parse_only(["t", " T", "na"]) == ("T", "NA")
+    assert parse_only(None) == parse_only("") == parse_only([]) == ()
+    assert review_only("ties,f") == ("ties", "F")
+    with pytest.raises(ExportError, match=r"only=\['T', 'maybe'\]: unknown verdict maybe; use any of T, F, NA"):
+        kgcheck.export(run_dir, "jsonl", run_dir / "x.jsonl", only="T,maybe")
+    # Nothing named is no filter, as in the review: every verdict is exported.
+    everything = kgcheck.export(run_dir, "jsonl", run_dir / "all.jsonl")
+    assert kgcheck.export(run_dir, "jsonl", run_dir / "none.jsonl", only="").count == everything.count

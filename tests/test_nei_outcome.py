@@ -109,6 +109,6 @@ def test_per_predicate_and_summary_coverage():
 
 
 def test_nei_is_for_review_not_deletion():
-    assert parse_only("F") == {"F"}
-    assert parse_only("NEI") == {"NEI"}
+    assert parse_only("F") == ("F",)
+    assert parse_only("nei,F") == ("NEI", "F")
     assert VERDICT_SCORE["NEI"] == VERDICT_SCORE["NA"] == 0.5

@@ -53,7 +53,7 @@ async def test_existing_run_needs_resume_or_fresh_and_must_match(tmp_path) -> No
     facts = load_facts("yago")[:5]
     info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
     await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
-    with pytest.raises(RunError, match="already holds 5 verdicts: pass --resume"):
+    with pytest.raises(RunError, match="already holds 5 verdicts: pass resume=True"):
         await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path, show_progress=False)
     other = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:mistral:7b"])
     with pytest.raises(RunError, match="holds a different run.*models"):

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -118,3 +119,24 @@ def test_cli_sample_larger_than_the_file_notes_it(tmp_path, scripted) -> None:
     assert result.exit_code == 0, result.output
     assert "--sample 10 asks for more facts than there are (2)" in " ".join(result.output.split())
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["n"] == 2
+
+
+def test_one_largest_remainder_allocator_for_samples_and_designs() -> None:
+    from kgcheck.data.sampling import largest_remainder
+    from kgcheck.evals.accuracy.designs import MIN_PER_STRATUM, Unit, draw_stratified
+
+    # Hamilton's method: whole parts first, then the largest remainders (Wikipedia's example).
+    assert largest_remainder({"Yellow": 47_000, "White": 16_000, "Red": 15_800, "Green": 12_000,
+                              "Blue": 6_100, "Pink": 3_100}, 10) == {
+        "Yellow": 5, "White": 2, "Red": 1, "Green": 1, "Blue": 1, "Pink": 0}
+    # Equal remainders go by stratum name, whatever order the strata came in.
+    assert largest_remainder({"b": 10, "a": 10}, 5, minimum=2) == {"a": 3, "b": 2}
+    assert largest_remainder({"a": 10, "b": 10}, 5, minimum=2) == {"a": 3, "b": 2}
+    # Minimums are paid back by the strata furthest over their share; no stratum gets more
+    # than its size, and every unit is given while some stratum has room.
+    assert largest_remainder({"big": 90, "small": 10}, 10, minimum=2) == {"big": 8, "small": 2}
+    assert largest_remainder({"x": 3, "y": 1}, 4) == {"x": 3, "y": 1}
+    assert largest_remainder({}, 3) == {}
+    units = [Unit(str(i), "b" if i < 10 else "a", str(i)) for i in range(20)]
+    drawn = Counter(d.stratum for d in draw_stratified(units, 5, np.random.default_rng(0)))
+    assert drawn == {"a": 3, "b": 2} and min(drawn.values()) >= MIN_PER_STRATUM

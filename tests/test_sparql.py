@@ -184,3 +184,37 @@ def test_an_endpoint_key_stays_out_of_messages(bad_endpoint) -> None:
     with pytest.raises(SparqlError) as err:
         client.select("SELECT * WHERE { ?s ?p ?o }")
     assert f"{bad_endpoint}/page did not answer" in str(err.value) and "s3cret" not in str(err.value)
+
+
+MALFORMED = json.dumps({"results": {"bindings": [{"s": 1, "p": None}]}}).encode()
+GOOD_ROW = {"s": {"type": "uri", "value": "http://e.org/a"}, "p": {"type": "uri", "value": "http://e.org/p"},
+            "o": {"type": "uri", "value": "http://e.org/b"}}
+
+
+@pytest.mark.parametrize("answers", [{"ORDER BY": MALFORMED}, {"VALUES ?s": MALFORMED}],
+                         ids=["triples query", "names query"])
+def test_malformed_bindings_are_one_line_naming_the_endpoint_and_row(answers, tmp_path, scripted) -> None:
+    from tests.stubs.sparql import SparqlStub
+
+    good = json.dumps({"results": {"bindings": [GOOD_ROW]}}).encode()
+    with SparqlStub(answers={"ORDER BY": good, **answers}) as endpoint:
+        reader = SparqlReader(SparqlClient(endpoint.url, retries=0))
+        with pytest.raises(SparqlError) as failed:
+            reader.named(list(reader))
+        message = str(failed.value)
+        assert message == (f'SPARQL endpoint {endpoint.url} answered a malformed row 1: {{"s": 1, "p": null}} '
+                           '(each variable must be bound to {"type": ..., "value": "..."})')
+        result = runner.invoke(app, ["run", "--sparql", endpoint.url, "--model", "scripted:x", "--no-progress",
+                                     "--out", str(tmp_path / "r")])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2 and "answered a malformed row 1" in output and "Traceback" not in output
+
+
+def test_a_term_pyoxigraph_refuses_names_the_row() -> None:
+    from tests.stubs.sparql import SparqlStub
+
+    bad_iri = {**GOOD_ROW, "o": {"type": "uri", "value": "not an iri"}}
+    with SparqlStub(answers={"ORDER BY": json.dumps({"results": {"bindings": [bad_iri]}}).encode()}) as endpoint:
+        with pytest.raises(SparqlError, match=rf"SPARQL endpoint {endpoint.url}: row 1 .*not an iri.* lacks or "
+                                              r"mangles \?s \?p \?o"):
+            list(SparqlReader(endpoint.url))

@@ -123,7 +123,7 @@ def test_without_a_collector_the_server_serves_untraced(tmp_path, free_port) -> 
 
 
 async def test_each_step_of_a_stream_runs_in_the_context_it_started_in() -> None:
-    from kgcheck.studio import _stream_in_one_context
+    from kgcheck.tracing import _stream_in_one_context
 
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
     seen: list[str] = []
@@ -163,3 +163,52 @@ async def test_each_step_of_a_stream_runs_in_the_context_it_started_in() -> None
     assert seen == ["started"] * 3 + ["cancelled in started", "closed in started"]
     assert var.get() == "unset"  # the caller's own context is untouched
     await whole.aclose()
+
+
+def test_langgraph_is_patched_in_one_module_only() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    patching = sorted(
+        str(path.relative_to(root))
+        for folder in ("kgcheck", "graphs", "retrievers", "evals")
+        for path in (root / folder).rglob("*.py")
+        if "Pregel" in path.read_text(encoding="utf-8"))
+    assert patching == ["kgcheck/tracing.py"]
+
+
+def test_pregel_is_wrapped_once_per_purpose() -> None:
+    import subprocess
+    import sys
+
+    # In a process of its own: the wrappers stay on the class for the process's life.
+    script = """
+import asyncio
+from langgraph.graph import StateGraph, START, END
+from langgraph.pregel import Pregel
+from typing_extensions import TypedDict
+from kgcheck.tracing import trace_streams_whole
+
+class S(TypedDict):
+    n: int
+
+builder = StateGraph(S)
+builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+builder.add_edge(START, "inc")
+builder.add_edge("inc", END)
+graph = builder.compile()
+bare = Pregel.__dict__["astream"]
+trace_streams_whole()
+once = Pregel.__dict__["astream"]
+trace_streams_whole()
+assert Pregel.__dict__["astream"] is once and once is not bare and once.__wrapped__ is bare
+
+async def main():
+    return [chunk async for chunk in graph.astream({"n": 1})]
+
+print(asyncio.run(main()))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[{'inc': {'n': 2}}]"

@@ -9,6 +9,8 @@ a person had given them), computes ``evals.estimate``'s three estimators, and wr
 from __future__ import annotations
 
 import csv
+import io
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +18,16 @@ from typing import Any
 
 import numpy as np
 
+from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import Fact
-from kgcheck.data.labels import SAMPLE_COLUMNS, read_labels
+from kgcheck.data.labels import (
+    FILTERED,
+    SAMPLE_COLUMNS,
+    LabelRow,
+    is_review_design,
+    read_labels,
+)
 from kgcheck.data.runfolder import (
     ESTIMATE,
     VERDICTS,
@@ -97,13 +107,15 @@ def write_sample(facts: Iterable[Fact], out: Path, *, n: int, design: str = "srs
     label = design_label(design, stratify if design == "stratified" else
                          (cluster if design == "twcs" else None))
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(SAMPLE_COLUMNS)
-        for item in draws:
-            subject, predicate, obj, text = kept[item.fact_id]
-            writer.writerow([item.fact_id, subject, predicate, obj, text, "",
-                             f"{item.weight:.6g}", item.stratum, item.cluster, label])
+    text_out = io.StringIO()
+    writer = csv.writer(text_out)
+    writer.writerow(SAMPLE_COLUMNS)
+    for item in draws:
+        subject, predicate, obj, text = kept[item.fact_id]
+        # Annotators open this in a spreadsheet: no triple value may run as a formula.
+        writer.writerow([neutralise(v) for v in (item.fact_id, subject, predicate, obj, text)]
+                        + ["", f"{item.weight:.6g}", item.stratum, item.cluster, label])
+    write_text_atomic(out, text_out.getvalue())
     return SampleResult(out, label, draws, len(units))
 
 
@@ -172,6 +184,10 @@ def _file_labels(path: Path, records: Mapping[str, dict[str, Any]], stratify: st
     for row in found.rows:
         if row.fact_id not in records:
             raise EstimateError(f"{row.where}: fact {row.fact_id!r} is not in the run")
+    chosen = dict(Counter(row.design or "unknown" for row in found.rows))
+    if is_review_design(found.design) or found.design == "review":
+        found.rows = review_rows(path, found.rows, found.unlabeled, len(records), warnings)
+        found.design = "srs"
     design, key = parse_design_label(found.design)
     if stratify and design == "srs":
         # Labels drawn at random, estimated by strata of the run (post-stratification).
@@ -192,9 +208,71 @@ def _file_labels(path: Path, records: Mapping[str, dict[str, Any]], stratify: st
     if found.unlabeled:
         warnings.append(f"{path}: {found.unlabeled} rows without a label (idk/na/skip/empty) "
                         "are left out")
-    info = {"file": str(path), "rows": len(found.rows) + found.unlabeled,
-            "usable": len(found.rows), "left_out": found.unlabeled}
+    info = {"file": str(path), "rows": sum(chosen.values()) + found.unlabeled,
+            "usable": len(found.rows), "left_out": found.unlabeled, "chosen": chosen}
     return labels, design, key, strata, info
+
+
+def review_rows(path: Path, rows: list[LabelRow], unlabeled: int, run_size: int,
+                warnings: list[str]) -> list[LabelRow]:
+    """Keep the review decisions an estimate may use; refuse or warn when none is random.
+
+    A decision records how its fact was chosen: ``srs`` (a random sample of every verdict)
+    supports the estimate; ``filtered:...`` (only F, NA or ties were reviewed) cannot, since
+    it never looks at the other verdicts; ``queue`` (the run's order, from the top) is a
+    random sample only when every verdict was decided. Random decisions are used alone when
+    there are some.
+    """
+    random_rows = [r for r in rows if r.design == "srs"]
+    filtered = sorted({r.design.removeprefix(FILTERED) for r in rows
+                       if r.design.startswith(FILTERED)})
+    others = [r for r in rows if r.design != "srs" and not r.design.startswith(FILTERED)]
+    if random_rows:
+        left = len(rows) - len(random_rows)
+        if left:
+            warnings.append(f"{path}: {left} decisions not taken in a random sample (queue "
+                            "order, or --only) are left out; the estimate uses the "
+                            f"{len(random_rows)} decisions of the random sample")
+        return random_rows
+    if filtered and not others:
+        raise EstimateError(
+            f"{path}: its labels come from a review of the {' and '.join(filtered)} verdicts "
+            "only (--only), which says nothing about the other verdicts: no accuracy can be "
+            "estimated from them. Review a random sample (kgcheck review RUN --sample N, "
+            "without --only) or draw one with kgcheck sample")
+    if len(rows) + unlabeled < run_size:
+        how = ("taken in queue order (the run's order, from the top)" if not filtered
+               else "taken in queue order or from chosen verdicts only")
+        warnings.append(
+            f"NOT A RANDOM SAMPLE: the {len(rows)} labels of {path} were {how}, not drawn at "
+            f"random, and cover {len(rows) + unlabeled} of the run's {run_size} facts; the "
+            "intervals assume a random sample and may be biased. For a sound estimate review "
+            "a random sample: kgcheck review RUN --sample N")
+    return rows
+
+
+def estimated_population(run_dir: Path, run_size: int) -> dict[str, Any]:
+    """Say whose accuracy the labels estimate: the KG a random sample came from, or the run's.
+
+    Read from how ``run.json`` says the run chose its facts (``input.drawn``).
+    """
+    info = read_run_info(run_dir, EstimateError)
+    name = str(info.get("dataset") or "the KG")
+    drawn = (info.get("input") or {}).get("drawn") or {}
+    how = drawn.get("how")
+    facts = f"{run_size:,} facts"
+    if how == "all":
+        return {"of": "kg", "text": f"the KG {name} (the run checked all its {facts})"}
+    if how == "sample":
+        total = drawn.get("of")
+        size = f" ({total:,} facts)" if isinstance(total, int) else ""
+        return {"of": "kg", "text": f"the KG {name}{size}, from which the run checked a random "
+                                    f"sample of {facts}"}
+    why = {"first": "the first facts of the input (--limit)", "ids": "their ids (--ids)",
+           "stratified": "strata (--stratify): not in proportion to the KG"}.get(
+               str(how), "a way run.json does not record")
+    return {"of": "run", "text": f"the {facts} the run checked, chosen by {why}; the estimate "
+                                 f"does not extend to the rest of {name}"}
 
 
 def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int | None = None,
@@ -244,6 +322,8 @@ def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int 
              if all(g in ("T", "F") for g in golds) else None)
     report: dict[str, Any] = {
         "run": str(run_dir), "confidence": confidence,
+        "population": estimated_population(run_dir, len(records)),
+        "warnings": list(warnings),
         "design": design_label(design, key if design == "stratified" else
                                (cluster if design == "twcs" else None)),
         "labels": label_info,

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kgcheck.data.sampling import largest_remainder
+
 DESIGNS = ("srs", "stratified", "twcs")
 OTHER = "(other)"
 # A stratum needs two labels for its variance; smaller ones are pooled.
@@ -79,31 +81,6 @@ def pooled_strata(sizes: Mapping[str, int], n: int) -> dict[str, str]:
     return {h: (OTHER if h in small else h) for h in sizes}
 
 
-def allocate(sizes: Mapping[str, int], n: int) -> dict[str, int]:
-    """Split ``n`` labels over strata in proportion to their sizes (largest remainder)."""
-    total = sum(sizes.values())
-    exact = {h: n * size / total for h, size in sizes.items()}
-    counts = {h: min(sizes[h], max(MIN_PER_STRATUM, math.floor(x))) for h, x in exact.items()}
-    order = sorted(sizes, key=lambda h: exact[h] - math.floor(exact[h]), reverse=True)
-    while sum(counts.values()) < n:
-        grew = False
-        for h in order:
-            if sum(counts.values()) >= n:
-                break
-            if counts[h] < sizes[h]:
-                counts[h] += 1
-                grew = True
-        if not grew:
-            break
-    while sum(counts.values()) > n:
-        over = max((h for h in counts if counts[h] > MIN_PER_STRATUM),
-                   key=lambda h: counts[h] - exact[h], default=None)
-        if over is None:
-            break
-        counts[over] -= 1
-    return counts
-
-
 def draw_srs(units: Sequence[Unit], n: int, rng: np.random.Generator) -> list[Draw]:
     """Draw ``n`` facts by simple random sampling without replacement."""
     _check_size(units, n)
@@ -127,7 +104,8 @@ def draw_stratified(units: Sequence[Unit], n: int, rng: np.random.Generator) -> 
     by_stratum: dict[str, list[Unit]] = defaultdict(list)
     for unit in units:
         by_stratum[unit.stratum].append(unit)
-    counts = allocate({h: len(members) for h, members in by_stratum.items()}, n)
+    counts = largest_remainder({h: len(members) for h, members in by_stratum.items()}, n,
+                               minimum=MIN_PER_STRATUM)
     out = []
     for h in sorted(by_stratum):
         members, k = by_stratum[h], counts[h]

@@ -343,6 +343,8 @@ def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], result: 
         judge_label=judge.get("label") if judge is not None else None,
         judge_raw=judge.get("raw") if judge is not None else None,
         judge_error=judge.get("error") if judge is not None else None,
+        judge_error_type=(judge.get("details") or {}).get("error_type")
+        if judge is not None and judge.get("error") else None,
         member_errors=len(member_errors),
     )
 

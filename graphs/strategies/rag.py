@@ -449,6 +449,13 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     reason = "no evidence: " + state.get("reason", "nothing was retrieved")
+    failed = (state.get("gathering") or {}).get("failed")
+    if failed and ctx.no_evidence.strip().lower() != "dka":
+        # A source that failed may have had the evidence: the fact was not checked, and a
+        # resume tries it again (an NA answer would be kept as the verdict).
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, reason,
+                                           error_type="SourceError",
+                                           **_details(state, ctx))}
     if ctx.no_evidence.strip().lower() != "dka":
         # With the not-enough-evidence outcomes, silence of the sources is NEI: a fact to
         # look into, not one the evidence refutes.
@@ -462,7 +469,7 @@ async def no_evidence(state: RAGState, runtime: Runtime[RAGContext], *,
                                     requests)
     try:
         # Asked as DKA: replay serves the study's DKA answer for it.
-        reply = await ask(ctx, messages, fact, recorded="DKA")
+        reply = await ask(ctx, messages, fact, recorded="DKA", parser="strict")
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc, **details)}
     read = explain.read_answer("strict-nei" if ctx.abstain else "strict", reply.text, requests)

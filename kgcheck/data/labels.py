@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data.cells import restore
 from kgcheck.data.sources import json_objects
 
 TRUE_WORDS = {"t", "true", "1", "correct", "yes", "y"}
@@ -60,8 +61,10 @@ def iter_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         with path.open(encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
             for n, raw in enumerate(reader, start=2):
-                yield f"{path}, row {n}", {str(k).strip().lower(): v for k, v in raw.items()
-                                           if k is not None}
+                # Cells kgcheck wrote carry an apostrophe against formulas: drop it.
+                yield f"{path}, row {n}", {str(k).strip().lower(): restore(v)
+                                           if isinstance(v, str) else v
+                                           for k, v in raw.items() if k is not None}
     else:
         raise LabelsError(f"{path}: unsupported format {suffix!r}; use .csv, .tsv or .jsonl")
 
@@ -76,6 +79,8 @@ class LabelRow:
     stratum: str = ""
     cluster: str = ""
     weight: float | None = None
+    # How the fact was chosen for labelling (the design column; "" when not said).
+    design: str = ""
 
 
 @dataclass
@@ -86,6 +91,17 @@ class LabelFile:
     rows: list[LabelRow] = field(default_factory=list)
     unlabeled: int = 0
     design: str = "srs"
+
+
+# Designs of a review's labels.csv (see ``runfolder.REVIEW_DESIGNS``): they may mix in one
+# file, since each decision keeps the design of the queue it was taken in.
+REVIEW_DESIGNS = ("srs", "queue")
+FILTERED = "filtered:"
+
+
+def is_review_design(design: str) -> bool:
+    """Tell whether a design is one a review queue writes (srs, queue, filtered:...)."""
+    return design in REVIEW_DESIGNS or design.startswith(FILTERED)
 
 
 def read_labels(path: str | Path) -> LabelFile:
@@ -121,10 +137,11 @@ def read_labels(path: str | Path) -> LabelFile:
         except (TypeError, ValueError):
             raise LabelsError(f"{where}: weight {weight!r} is not a number") from None
         out.rows.append(LabelRow(fact_id, value, where, str(row.get("stratum") or ""),
-                                 str(row.get("cluster") or ""), weight_value))
+                                 str(row.get("cluster") or ""), weight_value,
+                                 str(row.get("design") or "").strip()))
     if not seen:
         raise LabelsError(f"{path}: no rows")
-    if len(designs) > 1:
+    if len(designs) > 1 and not all(is_review_design(d) for d in designs):
         raise LabelsError(f"{path}: rows name different designs ({', '.join(sorted(designs))})")
-    out.design = designs.pop() if designs else "srs"
+    out.design = designs.pop() if len(designs) == 1 else ("review" if designs else "srs")
     return out

@@ -13,12 +13,13 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import pyoxigraph as ox
 
 from kgcheck.data.facts import MAX_TERM_CHARS, Fact
 from kgcheck.data.sources import TriplesError, open_binary
+from kgcheck.data.xml_guard import EntityGuard
 
 FORMATS = {
     ".nt": ox.RdfFormat.N_TRIPLES,
@@ -224,7 +225,10 @@ class RdfReader:
         """Yield (subject, predicate, object) terms; a syntax error names file and line."""
         try:
             with open_binary(self.path) as fh:
-                yield from rdf_terms(fh, self.format, self.path)
+                source: IO[bytes] = fh
+                if self.format == ox.RdfFormat.RDF_XML:
+                    source = cast(IO[bytes], EntityGuard(fh, self.path))
+                yield from rdf_terms(source, self.format, self.path)
         except (OSError, EOFError) as exc:
             raise TriplesError(f"{self.path}: cannot be read as {self.format.name} "
                                f"({exc})") from None
@@ -253,6 +257,8 @@ def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: Path,
         where = f", line {exc.lineno + first_line - 1}" if exc.lineno else ""
         raise TriplesError(f"{path}{where}: malformed {rdf_format.name} "
                            f"({message})") from None
+    except TriplesError:
+        raise  # the entity guard's refusal, already naming the file
     except (OSError, EOFError, ValueError) as exc:
         raise TriplesError(f"{path}: cannot be read as {rdf_format.name} "
                            f"({exc})") from None

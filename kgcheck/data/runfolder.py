@@ -23,15 +23,16 @@ import fcntl
 import io
 import json
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from kgcheck.arguments import ArgumentMessage
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.triples import read_triples
@@ -42,6 +43,7 @@ __all__ = [
     "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
     "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text", "make_folder",
+    "parse_only",
     "read_labels", "read_run_info", "read_summary", "read_verdict", "read_verdicts",
     "record_problem",
     "short_repr", "write_json", "write_labels",
@@ -56,13 +58,20 @@ REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA", "NEI")
-# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``correction`` is what
-# the person did with the model's suggested correction (accept, edit, reject or empty) and
-# ``corrected_value`` the value accepted (the suggestion's, or the person's edit).
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "correction",
-                 "corrected_value")
-# The columns of labels files written before corrections were reviewed: still read.
-LABEL_COLUMNS_V1 = LABEL_COLUMNS[:5]
+# labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
+# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate;
+# ``correction`` is what the person did with the model's suggested correction (accept,
+# edit, reject or empty) and ``corrected_value`` the value accepted (the suggestion's, or
+# the person's edit).
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design",
+                 "correction", "corrected_value")
+# Files written before the design column, and before the correction columns: still read
+# (as of an unknown design, without correction decisions).
+OLD_LABEL_COLUMNS = LABEL_COLUMNS[:5]
+DESIGN_LABEL_COLUMNS = LABEL_COLUMNS[:6]
+# How a review queue chose its facts: a seeded random sample of every verdict, every verdict
+# in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
+REVIEW_DESIGNS = ("srs", "queue", "filtered")
 REVIEW_LABELS = ("T", "F", "skip")
 CORRECTION_DECISIONS = ("accept", "edit", "reject")
 
@@ -73,7 +82,7 @@ class RunError(ArgumentMessage, RuntimeError):
     """The run cannot start or go on; the message says why and what to do."""
 
 
-class RunFolderError(ValueError):
+class RunFolderError(ArgumentMessage, ValueError):
     """A folder that is not a run folder, or one whose files are malformed."""
 
 
@@ -148,6 +157,31 @@ def read_verdict(folder: Path, fact_id: str) -> dict[str, Any]:
         raise RunFolderError(f"{folder}: no verdict of fact {fact_id!r} (it has {len(records):,}"
                              f" verdicts, e.g. {some})")
     return records[str(fact_id)]
+
+
+def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
+               what: str = "verdict", error: type[Exception] = RunFolderError
+               ) -> tuple[str, ...]:
+    """Read ``--only`` (``"F,NA"`` or a sequence of words) into the ``choices`` it names.
+
+    The one ``--only`` parser (export, review): words are matched case-insensitively and
+    returned in the choices' spelling, in the order given, each once; nothing given (None,
+    ``""``, ``[]``) is no filter, ``()``. An unknown word raises ``error`` naming it, as a
+    ``what``, and the choices.
+    """
+    if only is None:
+        return ()
+    items = only.split(",") if isinstance(only, str) else [str(item) for item in only]
+    words = list(dict.fromkeys(item.strip() for item in items if item.strip()))
+    spelling = {choice.lower(): choice for choice in choices}
+    unknown = [word for word in words if word.lower() not in spelling]
+    if unknown:
+        message = (f"{{only}}: unknown {what} {literal(', '.join(unknown))}; use any of "
+                   f"{', '.join(choices)}")
+        if issubclass(error, ArgumentMessage):
+            raise error(message, only=Arg("only", words))
+        raise error(message.format(only=f"only={words!r}"))
+    return tuple(dict.fromkeys(spelling[word.lower()] for word in words))
 
 
 def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict[str, Any]:
@@ -275,6 +309,7 @@ class LabelRow(TypedDict):
     note: str
     reviewer: str
     reviewed_at: str
+    design: str
     correction: NotRequired[str]
     corrected_value: NotRequired[str]
 
@@ -296,12 +331,12 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header not in (LABEL_COLUMNS, LABEL_COLUMNS_V1):
+            if header not in (LABEL_COLUMNS, DESIGN_LABEL_COLUMNS, OLD_LABEL_COLUMNS):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
-                row = LabelRow(**{k: (raw.get(k) or "").strip()  # type: ignore[typeddict-item]
-                                  for k in LABEL_COLUMNS})
+                row = LabelRow(**{  # type: ignore[typeddict-item]
+                    k: restore(raw.get(k) or "").strip() for k in LABEL_COLUMNS})
                 if not row["fact_id"]:
                     raise LabelsError(f"{path}, row {n}: no fact_id")
                 if row["label"] not in REVIEW_LABELS:
@@ -332,7 +367,8 @@ def labels_text(rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=LABEL_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k) or "" for k in LABEL_COLUMNS})
+        # Notes are free text a spreadsheet would run as formulas (see ``cells``).
+        writer.writerow({k: neutralise(row.get(k) or "") for k in LABEL_COLUMNS})
     return out.getvalue()
 
 

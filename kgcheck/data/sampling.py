@@ -9,9 +9,10 @@ stream gives the same sample, and the chosen facts keep the stream's order.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -80,16 +81,37 @@ def _reservoir(items: Iterable[tuple[int, Fact]], size: int, rng: random.Random
     return kept, seen
 
 
-def _quotas(counts: Counter[str], total: int) -> dict[str, int]:
-    """Split ``total`` over strata in proportion to their sizes (largest remainders)."""
-    size = sum(counts.values())
-    exact = {key: total * n / size for key, n in counts.items()}
-    quotas = {key: int(value) for key, value in exact.items()}
-    short = total - sum(quotas.values())
-    by_remainder = sorted(exact, key=lambda k: (-(exact[k] - quotas[k]), k))
-    for key in by_remainder[:short]:
-        quotas[key] += 1
-    return quotas
+def largest_remainder(sizes: Mapping[str, int], total: int, *, minimum: int = 0
+                      ) -> dict[str, int]:
+    """Split ``total`` over strata in proportion to their sizes (largest remainders).
+
+    Each stratum gets the whole part of its exact share, at least ``minimum`` (never more
+    than its size); the units still to give go one each to the largest remainders, ties
+    by stratum name, round after round while a stratum has room. Minimums that push the
+    sum past ``total`` are paid back by the strata furthest over their exact share. The
+    one allocator of sampling (``kgcheck sample``) and of the accuracy designs.
+    """
+    size = sum(sizes.values())
+    if size <= 0:
+        return dict.fromkeys(sizes, 0)
+    exact = {key: total * n / size for key, n in sizes.items()}
+    counts = {key: min(sizes[key], max(minimum, math.floor(exact[key]))) for key in sizes}
+    order = sorted(sizes, key=lambda k: (-(exact[k] - math.floor(exact[k])), k))
+    grew = True
+    while sum(counts.values()) < total and grew:
+        grew = False
+        for key in order:
+            if sum(counts.values()) >= total:
+                break
+            if counts[key] < sizes[key]:
+                counts[key] += 1
+                grew = True
+    while sum(counts.values()) > total:
+        over = [k for k in sorted(counts) if counts[k] > minimum]
+        if not over:
+            break
+        counts[max(over, key=lambda k: counts[k] - exact[k])] -= 1
+    return counts
 
 
 def _stratified(stream: Stream, key: Callable[[Fact], str], rng: random.Random, *,
@@ -100,7 +122,7 @@ def _stratified(stream: Stream, key: Callable[[Fact], str], rng: random.Random, 
         counts = None
     else:
         counts = Counter(key(f) for f in stream())
-        quotas = _quotas(counts, min(total or 0, sum(counts.values())))
+        quotas = largest_remainder(counts, min(total or 0, sum(counts.values())))
         quota = quotas.__getitem__
     reservoirs: dict[str, list[tuple[int, Fact]]] = {}
     seen: Counter[str] = Counter()

@@ -16,6 +16,7 @@ from functools import cache
 
 from langchain_core.language_models import BaseChatModel
 
+from kgcheck.providers.constraints import with_response_format
 from kgcheck.providers.openai_chat import OpenAIClientModel, openai_http_clients
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
@@ -85,4 +86,4 @@ def build_azure(deployment: str, settings: ModelSettings) -> BaseChatModel:
     )
 
 
-PROVIDER = Provider(build_azure, env=ENV)
+PROVIDER = Provider(build_azure, env=ENV, constrain=with_response_format)

@@ -34,7 +34,8 @@ from langchain_core.messages import BaseMessage
 from kgcheck.providers.transports import redact_url
 
 # The settings that change what a model answers; timeouts and retries do not.
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "repeat_penalty", "base_url")
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "repeat_penalty", "base_url",
+                 "constraint")
 CACHE_FILE = "answers.sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers import pressure
+from kgcheck.providers.constraints import with_ollama_format
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.secrets import redact_url
 from kgcheck.providers.settings import ModelSettings
@@ -134,4 +135,5 @@ def reach_server(name: str, settings: ModelSettings) -> None:
           hint="start Ollama (`ollama serve`) or point --base-url / OLLAMA_HOST at it")
 
 
-PROVIDER = Provider(build, env=("OLLAMA_HOST",), reach=reach_server)
+PROVIDER = Provider(build, env=("OLLAMA_HOST",), reach=reach_server,
+                    constrain=with_ollama_format)

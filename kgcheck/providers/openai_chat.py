@@ -15,7 +15,9 @@ from typing import Any
 import httpx
 from langchain_core.language_models import BaseChatModel
 
+from kgcheck.failures import is_transient
 from kgcheck.providers import pressure
+from kgcheck.providers.constraints import with_response_format
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.secrets import redact_url
 from kgcheck.providers.settings import ModelSettings
@@ -24,7 +26,6 @@ from kgcheck.providers.transports import (
     ExplainedModel,
     UnknownModelError,
     explain_failure,
-    is_transient,
     raise_bad_reply,
     reach,
     ssl_context,
@@ -71,15 +72,19 @@ class OpenAIClientModel(ExplainedModel):
 def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
     """Return the SDK's HTTP clients for one model: its own, with the back-pressure hooks.
 
+    httpx decodes gzip, deflate (and br, zstd where installed) replies, streamed ones too.
+
     langchain-openai's default async client is cached process-wide and bound to the first
     event loop, so a second run in one process (a new loop) would meet dead pooled
     connections and send each call twice. Models are built once per event loop.
     """
+    # Redirects are followed as the SDK's own clients do (httpx's default is not to).
     return {
         "http_async_client": httpx.AsyncClient(timeout=settings.timeout, verify=ssl_context(),
-                                               event_hooks=pressure.async_hooks()),
+                                               event_hooks=pressure.async_hooks(),
+                                               follow_redirects=True),
         "http_client": httpx.Client(timeout=settings.timeout, verify=ssl_context(),
-                                    event_hooks=pressure.sync_hooks()),
+                                    event_hooks=pressure.sync_hooks(), follow_redirects=True),
     }
 
 
@@ -109,9 +114,15 @@ def explained_chat_openai() -> type[BaseChatModel]:
     return ExplainedChatOpenAI
 
 
-def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: str | None,
-                  api_key: str | None, compatible: bool) -> BaseChatModel:
-    kwargs: dict[str, Any] = {}
+def openai_api_model(spec: str, name: str, settings: ModelSettings, *, base_url: str | None,
+                  api_key: str | None, compatible: bool,
+                  chat_class: Callable[..., BaseChatModel] | None = None,
+                  **fields: Any) -> BaseChatModel:
+    """Build an OpenAI-API chat model (``chat_class``, else ExplainedChatOpenAI).
+
+    ``fields`` are further fields of ``chat_class``.
+    """
+    kwargs: dict[str, Any] = dict(fields)
     if api_key is not None:
         kwargs["api_key"] = api_key
     if compatible:
@@ -131,7 +142,7 @@ def _openai_model(spec: str, name: str, settings: ModelSettings, *, base_url: st
         kwargs["logprobs"] = True
         kwargs["top_logprobs"] = TOP_LOGPROBS
     # The class is made at first use, so its extra pydantic fields are not known statically.
-    chat_openai: Callable[..., BaseChatModel] = explained_chat_openai()
+    chat_openai: Callable[..., BaseChatModel] = chat_class or explained_chat_openai()
     kwargs.update(openai_http_clients(settings))
     return chat_openai(
         spec=spec,
@@ -150,7 +161,7 @@ def build_openai(name: str, settings: ModelSettings) -> BaseChatModel:
     """Build ``openai:<name>``; the key comes from ``OPENAI_API_KEY`` only."""
     if not os.environ.get("OPENAI_API_KEY"):
         raise UnknownModelError(f"openai:{name} needs OPENAI_API_KEY in the environment")
-    return _openai_model(f"openai:{name}", name, settings, base_url=settings.base_url or None,
+    return openai_api_model(f"openai:{name}", name, settings, base_url=settings.base_url or None,
                          api_key=None, compatible=False)
 
 
@@ -164,7 +175,7 @@ def build_compatible(name: str, settings: ModelSettings) -> BaseChatModel:
         )
     # Local servers usually ignore the key, but the client insists on one.
     api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
-    return _openai_model(f"openai-compatible:{name}", name, settings, base_url=base_url,
+    return openai_api_model(f"openai-compatible:{name}", name, settings, base_url=base_url,
                          api_key=api_key, compatible=True)
 
 
@@ -187,6 +198,7 @@ def reach_compatible(name: str, settings: ModelSettings) -> None:
            settings.base_url or os.environ.get("OPENAI_BASE_URL") or "", settings)
 
 
-OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"), reach=reach_openai)
+OPENAI = Provider(build_openai, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"), reach=reach_openai,
+                  constrain=with_response_format)
 COMPATIBLE = Provider(build_compatible, env=("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-                      reach=reach_compatible)
+                      reach=reach_compatible, constrain=with_response_format)

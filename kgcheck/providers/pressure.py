@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 
+from kgcheck.failures import OVERLOAD_STATUS
+
 Listener = Callable[[BaseException], None]
 Gate = Callable[[], Awaitable[None]]
-# Responses that say "fewer requests, please", whatever retries the client then makes.
-OVERLOAD_STATUS = frozenset({408, 429, 502, 503, 504})
 
 
 class Overloaded(Exception):

@@ -4,9 +4,9 @@ Prices come from ``kgcheck/providers/pricing.json`` (OpenLIT's format: US dollar
 ``promptPrice`` for input and ``completionPrice`` for output, under ``chat``), or from a
 file of the same shape given with ``--pricing FILE``. A model is priced by its name without
 the provider (``openai:gpt-4o-mini`` -> ``gpt-4o-mini``, ``azure:<deployment>`` -> the
-deployment's name); replayed answers cost nothing (no model is called), nor do Ollama
-models the file does not list (they run on your machine); any other model the file does not
-list has no cost (None, shown as "-") and is named in ``unpriced``.
+deployment's name); replayed answers cost nothing (no model is called), nor do Ollama and
+``local:`` (llama.cpp) models the file does not list (they run on your machine); any other
+model the file does not list has no cost (None, shown as "-") and is named in ``unpriced``.
 
 This is the one home of prices: the runner's summary, the dry run (``kgcheck.runs.dry_run``),
 the accuracy audit's cost and OpenLIT's traces (``PRICING_FILE``) all read them here.
@@ -25,7 +25,7 @@ from typing import Any
 # No model is called (recorded or scripted answers): always free.
 FREE_PROVIDERS = ("replay", "scripted")
 # Models on your own machine: free unless the pricing file lists them.
-LOCAL_PROVIDERS = ("ollama",)
+LOCAL_PROVIDERS = ("ollama", "local")
 
 
 class PricingError(ValueError):

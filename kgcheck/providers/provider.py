@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 
+from kgcheck.providers.constraints import AnswerFormat
 from kgcheck.providers.settings import ModelSettings
 
 
@@ -23,6 +25,10 @@ class Provider:
         reach: Contact the model's server once (a cheap request, no model call) and raise
             ``ModelUnreachableError`` when nothing answers there; None for models that need
             no server (replay, scripted).
+        note: Say what a user should know about a model's answers (a tiny model's are near
+            chance), or None; shown before a run.
+        constrain: Return the model bound to answer in a format (a GBNF grammar or a JSON
+            schema, ``constraints``); None for models that cannot be constrained.
 
     """
 
@@ -30,3 +36,5 @@ class Provider:
     env: tuple[str, ...] = ()
     reuse: bool = True
     reach: Callable[[str, ModelSettings], None] | None = None
+    constrain: Callable[[BaseChatModel, AnswerFormat], Runnable] | None = None
+    note: Callable[[str], str | None] | None = None

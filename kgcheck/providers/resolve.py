@@ -1,7 +1,8 @@
 """Turn ``provider:model`` into a chat model: the one place that knows the providers.
 
 ``ollama:gemma2:9b`` (Ollama tags keep their colon), ``openai:gpt-4o-mini``,
-``openai-compatible:<name>``, ``azure:<deployment>`` and ``replay:<model>`` are built in;
+``openai-compatible:<name>``, ``azure:<deployment>``, ``local:<name or .gguf path>`` (llama.cpp
+on this machine) and ``replay:<model>`` are built in;
 other providers come from the ``kgcheck.providers`` entry-point group or
 ``PROVIDERS.register``.
 """
@@ -14,7 +15,9 @@ import weakref
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 
+from kgcheck.providers.constraints import AnswerFormat, notice
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
 from kgcheck.providers.transports import UnknownModelError
@@ -32,6 +35,7 @@ def _builtin_providers() -> None:
     PROVIDERS.register("openai-compatible", "kgcheck.providers.openai_chat:COMPATIBLE")
     PROVIDERS.register("replay", "kgcheck.providers.replay:PROVIDER")
     PROVIDERS.register("azure", "kgcheck.providers.azure_chat:PROVIDER")
+    PROVIDERS.register("local", "kgcheck.providers.local:PROVIDER")
 
 
 PROVIDERS: Registry[Provider] = Registry(
@@ -87,6 +91,24 @@ def reach_model(spec: str, settings: ModelSettings | None = None) -> None:
     provider = PROVIDERS.get(provider_name)
     if provider.reach is not None:
         provider.reach(name, ModelSettings.of(settings or ModelSettings()))
+
+
+def model_note(spec: str) -> str | None:
+    """Return what a user should know about ``spec``'s answers (its provider says), if any."""
+    provider_name, name = split_spec(spec)
+    provider = PROVIDERS.get(provider_name)
+    return provider.note(name) if provider.note else None
+
+
+def constrained_model(spec: str, chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
+    """Bind ``chat`` to answer in ``fmt`` where its provider can; else warn once, unbound."""
+    provider_name, _ = split_spec(spec)
+    provider = PROVIDERS.get(provider_name)
+    if provider.constrain is None:
+        notice(f"{provider_name}: models cannot be asked for constrained output; "
+               "constrain is ignored for them")
+        return chat
+    return provider.constrain(chat, fmt)
 
 
 def _per_loop(key: tuple[Any, ...], build: Any) -> BaseChatModel:

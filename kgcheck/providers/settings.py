@@ -50,6 +50,18 @@ class ModelSettings:
                   "(top 5), from which a verdict's confidence is read: auto (OpenAI-compatible "
                   "servers such as llama.cpp and vLLM, where it is free), on (also OpenAI), "
                   "off."})
+    local_n_ctx: int = field(
+        default=2048,
+        metadata={"description": "local: models only: the llama.cpp server's context size "
+                  "in tokens (prompt and answer)."})
+    local_threads: int = field(
+        default=0,
+        metadata={"description": "local: models only: CPU threads of the llama.cpp server; "
+                  "0 = one per core (at most 8)."})
+    local_port: int = field(
+        default=0,
+        metadata={"description": "local: models only: the llama.cpp server's port on "
+                  "127.0.0.1; 0 = a free one."})
     replay_latency: float = field(
         default=0.0,
         metadata={"description": "Replay only: sleep this multiple of each recorded response "

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
+from kgcheck.failures import Failure, classify, is_transient
 from kgcheck.providers import pressure
 from kgcheck.providers.secrets import redact_text, redact_url
 
@@ -31,14 +32,6 @@ BOUND_MARGIN = 0.25
 
 # The longest pause between two retries, whatever the backoff setting.
 RETRY_BACKOFF_MAX = 8.0
-
-# Failures worth retrying: the connection or the clock (HTTP statuses are checked apart).
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    httpx.TransportError,
-    ConnectionError,
-    TimeoutError,
-)
-
 
 class UnknownModelError(ValueError):
     """A model spec names no known provider, is malformed, or names a model the server lacks."""
@@ -59,19 +52,14 @@ def reach(url: str, *, where: str, hint: str, timeout: float,
     checked is that a server listens and speaks HTTP, before facts are sent to it.
     """
     try:
-        httpx.get(url, timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else REACH_TIMEOUT,
-                  headers=headers, verify=ssl_context())
+        # Streamed and closed unread: the answer's status is all that is checked, and a
+        # body (however large, however compressed) is never read.
+        with httpx.stream("GET", url, headers=headers, verify=ssl_context(),
+                          timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else REACH_TIMEOUT):
+            pass
     except httpx.HTTPError as exc:
         detail = redact_text(str(exc).strip()) or type(exc).__name__
         raise ModelUnreachableError(f"cannot reach {where}: {detail}; {hint}") from None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Tell whether a failed call is worth retrying: transport trouble, 5xx, 429 or 408."""
-    if isinstance(exc, TRANSPORT_ERRORS):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status >= 500 or status in (408, 429))
 
 
 def backoff_delay(retry: int, initial: float) -> float:
@@ -93,7 +81,7 @@ def explain_failure(exc: BaseException, *, spec: str, url: str, attempts: int,
     detail = redact_text(str(exc).strip())
     said = f": {detail}" if detail else ""
     status = getattr(exc, "status_code", None)
-    if isinstance(exc, httpx.TimeoutException | TimeoutError) or "timed out" in detail.lower():
+    if classify(exc) is Failure.TIMEOUT or "timed out" in detail.lower():
         limit = f" within {timeout:g} s" if timeout else ""
         message = f"{where} gave no answer{limit} ({tries}){said}"
     elif isinstance(status, int) and status > 0:

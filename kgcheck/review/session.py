@@ -41,6 +41,7 @@ from kgcheck.data.runfolder import (
     read_verdicts,
     write_labels,
 )
+from kgcheck.data.runfolder import parse_only as parse_verdict_filter
 from kgcheck.evals.calibration import certainty
 from kgcheck.graphs.registry import compile_graph
 from kgcheck.graphs.review import DECISIONS, is_tie, question_for, read_answer
@@ -78,15 +79,7 @@ class ReviewItem:
 
 def parse_only(text: str | None) -> tuple[str, ...]:
     """Read ``--only F,NA,ties`` into filters; an unknown one names the known ones."""
-    if not text:
-        return ()
-    wanted = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    norm = {f.lower(): f for f in FILTERS}
-    unknown = [w for w in wanted if w.lower() not in norm]
-    if unknown:
-        raise ReviewError(f"{{only}}: unknown filter {literal(', '.join(unknown))}; use any of "
-                          f"{', '.join(FILTERS)}", only=Arg("only", list(wanted)))
-    return tuple(norm[w.lower()] for w in wanted)
+    return parse_verdict_filter(text, FILTERS, what="filter", error=ReviewError)
 
 
 def uncertainty_key(record: Mapping[str, Any]) -> tuple[int, float]:
@@ -130,12 +123,24 @@ def _thread(run_id: str, fact_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": f"{run_id}:{fact_id}"}}
 
 
-def _row(fact_id: str, review: Mapping[str, Any]) -> LabelRow:
+def queue_design(only: Sequence[str] = (), sample: int | None = None) -> str:
+    """Say how a queue chose its facts, as ``labels.csv`` records it per decision.
+
+    ``srs``: a seeded random sample of every verdict; ``queue``: every verdict in the run's
+    order (decisions taken from the top are no random sample unless all are decided);
+    ``filtered:F,NA``: only verdicts of those kinds (they say nothing about the others).
+    """
+    if only:
+        return "filtered:" + ",".join(only)
+    return "srs" if sample is not None else "queue"
+
+
+def _row(fact_id: str, review: Mapping[str, Any], design: str) -> LabelRow:
     correction = review.get("correction") or {}
     return LabelRow(fact_id=fact_id, label=str(review["label"]), note=review.get("note") or "",
-                    correction=correction.get("decision") or "",
-                    corrected_value=correction.get("value") or "",
-                    reviewer=review.get("reviewer") or "", reviewed_at=review["reviewed_at"])
+                    reviewer=review.get("reviewer") or "", reviewed_at=review["reviewed_at"],
+                    design=design, correction=correction.get("decision") or "",
+                    corrected_value=correction.get("value") or "")
 
 
 @dataclass
@@ -149,6 +154,9 @@ class ReviewSession:
     reviewer: str | None = None
     # Decisions of facts outside this queue (another --only / --sample): kept in the file.
     others: dict[str, LabelRow] = field(default_factory=dict)
+    # How this queue chose its facts, and how each decided fact was chosen when decided.
+    design: str = "queue"
+    designs: dict[str, str] = field(default_factory=dict)
     _order: list[str] = field(default_factory=list)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -182,7 +190,8 @@ class ReviewSession:
                                   only=Arg("only", list(only)))
             async with AsyncSqliteSaver.from_conn_string(str(folder / CHECKPOINTS)) as saver:
                 graph = compile_graph(("review", REVIEW_GRAPH), checkpointer=saver)
-                session = cls(folder, run_id, [], graph, reviewer)
+                session = cls(folder, run_id, [], graph, reviewer,
+                              design=queue_design(only, sample))
                 await session._start(queue, facts, stored)
                 yield session
 
@@ -202,6 +211,8 @@ class ReviewSession:
                                           **_stored_correction(row)})
         queued = {item.fact_id for item in self.items}
         self.others = {fid: row for fid, row in stored.items() if fid not in queued}
+        # A decision keeps the design of the queue it was taken in (unknown: older files).
+        self.designs = {fid: row.get("design") or "" for fid, row in stored.items()}
         decided = sorted((i for i in self.items if i.review), key=lambda i: (
             i.review["reviewed_at"] if i.review else "", i.position))
         self._order = [i.fact_id for i in decided]
@@ -268,6 +279,7 @@ class ReviewSession:
                 await self._forget(item)
                 self._order.remove(fact_id)
             review = await self._resume(item, answer)
+            self.designs[fact_id] = self.design
             self._order.append(fact_id)
             self._write()
             return review
@@ -299,7 +311,8 @@ class ReviewSession:
 
     def rows(self) -> list[LabelRow]:
         """Every decision, this queue's and earlier ones outside it, in decision order."""
-        ours = {i.fact_id: _row(i.fact_id, i.review) for i in self.items if i.review}
+        ours = {i.fact_id: _row(i.fact_id, i.review, self.designs.get(i.fact_id, self.design))
+                for i in self.items if i.review}
         merged = [*self.others.values(), *(ours[f] for f in self._order if f in ours)]
         return sorted(merged, key=lambda r: r["reviewed_at"])
 

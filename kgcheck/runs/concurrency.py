@@ -40,22 +40,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from kgcheck.arguments import Arg, ArgumentError
-from kgcheck.providers.pressure import OVERLOAD_STATUS
-
-# Verdict error types that mean "the server is overloaded or too slow", not "this fact".
-OVERLOAD_ERRORS = {
-    "RateLimitError", "APITimeoutError", "OpenAITimeoutError", "ReadTimeout", "TimeoutError",
-    "TimeoutException", "ModelTimeoutError", "InternalServerError", "ServiceUnavailableError",
-}
-
-
-def is_overload(exc: BaseException) -> bool:
-    """Tell whether a transport failure means the server wants fewer requests."""
-    status = getattr(exc, "status_code", None)
-    if status is None:
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-    return status in OVERLOAD_STATUS or type(exc).__name__ in OVERLOAD_ERRORS or (
-        isinstance(exc, TimeoutError))
+from kgcheck.failures import is_overload
 
 
 class FixedLimit:

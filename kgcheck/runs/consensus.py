@@ -10,6 +10,7 @@ phases stream to their own ``verdicts.jsonl`` and resume on their own.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from kgcheck.graphs.consensus.judges import (
 from kgcheck.graphs.context import Context, make_context
 from kgcheck.graphs.registry import GraphKey, Strategy
 from kgcheck.providers import split_spec
+from kgcheck.providers.resolve import reach_model
 from kgcheck.runs.concurrency import Limit
 from kgcheck.runs.engines import Engine, LocalEngine
 from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, RunResult, Warn, check_facts
@@ -65,8 +67,10 @@ def member_scores(records: Sequence[Mapping[str, Any]],
         scored = [(g == "T", p) for g, p in labels if g in ("T", "F")]
         f1_t, f1_f = f1_true_false([g for g, _ in scored], [p for _, p in scored]) if scored \
             else (None, None)
+        errors = sum(1 for r in records for vote in (r.get("details") or {}).get("votes") or []
+                     if vote.get("model") == member and vote.get("error"))
         scores[member] = {"f1_true": f1_t, "f1_false": f1_f, "votes": len(labels),
-                          "na": sum(1 for _, p in labels if p == "NA")}
+                          "na": sum(1 for _, p in labels if p == "NA"), "errors": errors}
     return scores
 
 
@@ -83,6 +87,7 @@ def consensus_summary(records: Sequence[Mapping[str, Any]], members: Sequence[st
         "judge_calls": sum(1 for d in details if d.get("judge_called")),
         "judge_decided": sum(1 for d in details if d.get("judge_decided")),
         "member_errors": sum(int(d.get("member_errors") or 0) for d in details),
+        "judge_errors": sum(1 for d in details if d.get("judge_error")),
         **extra,
     }
 
@@ -175,6 +180,12 @@ async def run_consensus(
                          warn=warn,
                          summary_extras=summary_extras(judge_spec, source, **more))
 
+    async def reach_judge(spec: str | None) -> None:
+        if spec and setting in CONS_JUDGES:
+            # A judge picked by alignment is known only now: reach its server before the
+            # first tie, as the members' servers were reached before the first fact.
+            await asyncio.to_thread(reach_model, spec, base_ctx)
+
     def judged_context(
         alignment: Mapping[str, float] | None,
     ) -> tuple[ConsensusContext, str | None]:
@@ -194,6 +205,7 @@ async def run_consensus(
             given = {m: given[m] if m in given else given[split_spec(m)[1]] for m in members
                      if m in given or split_spec(m)[1] in given}
         ctx, spec = judged_context(given)
+        await reach_judge(spec)
         return await final_run(ctx, spec, "given" if setting in CONS_JUDGES else "fixed",
                                phase="members" if spec is None else "consensus")
 
@@ -218,6 +230,7 @@ async def run_consensus(
     # Phase 2: CA_M over the facts with a majority picks the judge; only ties reach it.
     measured = consensus_alignment(vote_maps(phase1.records))
     ctx, spec = judged_context({m: measured.get(m, 0.0) for m in members})
+    await reach_judge(spec)
     votes_of = {str(r["fact_id"]): r["details"]["votes"] for r in phase1.records
                 if (r.get("details") or {}).get("votes")}
     return await final_run(

@@ -45,6 +45,7 @@ from kgcheck.prompts import prompt_path
 from kgcheck.providers import reach_model, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
 from kgcheck.providers.pricing import load_pricing
+from kgcheck.providers.resolve import model_note
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
 from kgcheck.runs.consensus import run_consensus
 from kgcheck.runs.dry_run import Estimate as CostEstimate
@@ -120,6 +121,32 @@ def make_context(chosen: Strategy, model: str, values: Mapping[str, Any],
         raise SettingsError(f"{chosen.name} has no setting {', '.join(unknown)}; its settings: "
                             f"{', '.join(sorted(known))}")
     return chosen.make_context(**{**values, "model": model})
+
+
+def drawn_from(selection: Selection, *, limit: int | None, sample: int | None,
+               seed: int | None, stratify: str | None, per_stratum: int | None,
+               ids: Sequence[str] | None) -> dict[str, Any]:
+    """Record how the run chose its facts, which says what an accuracy estimate stands for.
+
+    ``sample``: uniformly at random (or in proportion to strata) from ``of`` facts, so
+    labels of a random sample of the run estimate the KG's accuracy; ``stratified``: a
+    fixed number per stratum; ``first``: the top of the input (``--limit``); ``ids``;
+    ``all``: every fact.
+    """
+    if ids:
+        return {"how": "ids"}
+    if per_stratum is not None:
+        return {"how": "stratified", "key": stratify, "per_stratum": per_stratum,
+                "seed": seed, "of": selection.seen}
+    if sample is not None:
+        # A limit below the sample keeps the sample's first facts in input order: no longer
+        # uniform over the input.
+        capped = limit is not None and limit < sample
+        return {"how": "first" if capped else "sample", "seed": seed, "of": selection.seen,
+                **({"key": stratify} if stratify else {})}
+    if limit is not None and len(selection.facts) >= limit:
+        return {"how": "first", "limit": limit}
+    return {"how": "all"}
 
 
 def check_models(specs: Sequence[str], ctx: Context) -> None:
@@ -415,7 +442,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
     # What a resume must match: the facts by content (each verdict keeps its fact's digest).
-    fingerprint = input_fingerprint(loaded)
+    fingerprint = {**input_fingerprint(loaded),
+                   "drawn": drawn_from(selection, limit=limit, sample=sample, seed=seed,
+                                       stratify=stratify, per_stratum=per_stratum, ids=ids)}
     check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
@@ -433,6 +462,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             f"the {literal(stem)} benchmark; pass {{as_dataset}} to check it as that dataset",
             as_dataset=Arg("as_dataset", stem)))
     notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
+    notes += [n for n in map(model_note, dict.fromkeys(members + fixed_judge)) if n]
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,

@@ -46,11 +46,12 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.evals.calibration import summary_calibration
 from kgcheck.evals.metrics import problem_counts, score_summary
+from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, cost_summary
 from kgcheck.providers.secrets import redact_settings, redact_value
-from kgcheck.runs.concurrency import OVERLOAD_ERRORS, AdaptiveLimit, FixedLimit, Limit
+from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.records import verdict_record
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
@@ -60,31 +61,12 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 # Settings a resume may change: where the server is and how long to wait for it, not what
 # a model is asked or how it samples.
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
-                            "replay_latency", "data_dir"})
+                            "replay_latency", "data_dir", "local_threads", "local_port"})
 # Settings newer than some run folders, with the value that means what those runs did: a
 # stored run without the setting resumes when the new run keeps that value.
 ADDED_SETTINGS: dict[str, Any] = {"abstain": False, "reasons": False, "citations": False,
                                   "corrections": False, "transcript": True, "logprobs": "auto"}
 RECURSION_LIMIT = 50
-# Errors that mean the model server cannot be reached at all, not that one fact failed.
-UNREACHABLE_ERRORS = {
-    "ConnectError", "ConnectTimeout", "ConnectionError", "ConnectionRefusedError",
-    "APIConnectionError", "APITimeoutError", "ReadTimeout", "TimeoutError", "TimeoutException",
-    "AuthenticationError", "OpenAIConnectionError", "OpenAITimeoutError",
-    "OpenAIAuthenticationError", "ModelConnectionError", "ModelTimeoutError",
-}
-
-# Errors of a server that answers, but not usefully: 5xx, 429, replies that are not JSON or
-# are cut short. A run of them stops the run as unreachable servers do.
-SERVER_ERRORS = {
-    "ResponseError", "InternalServerError", "RateLimitError", "APIStatusError",
-    "ServiceUnavailableError", "ModelReplyError", "JSONDecodeError",
-    "APIResponseValidationError", "HTTPStatusError", "OpenAIRateLimitError", "OpenAIAPIError",
-    "ModelRateLimitError", "ModelAPIError",
-}
-
-# Errors that no other fact will escape: a bad prompt file, model spec or strategy.
-CONFIG_ERRORS = {"PromptError", "UnknownModelError", "UnknownStrategyError"}
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
 Warn = Callable[[str], None]
@@ -366,9 +348,101 @@ async def check_facts(
 
 
 def _tally(state: dict[str, int], phase: str | None) -> str:
-    """Format the progress counts: NA and errors, and ties in a consensus phase."""
+    """Format the progress counts: NA and errors, and ties and failed member calls in a phase."""
     ties = f"ties {state['ties']} " if phase else ""
-    return f"{ties}NA {state['na']} errors {state['errors']}"
+    failed = state.get("member_errors", 0)
+    members = f", members {failed}" if failed else ""
+    return f"{ties}NA {state['na']} errors {state['errors']}{members}"
+
+
+# One model's call within a fact's record: (model, error type, error); no error if it worked.
+Call = tuple[str, str | None, str | None]
+
+
+def model_calls(record: Mapping[str, Any]) -> tuple[list[Call], bool]:
+    """Return the model calls a record stands for, and whether they are consensus parts.
+
+    A consensus record holds each member's vote and the judge's answer: each is judged by
+    the same stop rule as a single model's, so that a member failing on every call cannot
+    hide behind the others' votes.
+    """
+    details = record.get("details") or {}
+    votes = details.get("votes")
+    if not votes:
+        failed = record.get("error") and not verdicts.is_defect(record)
+        return [(str(record.get("model") or ""), details.get("error_type") if failed else None,
+                 record.get("error") if failed else None)], False
+    calls: list[Call] = [(str(v.get("model")), v.get("error_type") if v.get("error") else None,
+                          v.get("error")) for v in votes]
+    if details.get("judge_called"):
+        error = details.get("judge_error")
+        calls.append((str(details.get("judge") or "judge"),
+                      (details.get("judge_error_type") or "Error") if error else None, error))
+    return calls, True
+
+
+@dataclass
+class StopRule:
+    """When a run stops early: a settings error at once, a dead server after a streak.
+
+    Streaks are kept per model, so a consensus member (or judge) that fails on every call
+    stops the run as a single model would, while the other members keep answering.
+    """
+
+    limit: int
+    unreachable: dict[str, int] = field(default_factory=dict)
+    server: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)
+    reason: str | None = None
+    message: str | None = None
+
+    def see(self, record: Mapping[str, Any]) -> int:
+        """Take one record into account; return how many consensus parts of it failed."""
+        calls, parts = model_calls(record)
+        failed = 0
+        for model, error_type, error in calls:
+            failed += parts and error is not None
+            said = f"member {model}: {error}" if parts else str(error)
+            stop = run_stop(classify_name(error_type)) if error is not None else None
+            if stop == "config":
+                self._stop("configuration", f"stopped: {said}")
+            elif stop == "server-gone":
+                # The server this run started has exited: no later fact can be answered.
+                self._stop("server", f"stopped: {said}")
+            elif stop == "unreachable":
+                self.unreachable[model] = self.unreachable.get(model, 0) + 1
+                if self.unreachable[model] >= self.limit:
+                    self._stop("unreachable", f"stopped after {self.limit} facts in a row "
+                               f"could not reach the model: {said}")
+            elif stop == "server":
+                self.unreachable[model] = 0
+                self.server[model] = self.server.get(model, 0) + 1
+                if self.server[model] >= self.limit:
+                    self._stop("server", f"stopped after {self.limit} facts in a row got no "
+                               f"usable answer from the model server: {said}")
+            else:
+                self.unreachable[model] = self.server[model] = 0
+        self._see_sources(record)
+        return failed
+
+    def _see_sources(self, record: Mapping[str, Any]) -> None:
+        """Count facts in a row for which an evidence source failed, per source."""
+        gathering = (record.get("details") or {}).get("gathering")
+        if not isinstance(gathering, Mapping):
+            return
+        failed = gathering.get("failed") or {}
+        for name in list(self.sources):
+            if name not in failed:
+                self.sources[name] = 0
+        for name, reason in failed.items():
+            self.sources[name] = self.sources.get(name, 0) + 1
+            if self.sources[name] >= self.limit:
+                self._stop("source", f"stopped after {self.limit} facts in a row could not "
+                           f"get evidence: source {name} failed: {reason}")
+
+    def _stop(self, reason: str, message: str) -> None:
+        if self.reason is None:
+            self.reason, self.message = reason, message
 
 
 async def _run_locked(
@@ -395,8 +469,8 @@ async def _run_locked(
     queue: asyncio.Queue[Fact] = asyncio.Queue()
     for fact in todo:
         queue.put_nowait(fact)
-    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "unreachable_streak": 0,
-             "server_streak": 0}
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "member_errors": 0}
+    stop = StopRule(limit)
     aborted: list[str] = []
     write_failed: list[OSError] = []
     started = time.perf_counter()
@@ -418,8 +492,8 @@ async def _run_locked(
                 async with concurrency.slot() as held:
                     verdict = await verdict_of(invoke, fact, info.method, model_label)
                     seconds = held.active_seconds()
-                concurrency.done(seconds, overloaded=(
-                    (verdict.get("details") or {}).get("error_type") in OVERLOAD_ERRORS))
+                failure = classify_name((verdict.get("details") or {}).get("error_type"))
+                concurrency.done(seconds, overloaded=is_overload(failure))
                 if aborted:
                     return  # stopped meanwhile (e.g. the disk is full): write nothing more
                 record = _record(fact, verdict, info.run_id)
@@ -434,22 +508,11 @@ async def _run_locked(
                 state["ties"] += tie
                 # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
                 state["na"] += record["label"] == "NA" and not (tie and phase)
-                error_type = (record.get("details") or {}).get("error_type")
                 if record.get("error") and not verdicts.is_defect(record):
                     state["errors"] += 1
-                if error_type in CONFIG_ERRORS and not aborted:
-                    aborted.append(record["error"])
-                elif error_type in UNREACHABLE_ERRORS:
-                    state["unreachable_streak"] += 1
-                    if state["unreachable_streak"] >= limit and not aborted:
-                        aborted.append(record["error"])
-                elif error_type in SERVER_ERRORS:
-                    state["unreachable_streak"] = 0
-                    state["server_streak"] += 1
-                    if state["server_streak"] >= limit and not aborted:
-                        aborted.append(record["error"])
-                else:
-                    state["unreachable_streak"] = state["server_streak"] = 0
+                state["member_errors"] += stop.see(record)
+                if stop.message and not aborted:
+                    aborted.append(stop.message)
                 elapsed = time.perf_counter() - started
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
                                 tally=_tally(state, phase), level=concurrency.current)
@@ -478,17 +541,8 @@ async def _run_locked(
     if summary_extras:
         summary.update(summary_extras(records))
     if aborted:
-        if state["unreachable_streak"] >= limit:
-            summary["aborted_because"] = "unreachable"
-            summary["aborted"] = (f"stopped after {limit} facts in a row could not reach the "
-                                  f"model: {aborted[0]}")
-        elif state["server_streak"] >= limit:
-            summary["aborted_because"] = "server"
-            summary["aborted"] = (f"stopped after {limit} facts in a row got no usable answer "
-                                  f"from the model server: {aborted[0]}")
-        else:
-            summary["aborted_because"] = "configuration"
-            summary["aborted"] = f"stopped: {aborted[0]}"
+        summary["aborted_because"] = stop.reason or "configuration"
+        summary["aborted"] = aborted[0]
     summary = redact_value(summary)
     _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))

@@ -7,6 +7,7 @@ local corpus: a fact's documents are the pages listed for its fetchable question
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -14,12 +15,15 @@ from typing import Any
 
 import httpx
 
+from kgcheck.data.httpbody import ACCEPT_ENCODING, BodyDecodeError, read_capped
 from kgcheck.retrievers.corpus import Document
 from kgcheck.retrievers.store import parse_corpus_link
 
 API_KEY_ENV = "KGCHECK_SEARCH_API_KEY"
 # The page text and title, plus the stored document id that this project's API adds.
 CONTENT_FIELDS = "title,text,doc_id"
+# The largest answer read (decoded): a page of 1,000 fact ids or one document is far less.
+MAX_BYTES = 32 * 2**20
 
 
 class SearchAPIError(ValueError):
@@ -36,13 +40,16 @@ class SearchClient:
     """The search API's endpoints by base URL and key."""
 
     def __init__(self, base_url: str, api_key: str = "", *, timeout: float = 30.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 max_bytes: int = MAX_BYTES) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise SearchAPIError(f"search API URL {base_url!r}: expected http(s)://HOST[:PORT]")
         self.base_url = base_url.rstrip("/")
         key = api_key or os.environ.get(API_KEY_ENV, "")
+        self.max_bytes = max_bytes
+        headers = {"Accept-Encoding": ACCEPT_ENCODING, **({"X-API-Key": key} if key else {})}
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport,
-                                  headers={"X-API-Key": key} if key else {})
+                                  headers=headers)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -51,14 +58,21 @@ class SearchClient:
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         """GET a path; errors become ``SearchAPIError`` with the API's message."""
         try:
-            response = self._http.get(path, params={k: v for k, v in params.items()
-                                                    if v is not None})
+            with self._http.stream("GET", path, params={k: v for k, v in params.items()
+                                                        if v is not None}) as response:
+                # Decoded and capped as it arrives: a compressed bomb costs max_bytes.
+                read = read_capped(response, self.max_bytes)
         except httpx.HTTPError as exc:
             raise SearchAPIError(f"{self.base_url}{path}: {type(exc).__name__}: {exc}") from None
+        except BodyDecodeError as exc:
+            raise SearchAPIError(f"{self.base_url}{path}: {exc}") from None
+        if read.over:
+            raise SearchAPIError(f"{self.base_url}{path}: the answer is larger than "
+                                 f"{self.max_bytes:,} bytes (decoded)", response.status_code)
         try:
-            body = response.json()
+            body = json.loads(read.body())
         except ValueError:
-            body = {"error": response.text[:200]}
+            body = {"error": read.body()[:200].decode("utf-8", "replace")}
         if response.status_code != 200:
             message = body.get("error") if isinstance(body, dict) else None
             raise SearchAPIError(f"{self.base_url}{path}: HTTP {response.status_code}: "

@@ -4,7 +4,9 @@ Every request an evidence source makes goes through ``Net``: only http(s); a per
 deadline that covers the body too (a page that drips bytes cannot hold a run); at most
 ``max_bytes`` read; retries with backoff on connection errors, 429 and 5xx; one request per
 ``host_interval`` seconds to any host; redirects followed by hand, each hop checked; and
-robots.txt honoured for pages (``robots=True``).
+robots.txt honoured for pages (``robots=True``). Bodies are decoded (gzip, deflate, zstd)
+as they arrive and ``max_bytes`` caps the decoded size, so a compressed bomb costs the cap
+(``kgcheck.data.httpbody``).
 
 The SSRF guard sits where the connection is made: a network backend under httpx resolves
 the host itself, refuses private, loopback, link-local and reserved addresses (unless
@@ -32,9 +34,11 @@ from urllib.robotparser import RobotFileParser
 import httpcore
 import httpx
 
+from kgcheck.data.httpbody import ACCEPT_ENCODING, BodyDecodeError, aread_capped
+from kgcheck.failures import TRANSIENT_STATUS
+
 USER_AGENT = "kgcheck-evidence/1.0 (+https://github.com/kgcheck)"
 MAX_REDIRECTS = 5
-RETRY_STATUSES = {429, 500, 502, 503, 504}
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -195,7 +199,8 @@ class Net:
         # trust_env=False: a proxy from the environment would bypass the address guard.
         self._client = httpx.AsyncClient(transport=transport, trust_env=False,
                                          follow_redirects=False,
-                                         headers={"User-Agent": USER_AGENT},
+                                         headers={"User-Agent": USER_AGENT,
+                                                  "Accept-Encoding": ACCEPT_ENCODING},
                                          timeout=httpx.Timeout(policy.timeout))
 
     async def __aenter__(self) -> Net:
@@ -259,20 +264,16 @@ class Net:
                                                  headers=headers)
             response = await self._client.send(request, stream=True)
             try:
-                if response.status_code in RETRY_STATUSES:
+                if response.status_code in TRANSIENT_STATUS:
                     raise _Retryable(f"HTTP {response.status_code}")
-                body = bytearray()
-                truncated = False
-                async for piece in response.aiter_raw():
-                    body += piece
-                    if len(body) >= self.policy.max_bytes:
-                        truncated = True
-                        del body[self.policy.max_bytes:]
-                        break
+                # Decoded as it arrives and cut at the cap: a gzip bomb costs max_bytes.
+                body = await aread_capped(response, self.policy.max_bytes)
+            except BodyDecodeError as exc:
+                raise NetError(f"{_short(url)}: {exc}") from None
             finally:
                 await response.aclose()
         return _Partial(str(response.url), response.status_code, response.headers,
-                        bytes(body), truncated)
+                        body.body(), body.over)
 
     async def robots_allow(self, url: str) -> bool:
         """Tell whether the site's robots.txt lets this client fetch ``url`` (read once)."""
@@ -313,7 +314,7 @@ class Net:
 
 
 class _Retryable(Exception):
-    """A status worth another attempt (429, 5xx)."""
+    """A status worth another attempt (``kgcheck.failures.TRANSIENT_STATUS``)."""
 
 
 @dataclass

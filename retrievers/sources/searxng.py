@@ -54,6 +54,9 @@ class SearxngSource:
                     if response.status == 403 else "")
             raise SourceError(f"searxng at {self.base_url} answered HTTP "
                               f"{response.status}{hint}")
+        if response.truncated:
+            raise SourceError(f"searxng at {self.base_url} answered more than "
+                              f"{len(response.body):,} bytes (decoded), the max_bytes cap")
         try:
             payload: Any = json.loads(decode(response.body, response.charset))
         except ValueError:

@@ -8,8 +8,9 @@ IRI is looked up by its exact label.
 
 The source needs only ``select(query) -> rows``, each row ``{variable: value}`` or a SPARQL
 JSON binding ``{variable: {"type": ..., "value": ...}}``: any SPARQL client with that call
-can be passed in (``kgcheck.data.sparql.SparqlClient(url).select`` is one);
-``HttpSelect`` is a minimal SPARQL 1.1 protocol client over httpx used by default.
+can be passed in. By default it is kgcheck's one SPARQL client,
+``kgcheck.data.sparql.SparqlClient``, run with the evidence policy's timeout, retries and
+byte cap (``http_select``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import httpx
 
 from kgcheck.data.facts import readable_term
+from kgcheck.data.sparql import SparqlClient
 from kgcheck.retrievers.sources.base import (
     SPARQL_ENV,
     EvidenceRequest,
@@ -40,47 +41,13 @@ RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 MAX_STATEMENTS = 200
 
 
-class HttpSelect:
-    """Run SELECT queries on a SPARQL 1.1 endpoint (POST form, JSON results), with retries."""
-
-    def __init__(self, url: str, policy: NetPolicy | None = None) -> None:
-        self.url = url
-        self.policy = policy or NetPolicy()
-
-    def __call__(self, query: str) -> list[dict[str, str]]:
-        """Return the query's rows as ``{variable: value}`` (unbound variables left out)."""
-        last = ""
-        for attempt in range(self.policy.retries + 1):
-            NetStats.count()
-            try:
-                with httpx.Client(timeout=self.policy.timeout, trust_env=False) as client:
-                    response = client.post(self.url, data={"query": query}, headers={
-                        "Accept": "application/sparql-results+json", "User-Agent": USER_AGENT})
-            except httpx.HTTPError as exc:
-                last = f"cannot reach it ({exc})" if str(exc) else "cannot reach it"
-            else:
-                if response.status_code < 500:
-                    return _rows(response, self.url)
-                last = f"HTTP {response.status_code}"
-            if attempt < self.policy.retries:
-                # A worker thread: sleeping here does not block the event loop.
-                time.sleep(self.policy.backoff * 2 ** attempt)
-        raise SourceError(f"sparql at {self.url}: {last} (after {self.policy.retries + 1} "
-                          "attempts)")
-
-
-def _rows(response: httpx.Response, url: str) -> list[dict[str, str]]:
-    if response.status_code != 200:
-        raise SourceError(f"sparql at {url} answered HTTP {response.status_code}: "
-                          f"{clean_text(response.text)[:200]}")
-    try:
-        payload: Any = json.loads(response.content)
-        bindings = payload["results"]["bindings"]
-    except (ValueError, KeyError, TypeError):
-        raise SourceError(f"sparql at {url} answered something that is not SPARQL JSON "
-                          "results") from None
-    return [{k: str(v.get("value", "")) for k, v in row.items() if isinstance(v, dict)}
-            for row in bindings if isinstance(row, dict)]
+def http_select(url: str, policy: NetPolicy | None = None) -> Select:
+    """Return ``select`` on the endpoint with the evidence policy's limits, counting requests."""
+    policy = policy or NetPolicy()
+    client = SparqlClient(url, timeout=policy.timeout, retries=policy.retries,
+                          backoff=policy.backoff, max_bytes=policy.max_bytes,
+                          headers={"User-Agent": USER_AGENT}, on_request=NetStats.count)
+    return client.select
 
 
 def iri_of(term: str) -> str | None:
@@ -180,5 +147,5 @@ def build(argument: str = "", *, settings: SourceSettings, select: Select | None
         if not url.startswith(("http://", "https://")):
             raise ValueError("the sparql source needs an endpoint: --set sparql_url=URL or "
                              f"${SPARQL_ENV} (got {url!r})")
-        select = HttpSelect(url, settings.policy)
+        select = http_select(url, settings.policy)
     return SparqlSource(select, url or "a SPARQL client")

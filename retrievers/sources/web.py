@@ -66,7 +66,9 @@ class WebSource:
             title, text = await asyncio.to_thread(page_text, response.body,
                                                   response.content_type, response.charset)
         except ExtractError as exc:
-            raise PageSkipped(f"{key}: {exc}") from None
+            cut = (f" (read up to the max_bytes cap, {len(response.body):,} bytes decoded)"
+                   if response.truncated else "")
+            raise PageSkipped(f"{key}: {exc}{cut}") from None
         return [Fetched(self.name, response.url, title, text, now())]
 
 

@@ -47,6 +47,9 @@ class WikipediaSource:
             raise SourceError(f"wikipedia at {self.api_url}: {exc}") from None
         if response.status != 200:
             raise SourceError(f"wikipedia at {self.api_url} answered HTTP {response.status}")
+        if response.truncated:
+            raise SourceError(f"wikipedia at {self.api_url} answered more than "
+                              f"{len(response.body):,} bytes (decoded), the max_bytes cap")
         try:
             payload: Any = json.loads(decode(response.body, response.charset))
         except ValueError:

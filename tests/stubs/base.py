@@ -4,14 +4,21 @@ A stub records every request it gets (method, path, headers, JSON body) and answ
 according to its ``Behaviour``: answer a scripted text, fail the first N requests with a
 5xx status and then answer, or never answer (hold the connection until the stub stops).
 ``refused_url()`` gives an address where nothing listens, for a refused connection.
+
+As real servers and the proxies in front of them do, a stub compresses its replies with
+gzip when the request accepts it (streams too, flushed chunk by chunk), sends JSON replies
+as chunked bodies, and, when the behaviour says so, answers each request first with a 307
+redirect to the same request under ``/moved`` (method and body kept, as 307 requires).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,6 +48,10 @@ class Behaviour:
         logprobs: The answer's tokens as ``(token, logprob, [(alternative, logprob),
             ...])``, sent as OpenAI's ``logprobs.content`` when a request asks for them
             (``"logprobs": true``, alternatives cut to its ``top_logprobs``).
+        gzip: Compress replies with gzip when the request's ``Accept-Encoding`` allows it.
+        chunked: Send JSON replies as chunked bodies (no ``Content-Length``).
+        redirect: Answer every request with a 307 to the same path under ``/moved``
+            first; the request that follows it is served.
     """
 
     answer: str = "T"
@@ -55,6 +66,15 @@ class Behaviour:
     garbage: bool = False
     truncate: bool = False
     logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
+    gzip: bool = True
+    chunked: bool = True
+    redirect: bool = False
+
+
+# Where a redirected request is sent again.
+MOVED = "/moved"
+# Pieces a chunked JSON reply is cut into.
+JSON_CHUNKS = 3
 
 
 @dataclass
@@ -75,6 +95,10 @@ class _Shared:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     answered: int = 0
+    # Replies sent gzip-compressed, sent chunked, and requests redirected.
+    gzipped: int = 0
+    chunked: int = 0
+    redirected: int = 0
 
 
 class StubHandler(BaseHTTPRequestHandler):
@@ -103,8 +127,19 @@ class StubHandler(BaseHTTPRequestHandler):
         return self.server.shared
 
     def _dispatch(self, method: str) -> None:
+        self._gzip: Any = None
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if self.shared.behaviour.redirect and not self.path.startswith(MOVED + "/"):
+            with self.shared.lock:
+                self.shared.redirected += 1
+            self.send_response(307)
+            self.send_header("Location", MOVED + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith(MOVED + "/"):
+            self.path = self.path[len(MOVED):]
         try:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError:
@@ -172,31 +207,71 @@ class StubHandler(BaseHTTPRequestHandler):
         """Send the provider's error body for ``status``; subclasses shape it."""
         self.send_json(status, {"error": f"stub failure {status}"})
 
+    def accepts_gzip(self) -> bool:
+        """Tell whether this reply is to be gzip-compressed (the client accepts it)."""
+        accepted = self.headers.get("Accept-Encoding", "").lower()
+        return self.shared.behaviour.gzip and "gzip" in accepted
+
+    def _count(self, gzipped: bool, chunked: bool) -> None:
+        with self.shared.lock:
+            self.shared.gzipped += gzipped
+            self.shared.chunked += chunked
+
     def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        """Send one JSON document."""
+        """Send one JSON document: gzip-compressed when accepted, chunked when configured."""
         data = json.dumps(payload).encode()
+        gzipped, chunked = self.accepts_gzip(), self.shared.behaviour.chunked
+        if gzipped:
+            data = gzip.compress(data)
+        self._count(gzipped, chunked)
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
+        if gzipped:
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Vary", "Accept-Encoding")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(data)
+        if not chunked:
+            self.wfile.write(data)
+            return
+        size = max(1, -(-len(data) // JSON_CHUNKS))
+        for start in range(0, len(data), size):
+            self._raw_chunk(data[start:start + size])
+        self._raw_chunk(b"")
 
     def start_chunked(self, content_type: str) -> None:
-        """Start a chunked response, as a streaming server does."""
+        """Start a chunked response, as a streaming server does (gzip when accepted)."""
+        gzipped = self.accepts_gzip()
+        self._count(gzipped, True)
         self.send_response(200)
         self.send_header("Content-Type", content_type)
+        if gzipped:
+            self.send_header("Content-Encoding", "gzip")
+            # One gzip stream over the whole body, flushed at each chunk so that it streams.
+            self._gzip = zlib.compressobj(wbits=31)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
-    def write_chunk(self, data: bytes) -> None:
-        """Send one chunk of a chunked response."""
+    def _raw_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+    def write_chunk(self, data: bytes) -> None:
+        """Send one chunk of a chunked response."""
+        if getattr(self, "_gzip", None) is not None:
+            data = self._gzip.compress(data) + self._gzip.flush(zlib.Z_SYNC_FLUSH)
+        self._raw_chunk(data)
+
     def end_chunked(self) -> None:
-        """Close a chunked response."""
+        """Close a chunked response (and its gzip stream)."""
+        if getattr(self, "_gzip", None) is not None:
+            self._raw_chunk(self._gzip.flush())
+            self._gzip = None
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
@@ -266,6 +341,21 @@ class StubServer:
     def answered(self) -> int:
         """How many model calls got a successful answer."""
         return self._shared.answered
+
+    @property
+    def gzipped(self) -> int:
+        """How many replies went out gzip-compressed."""
+        return self._shared.gzipped
+
+    @property
+    def chunked(self) -> int:
+        """How many replies went out as chunked bodies."""
+        return self._shared.chunked
+
+    @property
+    def redirected(self) -> int:
+        """How many requests were answered with a redirect."""
+        return self._shared.redirected
 
     @property
     def url(self) -> str:

@@ -11,19 +11,26 @@
   slowly, stream a huge body, or redirect.
 - ``/w/api.php``: a MediaWiki API answering ``generator=search`` with ``prop=extracts|info``
   from ``wiki`` (title -> extract), matching titles that share a word with the search.
+- ``moved``: path prefixes that moved (old -> new): a request under one is redirected
+  (301, query kept), as a server that moved an instance or an API does.
 
-Every request is logged (``requests``); ``latency`` delays every answer (a slow network).
+Every answer is chunked and gzip-compressed when the request accepts gzip (``gzipped``
+lists the paths sent so), as real servers do. Every request is logged (``requests``);
+``latency`` delays every answer (a slow network).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.stubs.bodies import send_body
 
 
 @dataclass
@@ -36,6 +43,8 @@ class Page:
     location: str = ""
     drip_seconds: float = 0.0
     huge_bytes: int = 0
+    encoded: str = ""
+    """The Content-Encoding ``body`` already has (sent as it is: a test's gzip bomb)."""
 
 
 @dataclass
@@ -46,7 +55,9 @@ class _State:
     robots: str | None = "User-agent: *\nDisallow: /private/\n"
     searx_mode: str = "ok"
     latency: float = 0.0
+    moved: dict[str, str] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    gzipped: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -67,6 +78,12 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(state.latency)
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        old = next((p for p in state.moved if parts.path.startswith(p + "/")), None)
+        if old is not None:
+            moved = state.moved[old] + parts.path[len(old):]
+            self._send(301, b"", "text/html",
+                       {"Location": moved + (f"?{parts.query}" if parts.query else "")})
+            return
         if parts.path == "/search":
             self._search(query)
         elif parts.path == "/robots.txt":
@@ -82,14 +99,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"<html><body>not found</body></html>", "text/html")
 
     def _send(self, status: int, body: bytes, content_type: str,
-              headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(body)
+              headers: dict[str, str] | None = None, encoded: str = "") -> None:
+        if send_body(self, status, body, content_type, headers, encoded=encoded):
+            state = self.server.state
+            with state.lock:
+                state.gzipped.append(self.path)
 
     def _search(self, query: dict[str, str]) -> None:
         state = self.server.state
@@ -149,12 +163,17 @@ class _Handler(BaseHTTPRequestHandler):
                 pass  # the client hung up: what a size or time cap does
             self.close_connection = True
             return
-        self._send(page.status, page.body, page.content_type)
+        self._send(page.status, page.body, page.content_type, encoded=page.encoded)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hangs up (it stopped at a cap); report anything else."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
     def __init__(self, state: _State) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -181,6 +200,12 @@ class WebStub:
         """Paths (with query) requested so far."""
         with self.state.lock:
             return list(self.state.requests)
+
+    @property
+    def gzipped(self) -> list[str]:
+        """Paths (with query) answered with a gzip-compressed body."""
+        with self.state.lock:
+            return list(self.state.gzipped)
 
     def __enter__(self) -> WebStub:
         self._server = _Server(self.state)

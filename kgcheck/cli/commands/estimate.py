@@ -77,5 +77,7 @@ def estimate(
     for warning in result.warnings:
         err_console.print(f"[bold yellow]warning:[/] {warning}")
     print_estimate(result.report)
+    console.print(f"estimated: the accuracy of {result.report['population']['text']}",
+                  highlight=False)
     console.print(f"estimate: {result.path}" + (f"  plots: {result.plots[0].parent}"
                                                  if result.plots else ""))

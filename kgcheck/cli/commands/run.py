@@ -146,13 +146,14 @@ def _print_consensus(summary: dict[str, Any], members: list[str]) -> None:
     alignment = summary.get("alignment") or {}
     table = Table(title="members (each scored on its own votes)")
     table.add_column("member", overflow="fold")
-    for column in ("F1(T)", "F1(F)", "NA votes", "CA_M"):
+    for column in ("F1(T)", "F1(F)", "NA votes", "failed", "CA_M"):
         table.add_column(column, justify="right", no_wrap=True)
     for member in members:
         own = scores.get(member) or {}
         ca = alignment.get(member)
         table.add_row(member, _score(own.get("f1_true")), _score(own.get("f1_false")),
-                      str(own.get("na", "-")), "-" if ca is None else f"{ca:.3f}")
+                      str(own.get("na", "-")), str(own.get("errors", "-")),
+                      "-" if ca is None else f"{ca:.3f}")
     console.print(table)
     ties = summary.get("ties", 0)
     n = summary.get("n") or 0

@@ -1,0 +1,64 @@
+"""Constrained output: ask a model for an answer format it cannot leave, where it can be asked.
+
+An ``AnswerFormat`` says a format twice: as a GBNF grammar (llama.cpp samples only tokens
+the grammar allows) and as a JSON schema of an object (OpenAI's ``response_format``,
+Ollama's ``format``, OpenAI-compatible servers). Each provider says how it applies one
+(``Provider.constrain``); a provider that cannot is used unconstrained, with a notice.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
+
+
+class ConstraintIgnoredWarning(UserWarning):
+    """Constrained output was asked for, but the model or the answer format has none."""
+
+
+@dataclass(frozen=True)
+class AnswerFormat:
+    """One answer format as a GBNF grammar and as a JSON schema (of an object)."""
+
+    name: str
+    grammar: str
+    schema: Mapping[str, Any]
+
+
+def openai_response_format(fmt: AnswerFormat) -> dict[str, Any]:
+    """Return OpenAI's ``response_format`` for ``fmt`` (a strict JSON schema)."""
+    return {"type": "json_schema",
+            "json_schema": {"name": fmt.name, "schema": dict(fmt.schema), "strict": True}}
+
+
+def with_response_format(chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
+    """Constrain an OpenAI-API model with a JSON schema (OpenAI, Azure, compatible servers)."""
+    return chat.bind(response_format=openai_response_format(fmt))
+
+
+def with_grammar(chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
+    """Constrain a llama.cpp server's model with the GBNF grammar (sent in the body)."""
+    # A call's extra_body replaces the model's: keep its sampling fields.
+    body = {**(getattr(chat, "extra_body", None) or {}), "grammar": fmt.grammar}
+    return chat.bind(extra_body=body)
+
+
+def with_ollama_format(chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
+    """Constrain an Ollama model with the JSON schema (Ollama's ``format``)."""
+    return chat.bind(format=dict(fmt.schema))
+
+
+_NOTICED: set[str] = set()
+
+
+def notice(message: str) -> None:
+    """Warn once per process and message that a constraint was not applied."""
+    if message in _NOTICED:
+        return
+    _NOTICED.add(message)
+    warnings.warn(message, ConstraintIgnoredWarning, stacklevel=3)

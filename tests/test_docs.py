@@ -1,0 +1,185 @@
+"""The documentation site builds strictly, its references are whole, and its examples run.
+
+A fenced block in ``docs/`` preceded by ``<!-- run -->`` is executed: ``python`` blocks as
+a script, ``bash`` blocks of ``kgcheck`` commands through the CLI app; ``<!-- file: NAME
+-->`` writes the block to NAME first. The blocks of one page run in order, in one
+temporary folder and one process (tests/docs_blocks.py), so a page's walkthrough is run as
+a reader would run it. Live Ollama models are
+served by the stub Ollama server (tests/stubs, the real wire protocol on 127.0.0.1):
+``OLLAMA_HOST`` points there, as a reader's points at ``ollama serve``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.stubs import Behaviour, OllamaStub
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+BIN = Path(sys.executable).parent
+MARKER = re.compile(r"^<!--\s*(run|file:\s*(?P<name>[\w.\-/]+))\s*-->\s*$")
+FENCE = re.compile(r"^(?P<fence>```+)\s*(?P<lang>[\w+-]*)")
+PAGE_TIMEOUT = 300
+
+
+@dataclasses.dataclass
+class Block:
+    """One marked code block of a page."""
+
+    page: str
+    line: int
+    lang: str
+    code: str
+    file: str | None  # write the block to this file instead of running it
+
+
+def marked_blocks(path: Path) -> list[Block]:
+    """Return the marked blocks of a markdown page, in order."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    marker: re.Match[str] | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        fence = FENCE.match(line)
+        if fence:
+            end = next(j for j in range(i + 1, len(lines))
+                       if lines[j].startswith(fence.group("fence")))
+            if marker:
+                blocks.append(Block(str(path.relative_to(DOCS)), i + 1, fence.group("lang"),
+                                    "\n".join(lines[i + 1:end]) + "\n", marker.group("name")))
+            marker = None
+            i = end + 1
+            continue
+        found = MARKER.match(line.strip())
+        if found:
+            marker = found
+        elif line.strip():
+            marker = None
+        i += 1
+    return blocks
+
+
+PAGES = sorted(p for p in DOCS.rglob("*.md") if marked_blocks(p))
+
+
+def test_the_pages_mark_blocks_to_run() -> None:
+    runnable = [b for p in PAGES for b in marked_blocks(p) if b.file is None]
+    assert len(runnable) >= 20, "the guides' offline examples are marked to run"
+    assert {b.lang for b in runnable} <= {"bash", "python"}, "only bash and python blocks run"
+    assert "walkthrough.md" in {p.name for p in PAGES}
+
+
+@pytest.fixture(scope="module")
+def ollama() -> Iterator[OllamaStub]:
+    with OllamaStub(Behaviour(answer="T")) as stub:
+        yield stub
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+def test_marked_blocks_run(page: Path, tmp_path: Path, ollama: OllamaStub) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_",
+                                                                      "AZURE_", "KGCHECK_"))}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", OLLAMA_HOST=ollama.url,
+               KGCHECK_HOME=str(tmp_path / ".kgcheck"),
+               KGCHECK_CACHE_DIR=str(tmp_path / ".cache"), NO_COLOR="1", COLUMNS="100",
+               PYTHONPATH=str(ROOT))
+    work = tmp_path / "work"
+    work.mkdir()
+    blocks = tmp_path / "blocks.json"
+    blocks.write_text(json.dumps([dataclasses.asdict(b) for b in marked_blocks(page)]))
+    done = subprocess.run([sys.executable, "-m", "tests.docs_blocks", str(blocks)], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=PAGE_TIMEOUT,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-6000:]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the site strictly (a broken link, anchor or reference fails) into a temp dir."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return out
+
+
+def html(site: Path, page: str) -> str:
+    return (site / page / "index.html").read_text(encoding="utf-8")
+
+
+def test_api_reference_documents_every_public_name(site: Path) -> None:
+    import kgcheck
+
+    text = html(site, "reference/api")
+    ids = set(re.findall(r'id="(kgcheck\.[\w.]+)"', text))
+    missing = [name for name in kgcheck.__all__ if name != "__version__"
+               and not any(i.endswith(f".{name}") for i in ids)]
+    assert not missing, f"reference/api.md lacks {missing}"
+
+
+def test_cli_reference_lists_every_command_and_option(site: Path) -> None:
+    import typer.main
+
+    from kgcheck.cli import app
+
+    text = html(site, "reference/cli")
+    root = typer.main.get_command(app)
+    ctx = root.context_class(root, info_name="kgcheck")
+    names = root.list_commands(ctx)
+    assert {"run", "review", "estimate", "export", "corpus"} <= set(names)
+    for name in names:
+        command = root.get_command(ctx, name)
+        assert f"kgcheck {name}</code>" in text, name
+        sub = command.context_class(command, info_name=name, parent=ctx)
+        for param in command.get_params(sub):
+            for opt in param.opts if param.param_type_name == "option" else ():
+                assert opt in text, f"kgcheck {name} {opt}"
+
+
+def test_settings_reference_lists_every_strategy_setting(site: Path) -> None:
+    import kgcheck
+
+    text = html(site, "reference/settings")
+    for name in kgcheck.strategies():
+        assert f"<code>{name}</code>" in text, name
+        for item in kgcheck.settings(name):
+            assert f"<code>{item['name']}</code>" in text, f"{name}: {item['name']}"
+
+
+def test_run_folder_reference_names_every_file_and_field(site: Path, tmp_path: Path) -> None:
+    import kgcheck
+    from kgcheck.data import runfolder
+
+    text = html(site, "reference/run-folder")
+    for constant in ("RUN_INFO", "VERDICTS", "SUMMARY", "LABELS_FILE", "ESTIMATE",
+                     "REVIEW_DB", "LOCK"):
+        assert f"<code>{getattr(runfolder, constant)}</code>" in text, constant
+    assert ",".join(runfolder.LABEL_COLUMNS) in text
+    out = tmp_path / "run"
+    kgcheck.run(dataset="yago", strategy="dka", model="replay:gemma2:9b", limit=2, out=out)
+    record = json.loads((out / runfolder.VERDICTS).read_text().splitlines()[0])
+    info = json.loads((out / runfolder.RUN_INFO).read_text())
+    summary = json.loads((out / runfolder.SUMMARY).read_text())
+    undocumented = [k for k in [*record, *info, *summary] if f"<code>{k}</code>" not in text]
+    assert not undocumented, f"reference/run-folder.md does not describe {undocumented}"
+
+
+def test_readme_is_short_and_links_the_site() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    for command in ("make demo", "make test"):
+        assert command in readme
+    linked = set(re.findall(r"\(docs/([\w/.-]+\.md)", readme))
+    assert linked and all((DOCS / page).is_file() for page in linked), linked
