@@ -368,7 +368,8 @@ def model_calls(record: Mapping[str, Any]) -> tuple[list[Call], bool]:
     """
     details = record.get("details") or {}
     votes = details.get("votes")
-    if not votes:
+    # Self-consistency keeps vote counts (a mapping), consensus its members' votes (a list).
+    if not votes or not isinstance(votes, list):
         failed = record.get("error") and not verdicts.is_defect(record)
         return [(str(record.get("model") or ""), details.get("error_type") if failed else None,
                  record.get("error") if failed else None)], False
