@@ -208,15 +208,15 @@ def cited_passages(cited: Sequence[str] | None, shown: Sequence[Mapping[str, Any
     kept: list[dict[str, Any]] = []
     seen: set[int] = set()
     for ident in cited:
-        n = by_id.get(ident.lower())
-        if n is None:
+        found = by_id.get(ident.lower())
+        if found is None:
             problems.append(NOT_SHOWN.format(id=ident))
             continue
-        if n in seen:
+        if found in seen:
             continue
-        seen.add(n)
-        passage = shown[n]
-        kept.append({"passage": passage_id(n), "doc_id": passage.get("doc_id"),
+        seen.add(found)
+        passage = shown[found]
+        kept.append({"passage": passage_id(found), "doc_id": passage.get("doc_id"),
                      "chunk_id": passage.get("chunk_id"), "url": passage.get("url") or "",
                      "text": str(passage.get("text", ""))[:MAX_REASON_CHARS]})
     if not kept:
@@ -280,7 +280,7 @@ def compact_logprobs(content: Iterable[Mapping[str, Any]] | None) -> list[dict[s
     """
     if content is None:
         return None
-    kept = []
+    kept: list[dict[str, Any]] = []
     for item in content:
         if len(kept) >= MAX_LOGPROB_TOKENS:
             break

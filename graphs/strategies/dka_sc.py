@@ -160,9 +160,10 @@ def sample_extras(samples: list[Sample], label: Label, ctx: DKASCContext,
     """
     answered = [s for s in samples if s["call"] is not None]
     scores = [(s.get("extras") or {}).get("confidence") for s in answered]
+    known = [float(v) for v in scores if v is not None]
     extras: dict[str, Any] = {}
-    if answered and all(v is not None for v in scores):
-        extras.update(confidence=round(sum(scores) / len(scores), 6),
+    if answered and len(known) == len(scores):
+        extras.update(confidence=round(sum(known) / len(known), 6),
                       confidence_source="logprobs")
     else:
         share = vote_share([s["label"] for s in samples])
