@@ -123,3 +123,16 @@ def test_a_cache_written_before_logprobs_is_upgraded(tmp_path):
     cache.put("k1", "m", CachedAnswer("F", 2, 1, 0.2, tokens))
     assert cache.get("k1") == CachedAnswer("F", 2, 1, 0.2, tokens)
     cache.close()
+
+
+def test_the_api_returns_explained_verdicts(scripted):
+    import kgcheck
+
+    facts = kgcheck.load_dataset("yago")[:2]
+    model = scripted("api-explained", ["T\nReason: Known couple.", "NEI"])
+    verdicts = kgcheck.check(facts, "dka", model, concurrency=1, cache=False, reasons=True,
+                             abstain=True)
+    assert [v.label for v in verdicts] == ["T", "NEI"]
+    assert verdicts[0].rationale == "Known couple."
+    assert verdicts[1].answer_problems == [explain.NO_REASON]
+    assert verdicts[0].conversation[-1]["content"] == "T\nReason: Known couple."
