@@ -136,3 +136,17 @@ def test_the_api_returns_explained_verdicts(scripted):
     assert verdicts[0].rationale == "Known couple."
     assert verdicts[1].answer_problems == [explain.NO_REASON]
     assert verdicts[0].conversation[-1]["content"] == "T\nReason: Known couple."
+
+
+def test_a_run_folder_older_than_the_explanation_settings_resumes(tmp_path):
+    from kgcheck.runs.runner import ADDED_SETTINGS, RunInfo, resume_conflicts
+
+    settings = {"prompt": "dka.txt", "parser": "strict", "temperature": 0.75}
+    old = {"dataset": "YAGO", "strategy": "dka", "method": "DKA", "models": ["m"],
+           "judge": None, "settings": settings, "prompts": {}}
+    same = RunInfo("YAGO", "dka", "DKA", ["m"], settings={**settings, **ADDED_SETTINGS})
+    assert resume_conflicts(old, same) == []
+    # Asking for something the stored run did not ask for is another run.
+    asks = RunInfo("YAGO", "dka", "DKA", ["m"],
+                   settings={**settings, **ADDED_SETTINGS, "reasons": True})
+    assert resume_conflicts(old, asks) == ["setting reasons (False then, True now)"]
