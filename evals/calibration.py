@@ -16,6 +16,10 @@ from the gold label. Only facts with both count. The figures:
 
 ``review_threshold`` picks the certainty below which the least certain share of verdicts go
 to a person (``kgcheck review --order uncertainty`` puts them first).
+
+The verdicts' own side, for the explorer: ``reliability`` bins confidences in a verdict
+against whether it was right (scikit-learn's ``calibration_curve`` bins) and
+``calibration_figure`` draws them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,69 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import matplotlib
 import numpy as np
+
+matplotlib.use("Agg")  # Files only: never open a window.
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+__all__ = ["calibration_figure", "calibration_report", "certainty", "confidence_sources",
+           "expected_calibration_error", "precision_coverage", "reliability",
+           "reliability_rows", "review_threshold", "run_calibration", "summary_calibration",
+           "truth_pairs", "verdict_confidence"]
+
+
+class CalibrationInputError(ValueError):
+    """Confidences and outcomes that cannot be binned."""
+
+
+def reliability(confidence: Sequence[float], correct: Sequence[bool],
+                bins: int = 10) -> dict[str, Any]:
+    """Bin confidences: mean confidence, share right and count per non-empty bin, and the ECE."""
+    if len(confidence) != len(correct):
+        raise CalibrationInputError("confidence and correct differ in length")
+    if not confidence:
+        raise CalibrationInputError("no verdict with a confidence and a gold label")
+    import numpy as np
+    from sklearn.calibration import calibration_curve
+
+    y = np.asarray(correct, dtype=int)
+    p = np.asarray(confidence, dtype=float)
+    right, mean = calibration_curve(y, p, n_bins=bins, strategy="uniform")
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    # The same bin of each confidence as calibration_curve's (its searchsorted, side left).
+    which = np.searchsorted(edges[1:-1], p)
+    counts = [int(c) for c in np.bincount(which, minlength=bins) if c]
+    ece = float(sum(n * abs(r - m) for n, r, m in zip(counts, right, mean, strict=True))
+                / len(p))
+    return {"mean_confidence": mean.tolist(), "share_right": right.tolist(), "count": counts,
+            "ece": ece, "n": len(p)}
+
+
+def calibration_figure(confidence: Sequence[float], correct: Sequence[bool], title: str,
+                       bins: int = 10) -> plt.Figure:
+    """Draw the reliability diagram of one run's confidences."""
+    stats = reliability(confidence, correct, bins)
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="calibrated")
+    ax.plot(stats["mean_confidence"], stats["share_right"], marker="o", color="#1f77b4",
+            label=f"this run (ECE {stats['ece']:.3f}, n={stats['n']:,})")
+    for x, y, n in zip(stats["mean_confidence"], stats["share_right"], stats["count"],
+                       strict=True):
+        ax.annotate(f"{n:,}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("share of verdicts right")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+# --- confidence that a fact is true, against truths --------------------------------
 
 DEFAULT_BINS = 10
 TRUTH = {"T": 1, "F": 0}
@@ -57,7 +123,7 @@ def bin_ids(scores: np.ndarray, bins: int) -> np.ndarray:
     return np.searchsorted(edges[1:-1], scores)
 
 
-def reliability(truth: Sequence[int], scores: Sequence[float],
+def reliability_rows(truth: Sequence[int], scores: Sequence[float],
                 bins: int = DEFAULT_BINS) -> list[dict[str, Any]]:
     """Return the non-empty bins: range, count, mean confidence and share true."""
     y = np.asarray(truth, dtype=float)
@@ -78,7 +144,7 @@ def reliability(truth: Sequence[int], scores: Sequence[float],
 def expected_calibration_error(truth: Sequence[int], scores: Sequence[float],
                                bins: int = DEFAULT_BINS) -> float | None:
     """Return the ECE: the bins' |share true - mean confidence|, weighted by their sizes."""
-    rows = reliability(truth, scores, bins)
+    rows = reliability_rows(truth, scores, bins)
     total = sum(r["count"] for r in rows)
     if not total:
         return None
@@ -119,6 +185,18 @@ def review_threshold(scores: Sequence[float], share: float) -> float | None:
     return float(np.quantile(np.maximum(p, 1.0 - p), share))
 
 
+def verdict_confidence(record: Mapping[str, Any]) -> float | None:
+    """Return the confidence that a verdict is right: ``p`` for T, ``1 - p`` for F.
+
+    None for NA and NEI verdicts and for verdicts without a confidence.
+    """
+    value = record.get("confidence")
+    label = record.get("label")
+    if value is None or label not in ("T", "F"):
+        return None
+    return float(value) if label == "T" else 1.0 - float(value)
+
+
 def certainty(record: Mapping[str, Any]) -> float | None:
     """Return how sure a verdict is, ``max(p, 1 - p)`` (None: no confidence)."""
     value = record.get("confidence")
@@ -143,7 +221,7 @@ def calibration_report(truth: Sequence[int], scores: Sequence[float],
         "brier": float(brier_score_loss(truth, scores, pos_label=1)),
         "ece": expected_calibration_error(truth, scores, bins),
         "bins": bins,
-        "reliability": reliability(truth, scores, bins),
+        "reliability": reliability_rows(truth, scores, bins),
         "precision_coverage": precision_coverage(truth, scores),
     }
 

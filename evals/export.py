@@ -13,8 +13,8 @@ label. RDF comes in two shapes:
   (``--only F``), ready for a deletion review;
 - ``annotated`` (default): each verdict as a reified statement (``rdf:Statement`` with
   ``rdf:subject``/``rdf:predicate``/``rdf:object``) that carries its verdict, model, method
-  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit (README, "Exporting
-  verdicts"). Reification rather than RDF-star: every RDF 1.1 tool reads it.
+  and time, in the ``kgc:`` vocabulary with PROV-O terms where they fit
+  (docs/guides/exports.md). Reification rather than RDF-star: every RDF 1.1 tool reads it.
 
 A fact read from RDF keeps its own terms (``rdf`` in the verdict record). Terms that are not
 IRIs (YAGO and FactBench names, your CSV's strings) get IRIs minted under
@@ -37,9 +37,10 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from kgcheck.arguments import ArgumentMessage
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import atomic_output
 from kgcheck.data.cells import neutralise
+from kgcheck.data.facts import readable_term
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -55,7 +56,8 @@ FORMATS = ("csv", "jsonl", "nt", "ttl", "sparql", "patch")
 CHANGE_FORMATS = ("sparql", "patch")
 RDF_FORMATS = {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE}
 RDF_SHAPES = ("annotated", "plain")
-COLUMNS = ("fact_id", "subject", "predicate", "object", "verdict", "method", "model", "reason",
+COLUMNS = ("fact_id", "subject", "predicate", "object", "subject_name", "predicate_name",
+           "object_name", "verdict", "method", "model", "reason",
            "evidence", "checked_at", "gold", "error", "review_label", "review_note", "reviewer",
            "reviewed_at", "dataset", "run_id", "confidence", "confidence_source", "rationale",
            "cited", "correction_part", "correction_value", "review_correction",
@@ -110,11 +112,18 @@ def rows(records: Iterable[Mapping[str, Any]],
     for record in records:
         fid = str(record["fact_id"])
         seen: Mapping[str, str] = review.get(fid) or {}  # type: ignore[assignment]
+        names = record.get("names")
+        given: Mapping[str, str] = names if isinstance(names, Mapping) else {}
         yield {
             "fact_id": fid,
             "subject": record.get("subject"),
             "predicate": record.get("predicate"),
             "object": record.get("object"),
+            # The KG's name of a term (rdfs:label ...) where it gave one, else one read off
+            # the term itself (``http://dbpedia.org/resource/Ada_Lovelace`` -> Ada Lovelace).
+            **{f"{key}_name": given.get(key) or readable_term(str(record.get(key) or ""))
+               for key in ("subject", "predicate", "object")},
+            "names": dict(given),
             "verdict": record.get("label", "NA"),
             "method": record.get("method"),
             "model": record.get("model"),
@@ -209,6 +218,7 @@ def annotated_triples(row: Mapping[str, Any],
     """
     described = set() if described is None else described
     s, p, o = triple_terms(row)
+    yield from name_triples(row, (s, p, o), described)
     run_id = str(row.get("run_id") or "run")
     node = ox.NamedNode(f"{VERDICT}{_safe(run_id)}:{_safe(str(row['fact_id']))}")
     a = ox.NamedNode(RDF + "type")
@@ -260,6 +270,24 @@ def annotated_triples(row: Mapping[str, Any],
         yield ox.Triple(node, _kgc("reviewedAt"), ox.Literal(str(row["reviewed_at"])))
 
 
+def name_triples(row: Mapping[str, Any], terms: Sequence[Any],
+                 described: set[str]) -> Iterator[ox.Triple]:
+    """Label a verdict's terms with ``rdfs:label``, once per term.
+
+    Only names with a source are stated: the KG's own (``rdfs:label``, ``skos:prefLabel``
+    ... of the input), and the readable form of a term kgcheck minted an IRI for.
+    """
+    given = row.get("names") or {}
+    for key, term in zip(("subject", "predicate", "object"), terms, strict=True):
+        if not isinstance(term, ox.NamedNode) or f"label {term.value}" in described:
+            continue
+        name = given.get(key) or (row.get(f"{key}_name") if term.value.startswith(TERM)
+                                  else None)
+        if name:
+            described.add(f"label {term.value}")
+            yield ox.Triple(term, ox.NamedNode(RDFS + "label"), ox.Literal(str(name)))
+
+
 def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterator[ox.Triple]:
     """Turn export rows into RDF: the triples themselves, or annotated verdicts."""
     described: set[str] = set()
@@ -278,9 +306,10 @@ def _target(out: str | Path | None) -> Path | None:
         return None
     path = Path(out)
     if path.is_dir():
-        raise ExportError(f"--out {path} is a folder; give a file name")
+        raise ExportError("{out} is a folder; give a file name", out=Arg("out", str(path)))
     if not path.parent.is_dir():
-        raise ExportError(f"--out {path}: folder {path.parent} does not exist")
+        raise ExportError(f"{{out}}: folder {literal(str(path.parent))} does not exist",
+                          out=Arg("out", str(path)))
     return path
 
 
@@ -312,7 +341,8 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()
-                                       if k in COLUMNS or (k == "rdf" and v)}) + "\n")
+                                       if k in COLUMNS or (k in ("rdf", "names") and v)})
+                           + "\n")
     finally:
         text.flush()
         text.detach()
@@ -324,9 +354,11 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     """Export a run folder's verdicts (the last per fact) to ``out`` (None or "-": stdout)."""
     folder = Path(run_dir)
     if fmt not in FORMATS:
-        raise ExportError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        raise ExportError(f"{{format}}: expected one of {', '.join(FORMATS)}",
+                          format=Arg("format", fmt))
     if shape not in RDF_SHAPES:
-        raise ExportError(f"--rdf {shape}: expected one of {', '.join(RDF_SHAPES)}")
+        raise ExportError(f"{{rdf}}: expected one of {', '.join(RDF_SHAPES)}",
+                          rdf=Arg("rdf", shape))
     if not folder.is_dir():
         raise ExportError(f"{folder}: run folder not found")
     if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():

@@ -29,7 +29,8 @@ import numpy as np
 
 from kgcheck.graphs.votes import TIE, tally
 
-LABELS = ("T", "F")
+# The verdicts that are answers, the classes scored (NA is counted apart, as no answer).
+ANSWER_LABELS = ("T", "F")
 # A record's gold mark as a label (anything else: unlabelled).
 GOLD = {"T": True, "F": False}
 
@@ -69,7 +70,7 @@ def f1(tp: int, fp: int, fn: int) -> float:
 
 def confusion(gold: Sequence[bool | None], pred: Sequence[str], cls: str) -> tuple[int, int, int]:
     """Count ``(tp, fp, fn)`` for class ``"T"`` or ``"F"``; NA is a miss for its gold class."""
-    if cls not in LABELS:
+    if cls not in ANSWER_LABELS:
         raise MetricInputError(f"class must be 'T' or 'F', got {cls!r}")
     truth = cls == "T"
     pairs = _scored(gold, pred)
@@ -101,7 +102,7 @@ def f1_true_false(gold: Sequence[bool | None],
 def balanced_accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
     """Mean recall over the gold classes present (None when nothing is labelled)."""
     recalls = []
-    for cls in LABELS:
+    for cls in ANSWER_LABELS:
         tp, _, fn = confusion(gold, pred, cls)
         if tp + fn:
             recalls.append(recall(tp, fn))
@@ -125,15 +126,15 @@ def macro_f1(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
 def confusion_matrix(gold: Sequence[bool | None],
                      pred: Sequence[str]) -> dict[str, dict[str, int]]:
     """Count labelled facts by gold class (rows ``T``, ``F``) and answer (``T``, ``F``, ``NA``)."""
-    matrix = {g: {p: 0 for p in (*LABELS, "NA")} for g in LABELS}
+    matrix = {g: {p: 0 for p in (*ANSWER_LABELS, "NA")} for g in ANSWER_LABELS}
     for g, p in _scored(gold, pred):
-        matrix["T" if g else "F"][p if p in LABELS else "NA"] += 1
+        matrix["T" if g else "F"][p if p in ANSWER_LABELS else "NA"] += 1
     return matrix
 
 
 def invalid_count(pred: Iterable[str]) -> int:
     """Count the answers that are neither T nor F."""
-    return sum(1 for p in pred if p not in LABELS)
+    return sum(1 for p in pred if p not in ANSWER_LABELS)
 
 
 def invalid_rate(pred: Sequence[str]) -> float:
@@ -241,7 +242,7 @@ def score_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     without labels) and ``by_predicate`` (see ``by_predicate``).
     """
     records = list(records)
-    scored = [r for r in records if r.get("gold") in LABELS]
+    scored = [r for r in records if r.get("gold") in ANSWER_LABELS]
     report = classification_report([r["gold"] == "T" for r in scored],
                                     [str(r.get("label", "NA")) for r in scored])
     labels = [str(r.get("label", "NA")) for r in records]

@@ -130,6 +130,7 @@ _NAMES: dict[str, Failure] = {
     ), Failure.BAD_REQUEST),
     **dict.fromkeys((
         "ModelReplyError", "JSONDecodeError", "APIResponseValidationError",
+        "BodyTooLargeError",
     ), Failure.BAD_REPLY),
 }
 

@@ -30,11 +30,11 @@ FACTS = [
     ("6", "Rome", "isCapitalOf", "Spain", "F"),
 ]
 # The model's label per fact: facts 2 and 6 F, 3 NA, 5 a consensus tie (NA).
-LABELS = {"1": "T", "2": "F", "3": "NA", "4": "T", "5": "NA", "6": "F"}
+VERDICT_BY_FACT = {"1": "T", "2": "F", "3": "NA", "4": "T", "5": "NA", "6": "F"}
 
 
 def _verdict(fact_id: str, run_id: str) -> dict:
-    label = LABELS[fact_id]
+    label = VERDICT_BY_FACT[fact_id]
     details: dict = {}
     if fact_id == "3":
         details = {"documents": [{"doc_id": "d1", "url": "https://example.org/evil",
@@ -70,7 +70,7 @@ def make_run(folder: Path, run_id: str = "run0001") -> Path:
         "dataset": "mine", "strategy": "dka", "method": "DKA", "models": ["ollama:gemma2:9b"],
         "judge": None, "source": str(triples.resolve()), "run_id": run_id, "settings": {}}))
     with (folder / "verdicts.jsonl").open("w", encoding="utf-8") as fh:
-        for fact_id in LABELS:
+        for fact_id in VERDICT_BY_FACT:
             fh.write(json.dumps(_verdict(fact_id, run_id)) + "\n")
     return folder
 
@@ -138,7 +138,7 @@ def checkpoint_reviews(run_dir: Path, run_id: str = "run0001") -> dict[str, str 
     found: dict[str, str | None] = {}
     with sqlite3.connect(run_dir / "review.sqlite") as conn:
         graph = get_graph("review").compile(checkpointer=SqliteSaver(conn))
-        for fact_id in LABELS:
+        for fact_id in VERDICT_BY_FACT:
             state = graph.get_state({"configurable": {"thread_id": f"{run_id}:{fact_id}"}})
             if not state.values:
                 continue

@@ -164,11 +164,11 @@ async def test_consensus_summary_prints_members_ties_and_alignment_readably(
     assert len(FACTS) == 6
 
 
-def test_the_readmes_rag_studio_example_has_documents_in_the_sample_corpus() -> None:
+def test_the_studio_guides_rag_example_has_documents_in_the_sample_corpus() -> None:
     from kgcheck.retrievers.store import FolderSource
 
     root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = (root / "docs" / "guides" / "studio.md").read_text(encoding="utf-8")
     after = readme[readme.index("For `rag`, pick a fact"):]
     block = after[after.index("```json") + len("```json"):]
     fact = json.loads(block[:block.index("```")])["fact"]

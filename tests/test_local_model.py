@@ -86,11 +86,22 @@ async def test_dka_tokens_are_the_servers_own_counts(local_server, yago) -> None
     body = {"messages": [{"role": roles[m.type], "content": m.content}
                          for m in out["messages"] if m.type in roles],
             "temperature": 0.0, "top_p": 0.9, "top_k": 40, "repeat_penalty": 1.1,
-            "max_tokens": 24}
+            "max_tokens": 24, "cache_prompt": False}
     direct = httpx.post(local_server.url + "/chat/completions", json=body, timeout=60).json()
     assert direct["choices"][0]["message"]["content"] == verdict["raw"]
     assert direct["usage"]["prompt_tokens"] == verdict["tokens_in"]
     assert direct["usage"]["completion_tokens"] == verdict["tokens_out"]
+
+
+async def test_token_log_probabilities_flow_when_asked(local_server) -> None:
+    from langchain_core.messages import HumanMessage
+
+    model = local.build("smollm2-135m", ModelSettings(temperature=0.0, max_tokens=4))
+    reply = await model.bind(logprobs=True, top_logprobs=3).ainvoke(
+        [HumanMessage("Is Paris the capital of France? Answer T or F.")])
+    tokens = reply.response_metadata["logprobs"]["content"]
+    assert tokens and "".join(t["token"] for t in tokens) == reply.content
+    assert all(t["logprob"] <= 0 and len(t["top_logprobs"]) == 3 for t in tokens)
 
 
 async def test_giv_z_reprompts_on_real_non_compliance(local_server, yago) -> None:
@@ -169,7 +180,8 @@ async def test_a_second_identical_run_is_answered_by_the_cache(local_server, yag
                                 out=tmp_path / "b")
     assert first.summary["cache"]["misses"] == 2 and first.summary["cache"]["hits"] == 0
     assert second.summary["cache"]["hits"] == 2 and second.summary["cache"]["misses"] == 0
-    assert [r["raw"] for r in second.records] == [r["raw"] for r in first.records]
+    assert ({r["fact_id"]: r["raw"] for r in second.records}
+            == {r["fact_id"]: r["raw"] for r in first.records})
 
 
 def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -239,6 +251,30 @@ def test_a_run_killed_with_sigkill_resumes_exactly(tmp_path) -> None:
     assert summary["n"] == 6 and summary["ran_this_time"] == 6 - len(kept)
 
 
+def test_ctrl_c_stops_the_server_with_the_run(tmp_path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--dataset", "yago", "--limit", "6",
+           "--method", "dka", "--model", MODEL, "--set", "max_tokens=24", "--concurrency",
+           "1", "--no-cache", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=CLI_ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    verdicts = out / "verdicts.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if verdicts.exists() and verdicts.read_text().strip():
+            break
+        time.sleep(0.05)
+    servers = _children(proc.pid)
+    assert servers, "the run should have started its llama.cpp server"
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "--resume" in output and "Traceback" not in output
+    # Stopped at exit by the run itself (the server is in a session of its own, so the
+    # terminal's Ctrl-C never reaches it).
+    assert not any(Path(f"/proc/{p}").exists() for p in servers)
+
+
 async def test_a_server_that_dies_mid_run_stops_it_resumably(yago, tmp_path) -> None:
     # Another context size: a server of this test's own, not the session's.
     settings = {**FAST, "local_n_ctx": 1024}
@@ -267,6 +303,46 @@ async def test_a_server_that_dies_mid_run_stops_it_resumably(yago, tmp_path) -> 
     assert again.summary["n"] == len(facts) and again.summary["errors"] == 0
     assert "aborted" not in again.summary
     llama_server.running(key).stop()
+
+
+TRACED_RUN = """
+import asyncio, json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+from kgcheck.tracing import setup_tracing
+
+assert setup_tracing(force=True) is not None
+from kgcheck.graphs.registry import get_strategy
+
+dka = get_strategy("dka")
+fact = {"id": "10053", "dataset": "YAGO", "subject": "Paul_Spence", "predicate": "produced",
+        "object": "FUBAR__film_"}
+out = asyncio.run(dka.compile().ainvoke({"fact": fact}, context=dka.make_context(
+    model="local:smollm2-135m", temperature=0.0, max_tokens=16)))
+chats = [dict(s.attributes) for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+json.dump({"verdict": out["verdict"], "chats": chats}, open(sys.argv[1], "w"), default=str)
+"""
+
+
+@pytest.mark.slow
+def test_openlit_spans_carry_the_servers_token_counts(tmp_path) -> None:
+    script = tmp_path / "traced.py"
+    script.write_text(TRACED_RUN)
+    env = {k: v for k, v in CLI_ENV.items() if not k.startswith(("OTEL_", "OPENLIT_"))}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "out.json")], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads((tmp_path / "out.json").read_text())
+    verdict, (chat,) = found["verdict"], found["chats"]
+    assert chat["gen_ai.usage.input_tokens"] == verdict["tokens_in"] > 20
+    assert chat["gen_ai.usage.output_tokens"] == verdict["tokens_out"] >= 1
 
 
 # Bad inputs: one clear line each.

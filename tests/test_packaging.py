@@ -62,7 +62,9 @@ def test_every_module_and_data_file_is_in_the_wheel(wheel: Path) -> None:
                  "kgcheck/prompts/dka.txt", "kgcheck/prompts/examples/yago.json",
                  "kgcheck/prompts/kg_notes.json", "kgcheck/providers/pricing.json",
                  "kgcheck/review/static/review.html", "kgcheck/review/static/review.js",
-                 "kgcheck/review/static/review.css", "kgcheck/review/static/favicon.svg"):
+                 "kgcheck/review/static/review.css", "kgcheck/review/static/favicon.svg",
+                 "kgcheck/view/static/view.html", "kgcheck/view/static/view.js",
+                 "kgcheck/view/static/view.css", "kgcheck/prompts/errors_taxonomy.txt"):
         assert data in names, data
 
 

@@ -162,8 +162,8 @@ def test_a_registered_strategy_is_listed_and_drawn_by_the_cli(echo_strategy) -> 
     assert "answer(answer)" in drawn.output
 
 
-async def test_swapping_a_node_as_the_readme_shows(scripted) -> None:
-    # The README's example, verbatim: DKA's wiring with another `decide` node.
+async def test_swapping_a_node_as_the_extending_guide_shows(scripted) -> None:
+    # docs/guides/extending.md's example, verbatim: DKA's wiring with another `decide` node.
     from dataclasses import dataclass
     from typing import ClassVar
 

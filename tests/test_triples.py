@@ -27,7 +27,7 @@ def test_csv_tsv_jsonl(tmp_path) -> None:
         ("b.csv", "subject,predicate,object\nA,,B\n", r"b.csv, row 2: missing predicate"),
         ("c.jsonl", '{"subject": "A", "predicate": "p"}\n', r"c.jsonl, line 1: missing object"),
         ("d.jsonl", '{"subject": "A",\n', r"d.jsonl, line 1: malformed JSON"),
-        ("e.csv", "subject,predicate,object,label\nA,p,B,maybe\n", "label 'maybe' is not"),
+        ("e.csv", "subject,predicate,object,label\nA,p,B,maybe\n", "unknown label 'maybe'; use T/F"),
         ("f.xlsx", "<x/>", "unsupported format '.xlsx'"),
         ("g.csv", "id,subject,predicate,object\n1,A,p,B\n1,C,q,D\n", "fact id '1' appears more"),
     ],

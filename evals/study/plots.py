@@ -225,7 +225,16 @@ def intersections(matrix: pd.DataFrame) -> list[tuple[tuple[bool, ...], int]]:
 
 
 def plot_upset(results: Sequence[MethodResults], out_dir: Path) -> list[Path]:
-    """Figure 4: an UpSet plot of which models got each fact right, for one method.
+    """Figure 4: an UpSet plot of which models got each fact right, for one method."""
+    fig = upset_figure(results)
+    if fig is None:
+        return []
+    dataset, method = results[0].dataset, results[0].method
+    return _save(fig, out_dir, f"upset_{_slug(dataset)}_{_slug(method)}")
+
+
+def upset_figure(results: Sequence[MethodResults]) -> plt.Figure | None:
+    """Draw figure 4 (None with fewer than two models or no fact they all answered).
 
     Drawn with matplotlib directly: upsetplot 0.9 fails under pandas 3 (its dot colours
     come out NaN), and the layout is simple: intersection sizes on top, a dot matrix of
@@ -233,7 +242,7 @@ def plot_upset(results: Sequence[MethodResults], out_dir: Path) -> list[Path]:
     """
     matrix = correct_matrix(results)
     if matrix.shape[1] < 2 or matrix.empty:
-        return []
+        return None
     dataset, method = results[0].dataset, results[0].method
     combos = intersections(matrix)
     models = list(matrix.columns)
@@ -287,7 +296,7 @@ def plot_upset(results: Sequence[MethodResults], out_dir: Path) -> list[Path]:
         ax_names.text(0.5, y, model, ha="center", va="center", fontsize=8)
     fig.suptitle(f"{dataset} {method}: which models got each fact right ({len(matrix):,} "
                  "facts; a column with no dark dot is nobody)", fontsize=10)
-    return _save(fig, out_dir, f"upset_{_slug(dataset)}_{_slug(method)}")
+    return fig
 
 
 def plot_all(results: Sequence[MethodResults], records: Sequence[dict[str, Any]],

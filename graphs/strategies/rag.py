@@ -28,7 +28,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from kgcheck.arguments import Arg, ArgumentNote, literal
+from kgcheck.arguments import Arg, ArgumentNote, Placeholder, literal
 from kgcheck.data.facts import Fact, FactInput, VerdictDict
 from kgcheck.graphs import explain, verdicts
 from kgcheck.graphs.calls import CallRecord, ModelReply, ask
@@ -529,7 +529,7 @@ def evidence_coverage(facts: Sequence[Fact], ctx: RAGContext) -> list[str]:
         f"with {{sources}} (or web, searxng, sparql), or import it first: kgcheck corpus "
         f"import --dataset {literal(example)} --from PATH (a folder or .tar.gz in the "
         "rag_dataset layout) or pass {corpus}",
-        sources=Arg("set:sources", "wikipedia"), corpus=Arg("set:corpus", "PATH"))]
+        sources=Arg("set:sources", "wikipedia"), corpus=Arg("set:corpus", Placeholder("PATH")))]
 
 
 STRATEGY = register(Strategy(

@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_output", "write_text_atomic"]
+__all__ = ["atomic_output", "atomic_path", "write_text_atomic"]
 
 
 @contextmanager
@@ -31,6 +31,28 @@ def atomic_output(path: str | Path) -> Iterator[IO[bytes]]:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path that replaces ``path`` when the block ends without an error.
+
+    For writers that need a file name rather than a handle (a SQLite database): what the
+    block leaves at the temporary path is flushed to disk and renamed onto ``path``.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)

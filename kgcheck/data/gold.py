@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.data.facts import Fact
+from kgcheck.data.labels import label_word
 from kgcheck.data.sources import (
     TriplesError,
     base_name,
@@ -23,17 +24,6 @@ from kgcheck.data.sources import (
 )
 
 TERMS = ("subject", "predicate", "object")
-
-
-def _label(value: Any, where: str) -> bool:
-    text = str(value).strip().lower() if value is not None else ""
-    if isinstance(value, bool):
-        return value
-    if text in {"1", "true", "t", "yes", "y"}:
-        return True
-    if text in {"0", "false", "f", "no", "n"}:
-        return False
-    raise TriplesError(f"{where}: label {value!r} is not true/false, 1/0 or T/F")
 
 
 @dataclass
@@ -93,9 +83,12 @@ def read_gold(path: str | Path) -> GoldLabels:
     path = check_input(path)
     gold = GoldLabels()
     for where, row in _rows(path):
-        if row.get("label") is None or not str(row["label"]).strip():
-            raise TriplesError(f"{where}: missing label")
-        label = _label(row["label"], where)
+        label = label_word(row.get("label"), where, TriplesError)
+        if label is None:
+            # A gold row is there to give a label: idk/na/empty is a mistake, not a skip.
+            raise TriplesError(f"{where}: missing label" + (
+                f" ({row['label']!r} is no label; give T or F)"
+                if row.get("label") is not None and str(row["label"]).strip() else ""))
         if row.get("id") is not None and str(row["id"]).strip():
             gold.by_id[str(row["id"]).strip()] = label
         elif all(row.get(k) is not None and str(row[k]).strip() for k in TERMS):

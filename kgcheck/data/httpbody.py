@@ -7,17 +7,21 @@ decodes them step by step and never holds more than ``limit`` decoded bytes: eac
 is asked for no more output than the room left (zlib's ``max_length``; zstd writes in
 64 KiB pieces), so a bomb costs the cap, not its decoded size. ``ACCEPT_ENCODING`` is what
 clients should ask for: the encodings decoded here (Brotli is not: no bounded decoder is
-installed for it).
+installed for it). For clients that read bodies themselves (the model SDKs),
+``CappedTransport`` wraps their httpx transport: bodies reach them decoded, and a body past
+the cap ends in ``BodyTooLargeError``.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Protocol
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Protocol
 
 import httpx
 
-__all__ = ["ACCEPT_ENCODING", "BodyDecodeError", "CappedBody", "aread_capped", "read_capped"]
+__all__ = ["ACCEPT_ENCODING", "BodyDecodeError", "BodyDecoder", "BodyTooLargeError", "CappedBody",
+           "CappedTransport", "aread_capped", "read_capped"]
 
 try:  # zstandard comes with httpx[zstd]; without it, zstd is neither asked for nor read.
     import zstandard
@@ -116,6 +120,35 @@ def _decoders(content_encoding: str) -> list[_Decoder]:
     return decoders or [_Identity()]
 
 
+class BodyDecoder:
+    """Decode a body piece by piece, giving out no more than ``limit`` decoded bytes in all.
+
+    ``feed`` returns the decoded bytes of one raw piece; once the body passes the limit,
+    ``over`` is True and what is given out stops at the limit.
+    """
+
+    def __init__(self, content_encoding: str, limit: int) -> None:
+        self.limit = limit
+        self.decoders = _decoders(content_encoding)
+        self.size = 0
+        self.over = False
+
+    def feed(self, raw: bytes) -> bytes:
+        """Decode ``raw``; return its decoded bytes (cut where the limit is passed)."""
+        if self.over:
+            return b""
+        # One byte more than the room tells a body that fits from one that does not.
+        room = self.limit - self.size + 1
+        piece = raw
+        for decoder in self.decoders:
+            piece = decoder.decode(piece, room)
+        if self.size + len(piece) > self.limit:
+            piece = piece[:self.limit - self.size]
+            self.over = True
+        self.size += len(piece)
+        return piece
+
+
 class CappedBody:
     """Collect a body from its raw bytes, decoded, keeping at most ``limit`` bytes.
 
@@ -123,25 +156,18 @@ class CappedBody:
     """
 
     def __init__(self, content_encoding: str, limit: int) -> None:
-        self.limit = limit
-        self.decoders = _decoders(content_encoding)
+        self.decoder = BodyDecoder(content_encoding, limit)
         self.data = bytearray()
-        self.over = False
+
+    @property
+    def over(self) -> bool:
+        """Whether the body passed the limit (then only its first ``limit`` bytes are kept)."""
+        return self.decoder.over
 
     def feed(self, raw: bytes) -> bool:
         """Decode ``raw`` into the body; return whether there is room for more."""
-        if self.over:
-            return False
-        # One byte more than the room tells a body that fits from one that does not.
-        room = self.limit - len(self.data) + 1
-        piece = raw
-        for decoder in self.decoders:
-            piece = decoder.decode(piece, room)
-        self.data += piece
-        if len(self.data) > self.limit:
-            del self.data[self.limit:]
-            self.over = True
-        return not self.over
+        self.data += self.decoder.feed(raw)
+        return not self.decoder.over
 
     def body(self) -> bytes:
         """Return the decoded body (its first ``limit`` bytes when it was over)."""
@@ -164,3 +190,81 @@ async def aread_capped(response: httpx.Response, limit: int) -> CappedBody:
         if not body.feed(raw):
             break
     return body
+
+
+class BodyTooLargeError(httpx.DecodingError):
+    """A response whose decoded body passed the cap of a ``CappedTransport``."""
+
+
+class _CappedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response's raw stream, given out decoded and cut at the cap with an error."""
+
+    def __init__(self, raw: Any, decoder: BodyDecoder, url: str) -> None:
+        self.raw, self.decoder, self.url = raw, decoder, url
+
+    def _piece(self, raw: bytes) -> bytes:
+        piece = self.decoder.feed(raw)
+        if self.decoder.over:
+            raise BodyTooLargeError(f"{self.url} answered more than {self.decoder.limit:,} "
+                                    "bytes (decoded); the answer was not read further")
+        return piece
+
+    def __iter__(self) -> Iterator[bytes]:
+        for raw in self.raw:
+            yield self._piece(raw)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for raw in self.raw:
+            yield self._piece(raw)
+
+    def close(self) -> None:
+        """Close the raw stream."""
+        self.raw.close()
+
+    async def aclose(self) -> None:
+        """Close the raw stream without blocking."""
+        await self.raw.aclose()
+
+
+class CappedTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Wrap an httpx transport: bodies come out decoded here, capped at ``limit`` bytes.
+
+    For clients that read bodies themselves (SDKs): the response they see has no
+    ``Content-Encoding`` left, and reading past the cap raises ``BodyTooLargeError``.
+    """
+
+    def __init__(self, inner: httpx.BaseTransport | httpx.AsyncBaseTransport,
+                 limit: int) -> None:
+        self.inner, self.limit = inner, limit
+
+    def _decoded(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        encoding = response.headers.get("content-encoding", "")
+        try:
+            decoder = BodyDecoder(encoding, self.limit)
+        except BodyDecodeError as exc:
+            raise httpx.DecodingError(f"{request.url}: {exc}", request=request) from None
+        headers = [(key, value) for key, value in response.headers.raw
+                   if key.lower() not in (b"content-encoding", b"content-length")]
+        return httpx.Response(response.status_code, headers=headers,
+                              stream=_CappedStream(response.stream, decoder, str(request.url)),
+                              extensions=response.extensions, request=request)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send a request through the inner transport; decode and cap its body."""
+        assert isinstance(self.inner, httpx.BaseTransport)
+        return self._decoded(request, self.inner.handle_request(request))
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send a request without blocking; decode and cap its body."""
+        assert isinstance(self.inner, httpx.AsyncBaseTransport)
+        return self._decoded(request, await self.inner.handle_async_request(request))
+
+    def close(self) -> None:
+        """Close the inner transport."""
+        if isinstance(self.inner, httpx.BaseTransport):
+            self.inner.close()
+
+    async def aclose(self) -> None:
+        """Close the inner transport without blocking."""
+        if isinstance(self.inner, httpx.AsyncBaseTransport):
+            await self.inner.aclose()

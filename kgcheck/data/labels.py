@@ -1,9 +1,18 @@
 """Read label words and the files that carry them: annotators' CSVs, reviews, imported verdicts.
 
-Label words, case-insensitive: ``T``/``true``/``1``/``correct``/``yes`` (true),
-``F``/``false``/``0``/``incorrect``/``no`` (false), and ``idk``/``na``/``skip``/``unknown``
-or an empty cell (no label: the row is left out and counted). Anything else is an error
-naming the file and the row.
+``label_word`` is kgcheck's one reader of a label word, wherever one is read: the ``label``
+column of a user's triples, a gold labels file (``--labels``), an annotators' or review
+labels file, imported verdicts. Its vocabulary, case-insensitive, surrounding blanks
+ignored:
+
+- true: ``T``, ``true``, ``1``, ``yes``, ``y``, ``correct`` (and JSON ``true``, ``1``);
+- false: ``F``, ``false``, ``0``, ``no``, ``n``, ``incorrect`` (and JSON ``false``, ``0``);
+- no label: an empty cell, ``idk``, ``na``, ``n/a``, ``skip``, ``skipped``, ``unknown``,
+  ``?`` (and JSON ``null``).
+
+Anything else is an error naming the file and the row. What "no label" means is the
+reader's: a labels file leaves the row out and counts it, a triples file keeps the fact
+unlabelled, a gold file refuses it (a gold row is there to give a label).
 """
 
 from __future__ import annotations
@@ -17,9 +26,11 @@ from typing import Any
 from kgcheck.data.cells import restore
 from kgcheck.data.sources import json_objects
 
-TRUE_WORDS = {"t", "true", "1", "correct", "yes", "y"}
-FALSE_WORDS = {"f", "false", "0", "incorrect", "no", "n"}
-NO_LABEL_WORDS = {"", "idk", "na", "n/a", "skip", "skipped", "unknown", "?"}
+TRUE_WORDS = frozenset({"t", "true", "1", "yes", "y", "correct"})
+FALSE_WORDS = frozenset({"f", "false", "0", "no", "n", "incorrect"})
+NO_LABEL_WORDS = frozenset({"", "idk", "na", "n/a", "skip", "skipped", "unknown", "?"})
+LABEL_WORDS_HINT = ("use T/F, true/false, 1/0, yes/no, correct/incorrect, or idk/na/skip for "
+                    "no label")
 # The columns `kgcheck sample` writes; the review page writes fact_id,label,note,...
 SAMPLE_COLUMNS = ("fact_id", "subject", "predicate", "object", "text", "label", "weight",
                   "stratum", "cluster", "design")
@@ -29,8 +40,11 @@ class LabelsError(ValueError):
     """A labels file that cannot be read; the message names the file and the row."""
 
 
-def label_word(value: Any, where: str) -> bool | None:
-    """Read one label word: True, False, or None for idk/na/skip/empty."""
+def label_word(value: Any, where: str, error: type[Exception] = LabelsError) -> bool | None:
+    """Read one label word: True, False, or None for idk/na/skip/empty.
+
+    An unknown word raises ``error`` (the reader's own error class) naming ``where``.
+    """
     if value is None:
         return None
     if isinstance(value, bool):
@@ -44,8 +58,7 @@ def label_word(value: Any, where: str) -> bool | None:
         return False
     if text in NO_LABEL_WORDS:
         return None
-    raise LabelsError(f"{where}: unknown label {value!r}; use T/F, true/false, 1/0, "
-                      "correct/incorrect, or idk/na/skip for no label")
+    raise error(f"{where}: unknown label {value!r}; {LABEL_WORDS_HINT}")
 
 
 def iter_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -93,8 +106,8 @@ class LabelFile:
     design: str = "srs"
 
 
-# Designs of a review's labels.csv (see ``runfolder.REVIEW_DESIGNS``): they may mix in one
-# file, since each decision keeps the design of the queue it was taken in.
+# Designs of a review's labels.csv (``runfolder.LABEL_COLUMNS``): they may mix in one file,
+# since each decision keeps the design of the queue it was taken in.
 REVIEW_DESIGNS = ("srs", "queue")
 FILTERED = "filtered:"
 

@@ -10,6 +10,8 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/estimate.json   the KG's accuracy estimate (``kgcheck estimate``)
     RUN/review.sqlite   the review graph's checkpoints
     RUN/plots/          figures
+    RUN/.view-index.sqlite  the explorer's index of verdicts.jsonl (``kgcheck view``), rebuilt
+                        whenever verdicts.jsonl changes
     RUN/.lock           held by the one process writing the folder
 
 Every file but ``verdicts.jsonl`` is replaced whole (``kgcheck.data.atomic``);
@@ -23,6 +25,7 @@ import fcntl
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -39,14 +42,14 @@ from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 
 __all__ = [
-    "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB",
-    "RUN_INFO", "SUMMARY",
+    "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS",
+    "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text", "make_folder",
-    "parse_only",
-    "read_labels", "read_run_info", "read_summary", "read_verdict", "read_verdicts",
-    "record_problem",
-    "short_repr", "write_json", "write_labels",
+    "VIEW_INDEX", "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts",
+    "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
+    "read_run_info", "read_summary", "read_verdict", "read_verdict_at", "read_verdicts",
+    "record_problem", "scan_verdicts", "short_repr", "verdicts_stamp", "write_json",
+    "write_labels",
 ]
 
 VERDICTS = "verdicts.jsonl"
@@ -56,19 +59,24 @@ LABELS_FILE = "labels.csv"
 ESTIMATE = "estimate.json"
 REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
+VIEW_INDEX = ".view-index.sqlite"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA", "NEI")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
 # fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate;
-# ``correction`` is what the person did with the model's suggested correction (accept,
-# edit, reject or empty) and ``corrected_value`` the value accepted (the suggestion's, or
-# the person's edit).
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design",
+# ``annotator`` names the person whose queue it is (``kgcheck review --annotator``; empty:
+# the run's one review); ``correction`` is what the person did with the model's suggested
+# correction (accept, edit, reject or empty) and ``corrected_value`` the value accepted
+# (the suggestion's, or the person's edit).
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design", "annotator",
                  "correction", "corrected_value")
-# Files written before the design column, and before the correction columns: still read
-# (as of an unknown design, without correction decisions).
+# Files written before the design column (and the later ones) were added: read as of an
+# unknown design, no named annotator and no correction decisions.
 OLD_LABEL_COLUMNS = LABEL_COLUMNS[:5]
-DESIGN_LABEL_COLUMNS = LABEL_COLUMNS[:6]
+# Files written before the annotator column was added.
+LEGACY_LABEL_COLUMNS = LABEL_COLUMNS[:6]
+# Files written before the correction columns were added.
+ANNOTATED_LABEL_COLUMNS = LABEL_COLUMNS[:7]
 # How a review queue chose its facts: a seeded random sample of every verdict, every verdict
 # in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
 REVIEW_DESIGNS = ("srs", "queue", "filtered")
@@ -159,6 +167,52 @@ def read_verdict(folder: Path, fact_id: str) -> dict[str, Any]:
     return records[str(fact_id)]
 
 
+def scan_verdicts(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """Yield ``(byte offset, byte length, record)`` for every usable line of a verdicts file.
+
+    Lines that are not verdicts are skipped as ``read_verdicts`` skips them; a fact may
+    appear more than once (the last one counts), so an index keeps the last offset per fact.
+    """
+    if not path.exists():
+        return
+    offset = 0
+    with path.open("rb") as fh:
+        for line in fh:
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if record_problem(record) is None:
+                yield start, len(line), record
+
+
+def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
+    """Read the one verdict record stored at ``offset`` (from ``scan_verdicts``)."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        line = fh.read(length)
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise RunFolderError(f"{path}: no verdict at byte {offset} (was the file replaced "
+                             "since it was indexed?)") from None
+    if record_problem(record) is not None:
+        raise RunFolderError(f"{path}: no verdict at byte {offset}")
+    return record
+
+
+def verdicts_stamp(folder: Path) -> tuple[int, int]:
+    """Return (size, mtime in ns) of verdicts.jsonl: an index of it is stale once it moves."""
+    try:
+        stat = (folder / VERDICTS).stat()
+    except FileNotFoundError:
+        return (0, 0)
+    return (stat.st_size, stat.st_mtime_ns)
+
+
 def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
                what: str = "verdict", error: type[Exception] = RunFolderError
                ) -> tuple[str, ...]:
@@ -228,10 +282,12 @@ def make_folder(out_dir: Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise RunError(f"{out_dir} exists and is not a folder; pick another --out") from None
+        raise RunError(f"{literal(str(out_dir))} exists and is not a folder; pick another {{out}}",
+                       out=Arg("out")) from None
     except OSError as exc:
-        raise RunError(f"cannot create the run folder {out_dir}: {exc.strerror or exc}; "
-                       "pick another --out") from None
+        raise RunError(f"cannot create the run folder {literal(str(out_dir))}: "
+                       f"{literal(str(exc.strerror or exc))}; pick another {{out}}",
+                       out=Arg("out")) from None
 
 
 @contextmanager
@@ -242,8 +298,8 @@ def exclusive(out_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunError(f"another kgcheck run is writing to {out_dir}; wait for it to end "
-                           "or pick another --out") from None
+            raise RunError(f"another kgcheck run is writing to {literal(str(out_dir))}; wait for "
+                           "it to end or pick another {out}", out=Arg("out")) from None
         try:
             yield
         finally:
@@ -310,8 +366,27 @@ class LabelRow(TypedDict):
     reviewer: str
     reviewed_at: str
     design: str
+    annotator: str
     correction: NotRequired[str]
     corrected_value: NotRequired[str]
+
+
+def labels_file_name(annotator: str | None = None) -> str:
+    """Return the labels file of an annotator's review: ``labels-<name>.csv`` (None: labels.csv).
+
+    The name is kept to letters, digits, ``.``, ``_`` and ``-`` so that it is a safe file name.
+    """
+    if not annotator:
+        return LABELS_FILE
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", annotator).strip(".-")
+    if not slug:
+        raise LabelsError(f"annotator name {annotator!r} has no letter or digit")
+    return f"labels-{slug}.csv"
+
+
+def annotator_label_files(folder: Path) -> list[Path]:
+    """Return the annotators' labels files of a run folder (``labels-<name>.csv``), sorted."""
+    return sorted(p for p in Path(folder).glob("labels-*.csv") if p.is_file())
 
 
 def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
@@ -331,7 +406,8 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header not in (LABEL_COLUMNS, DESIGN_LABEL_COLUMNS, OLD_LABEL_COLUMNS):
+            if header not in (LABEL_COLUMNS, ANNOTATED_LABEL_COLUMNS, LEGACY_LABEL_COLUMNS,
+                              OLD_LABEL_COLUMNS):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):

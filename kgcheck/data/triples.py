@@ -1,6 +1,7 @@
 """Read a user's own facts: CSV, TSV or JSON Lines with subject, predicate, object, or RDF.
 
-Optional columns: ``id`` (default: the row number) and ``label`` (true/false, 1/0, T/F).
+Optional columns: ``id`` (default: the row number) and ``label`` (a label word, as
+``kgcheck.data.labels`` reads it: T/F, true/false, 1/0, ...; empty or idk/na: unlabelled).
 RDF files (N-Triples, N-Quads, Turtle, TriG, RDF/XML) go to ``kgcheck.data.rdf``. Every
 format may be gzipped (``kg.nt.gz``). Facts are yielded one at a time, so that a sample of a
 large file never holds the file in memory. A malformed row is an error naming the file and
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kgcheck.data.facts import Fact
+from kgcheck.data.labels import label_word
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.sources import (
     TriplesError,
@@ -27,28 +29,12 @@ from kgcheck.data.sources import (
 )
 
 REQUIRED = ("subject", "predicate", "object")
-TRUE_WORDS = {"1", "true", "t", "yes", "y"}
-FALSE_WORDS = {"0", "false", "f", "no", "n"}
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 SUFFIXES = (*TABLE_SUFFIXES, *JSONL_SUFFIXES, *RDF_SUFFIXES)
 QUOTING_HINT = 'a field holding the delimiter must be quoted, e.g. "Paris, France"'
 
-__all__ = ["TriplesError", "iter_triples", "read_triples", "parse_label"]
-
-
-def parse_label(value: Any, where: str) -> bool | None:
-    """Read a gold label (true/false, 1/0, T/F, yes/no); blank is unknown."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in TRUE_WORDS:
-        return True
-    if text in FALSE_WORDS:
-        return False
-    raise TriplesError(f"{where}: label {value!r} is not true/false, 1/0 or T/F")
+__all__ = ["TriplesError", "iter_triples", "read_triples"]
 
 
 def _fact_id(row: dict[str, Any], where: str, row_number: int) -> str:
@@ -67,7 +53,7 @@ def _fact(row: dict[str, Any], where: str, row_number: int, dataset: str) -> Fac
         raise TriplesError(f"{where}: missing {', '.join(missing)}")
     return Fact.from_triple(_fact_id(row, where, row_number), dataset,
                             [str(row[k]).strip() for k in REQUIRED],
-                            parse_label(row.get("label"), where))
+                            label_word(row.get("label"), where, TriplesError))
 
 
 def _text_lines(fh: IO[bytes], path: Path, first_line: int = 1) -> Iterator[str]:

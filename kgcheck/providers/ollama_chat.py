@@ -22,6 +22,7 @@ from kgcheck.providers.transports import (
     ModelReplyError,
     RetryingModel,
     UnknownModelError,
+    capped_transport,
     check_deadline,
     explain_failure,
     reach,
@@ -116,9 +117,12 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
         num_predict=settings.max_tokens,
         repeat_penalty=settings.repeat_penalty,
         client_kwargs={"timeout": settings.timeout, "verify": ssl_context()},
-        # 429 and 503 answers tell an adaptive concurrency limit to back off.
-        async_client_kwargs={"event_hooks": pressure.async_hooks()},
-        sync_client_kwargs={"event_hooks": pressure.sync_hooks()},
+        # 429 and 503 answers tell an adaptive concurrency limit to back off; replies are
+        # decoded and capped in the transport (a gzip bomb is refused, not read).
+        async_client_kwargs={"event_hooks": pressure.async_hooks(),
+                             "transport": capped_transport(asynchronous=True)},
+        sync_client_kwargs={"event_hooks": pressure.sync_hooks(),
+                            "transport": capped_transport(asynchronous=False)},
         max_retries=max(0, settings.max_retries),
         retry_backoff=settings.retry_backoff,
         request_timeout=settings.timeout,

@@ -25,10 +25,10 @@ from kgcheck.providers.transports import (
     BOUND_MARGIN,
     ExplainedModel,
     UnknownModelError,
+    capped_transport,
     explain_failure,
     raise_bad_reply,
     reach,
-    ssl_context,
 )
 
 # Alternatives per answer token asked for with logprobs (OpenAI allows up to 20).
@@ -72,7 +72,7 @@ class OpenAIClientModel(ExplainedModel):
 def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
     """Return the SDK's HTTP clients for one model: its own, with the back-pressure hooks.
 
-    httpx decodes gzip, deflate (and br, zstd where installed) replies, streamed ones too.
+    Compressed replies (streamed ones too) are decoded with a cap on their size.
 
     langchain-openai's default async client is cached process-wide and bound to the first
     event loop, so a second run in one process (a new loop) would meet dead pooled
@@ -80,11 +80,12 @@ def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
     """
     # Redirects are followed as the SDK's own clients do (httpx's default is not to).
     return {
-        "http_async_client": httpx.AsyncClient(timeout=settings.timeout, verify=ssl_context(),
-                                               event_hooks=pressure.async_hooks(),
-                                               follow_redirects=True),
-        "http_client": httpx.Client(timeout=settings.timeout, verify=ssl_context(),
-                                    event_hooks=pressure.sync_hooks(), follow_redirects=True),
+        "http_async_client": httpx.AsyncClient(
+            timeout=settings.timeout, transport=capped_transport(asynchronous=True),
+            event_hooks=pressure.async_hooks(), follow_redirects=True),
+        "http_client": httpx.Client(
+            timeout=settings.timeout, transport=capped_transport(asynchronous=False),
+            event_hooks=pressure.sync_hooks(), follow_redirects=True),
     }
 
 
@@ -117,10 +118,12 @@ def explained_chat_openai() -> type[BaseChatModel]:
 def openai_api_model(spec: str, name: str, settings: ModelSettings, *, base_url: str | None,
                   api_key: str | None, compatible: bool,
                   chat_class: Callable[..., BaseChatModel] | None = None,
+                  extra_body: dict[str, Any] | None = None,
                   **fields: Any) -> BaseChatModel:
     """Build an OpenAI-API chat model (``chat_class``, else ExplainedChatOpenAI).
 
-    ``fields`` are further fields of ``chat_class``.
+    ``extra_body`` adds request fields for a compatible server; ``fields`` are further
+    fields of ``chat_class``.
     """
     kwargs: dict[str, Any] = dict(fields)
     if api_key is not None:
@@ -134,6 +137,7 @@ def openai_api_model(spec: str, name: str, settings: ModelSettings, *, base_url:
             "top_k": settings.top_k,
             "repetition_penalty": settings.repeat_penalty,
             "repeat_penalty": settings.repeat_penalty,
+            **(extra_body or {}),
         }
     else:
         kwargs["max_completion_tokens"] = settings.max_tokens

@@ -25,6 +25,9 @@ class Provider:
         reach: Contact the model's server once (a cheap request, no model call) and raise
             ``ModelUnreachableError`` when nothing answers there; None for models that need
             no server (replay, scripted).
+        prepare: Do what the model needs before its first call, blocking work included
+            (start a local server); run once per model and settings, off the event loop,
+            so that ``build`` then does no blocking I/O. None for most providers.
         note: Say what a user should know about a model's answers (a tiny model's are near
             chance), or None; shown before a run.
         constrain: Return the model bound to answer in a format (a GBNF grammar or a JSON
@@ -38,3 +41,4 @@ class Provider:
     reach: Callable[[str, ModelSettings], None] | None = None
     constrain: Callable[[BaseChatModel, AnswerFormat], Runnable] | None = None
     note: Callable[[str], str | None] | None = None
+    prepare: Callable[[str, ModelSettings], object] | None = None

@@ -82,6 +82,28 @@ def resolve_model(spec: str, settings: ModelSettings | None = None) -> BaseChatM
     return _per_loop(key, lambda: provider.build(name, ModelSettings.of(given)))
 
 
+# Models whose provider has prepared them in this process (see aprepare_model).
+_PREPARED: set[tuple[Any, ...]] = set()
+
+
+async def aprepare_model(spec: str, settings: ModelSettings | None = None) -> None:
+    """Prepare ``spec``'s model off the event loop, once per process (a local server starts).
+
+    Async nodes call this before resolving the model, so that no blocking work (a file
+    check, a process start) runs on the event loop, which ``langgraph dev`` forbids.
+    """
+    provider_name, name = split_spec(spec)
+    provider = PROVIDERS.get(provider_name)
+    if provider.prepare is None:
+        return
+    given = ModelSettings.of(settings or ModelSettings())
+    key = (provider_name, name, given.key())
+    if key in _PREPARED:
+        return
+    await asyncio.to_thread(provider.prepare, name, given)
+    _PREPARED.add(key)
+
+
 def reach_model(spec: str, settings: ModelSettings | None = None) -> None:
     """Contact a live model's server once; raise ModelUnreachableError when none answers.
 

@@ -23,12 +23,17 @@ from typing import Any
 import httpx
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
+from kgcheck.data.httpbody import BodyTooLargeError, CappedTransport
 from kgcheck.failures import Failure, classify, is_transient
 from kgcheck.providers import pressure
 from kgcheck.providers.secrets import redact_text, redact_url
 
 # Seconds a whole call may run past its timeout before it is cut (see RetryingModel._bound).
 BOUND_MARGIN = 0.25
+
+# The largest model reply read (decoded): a long answer is a few KB; a streamed one with
+# token details a few hundred. Past it the reply is refused, not read on (a gzip bomb).
+MAX_REPLY_BYTES = 16 * 2**20
 
 # The longest pause between two retries, whatever the backoff setting.
 RETRY_BACKOFF_MAX = 8.0
@@ -95,6 +100,17 @@ def explain_failure(exc: BaseException, *, spec: str, url: str, attempts: int,
         exc.message = message
     exc.args = (message, *exc.args[1:])
     return exc
+
+
+def capped_transport(*, asynchronous: bool) -> CappedTransport:
+    """Return an httpx transport for a model client: TLS as shared, replies capped.
+
+    Bodies are decoded in the transport (gzip, deflate, zstd) and a reply past
+    ``MAX_REPLY_BYTES`` decoded ends in ``BodyTooLargeError``, however it was compressed.
+    """
+    inner = (httpx.AsyncHTTPTransport(verify=ssl_context()) if asynchronous
+             else httpx.HTTPTransport(verify=ssl_context()))
+    return CappedTransport(inner, MAX_REPLY_BYTES)
 
 
 @cache
@@ -218,10 +234,24 @@ class ModelReplyError(RuntimeError):
     """A model server answered, but not with a complete reply (not JSON, cut short)."""
 
 
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """Yield ``exc`` and what it was raised from (SDKs wrap transport errors twice)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def raise_bad_reply(exc: BaseException, where: str) -> None:
     """Raise ModelReplyError naming the model and server for a reply that cannot be read."""
     if isinstance(exc, ModelReplyError):
         return
+    if any(isinstance(cause, BodyTooLargeError) for cause in _causes(exc)):
+        raise ModelReplyError(
+            f"{where} sent a reply larger than {MAX_REPLY_BYTES:,} bytes (decoded); it was "
+            "not read further (is the URL the model server's?)") from exc
     if isinstance(exc, json.JSONDecodeError):
         raise ModelReplyError(
             f"{where} sent a reply that is not JSON ({redact_text(str(exc))}); is the URL "

@@ -54,6 +54,11 @@ from kgcheck.providers.secrets import redact_settings, redact_value
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.records import verdict_record
 
+__all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
+           "RunWarning", "Warn", "as_limit", "changed_facts", "check_facts", "fact_digest",
+           "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
+           "public_settings", "resume_conflicts", "summarize", "verdict_of"]
+
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
 # the input is identified by its content.
@@ -367,9 +372,10 @@ def model_calls(record: Mapping[str, Any]) -> tuple[list[Call], bool]:
     hide behind the others' votes.
     """
     details = record.get("details") or {}
+    # Consensus keeps a list of member votes; DKA-SC's "votes" are label counts (a dict).
     votes = details.get("votes")
-    # Self-consistency keeps vote counts (a mapping), consensus its members' votes (a list).
-    if not votes or not isinstance(votes, list):
+    votes = [v for v in votes if isinstance(v, Mapping)] if isinstance(votes, list) else []
+    if not votes:
         failed = record.get("error") and not verdicts.is_defect(record)
         return [(str(record.get("model") or ""), details.get("error_type") if failed else None,
                  record.get("error") if failed else None)], False

@@ -9,13 +9,15 @@ that ``searxng`` listed).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from kgcheck.registry import Registry, UnknownNameError
-from kgcheck.retrievers.sources.net import Net, NetPolicy
+from kgcheck.retrievers.sources.net import Net, NetPolicy, Response
+from kgcheck.retrievers.sources.text import decode
 from kgcheck.retrievers.store import Fetched
 
 SEARXNG_ENV = "SEARXNG_URL"
@@ -69,6 +71,20 @@ class EvidenceSource(Protocol):
     async def fetch(self, key: str, net: Net) -> list[Fetched]:
         """Fetch one key: results or pages, each with its provenance; SourceError on failure."""
         ...
+
+
+def json_answer(response: Response, where: str, not_json: str = "") -> Any:
+    """Return a JSON API's answer, or raise SourceError: cut at the size cap, or not JSON.
+
+    ``where`` names the source and its URL; ``not_json`` is said after "not JSON".
+    """
+    if response.truncated:
+        raise SourceError(f"{where} answered more than {len(response.body):,} bytes "
+                          "(decoded), the max_bytes cap")
+    try:
+        return json.loads(decode(response.body, response.charset))
+    except ValueError:
+        raise SourceError(f"{where} answered something that is not JSON{not_json}") from None
 
 
 def now() -> str:

@@ -9,20 +9,19 @@ client with the shared policy (deadline, retries, caps, pacing) is the sounder c
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Hashable, Sequence
-from typing import Any
 
 from kgcheck.retrievers.sources.base import (
     SEARXNG_ENV,
     EvidenceRequest,
     SourceError,
     SourceSettings,
+    json_answer,
     now,
 )
 from kgcheck.retrievers.sources.net import Net, NetError
-from kgcheck.retrievers.sources.text import clean_text, decode
+from kgcheck.retrievers.sources.text import clean_text
 from kgcheck.retrievers.store import Fetched
 
 
@@ -54,14 +53,8 @@ class SearxngSource:
                     if response.status == 403 else "")
             raise SourceError(f"searxng at {self.base_url} answered HTTP "
                               f"{response.status}{hint}")
-        if response.truncated:
-            raise SourceError(f"searxng at {self.base_url} answered more than "
-                              f"{len(response.body):,} bytes (decoded), the max_bytes cap")
-        try:
-            payload: Any = json.loads(decode(response.body, response.charset))
-        except ValueError:
-            raise SourceError(f"searxng at {self.base_url} answered something that is not "
-                              f"JSON ({response.content_type or 'no content type'})") from None
+        payload = json_answer(response, f"searxng at {self.base_url}",
+                              f" ({response.content_type or 'no content type'})")
         results = payload.get("results") if isinstance(payload, dict) else None
         if not isinstance(results, list):
             raise SourceError(f"searxng at {self.base_url} answered JSON without a results "

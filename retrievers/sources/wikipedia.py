@@ -8,13 +8,17 @@ URL is the ``wikipedia_url`` setting.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Sequence
-from typing import Any
 
-from kgcheck.retrievers.sources.base import EvidenceRequest, SourceError, SourceSettings, now
+from kgcheck.retrievers.sources.base import (
+    EvidenceRequest,
+    SourceError,
+    SourceSettings,
+    json_answer,
+    now,
+)
 from kgcheck.retrievers.sources.net import Net, NetError
-from kgcheck.retrievers.sources.text import clean_text, decode
+from kgcheck.retrievers.sources.text import clean_text
 from kgcheck.retrievers.store import Fetched
 
 
@@ -47,14 +51,8 @@ class WikipediaSource:
             raise SourceError(f"wikipedia at {self.api_url}: {exc}") from None
         if response.status != 200:
             raise SourceError(f"wikipedia at {self.api_url} answered HTTP {response.status}")
-        if response.truncated:
-            raise SourceError(f"wikipedia at {self.api_url} answered more than "
-                              f"{len(response.body):,} bytes (decoded), the max_bytes cap")
-        try:
-            payload: Any = json.loads(decode(response.body, response.charset))
-        except ValueError:
-            raise SourceError(f"wikipedia at {self.api_url} answered something that is not "
-                              "JSON; is it a MediaWiki api.php URL?") from None
+        payload = json_answer(response, f"wikipedia at {self.api_url}",
+                              "; is it a MediaWiki api.php URL?")
         if not isinstance(payload, dict):
             raise SourceError(f"wikipedia at {self.api_url} answered JSON that is not an "
                               "API response")

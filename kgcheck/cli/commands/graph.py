@@ -173,7 +173,7 @@ def docs(
         "--name", metavar="NAME", help="Only these graphs (repeatable); default: each "
         "distinct graph.")] = None,
 ) -> None:
-    """Draw every graph once as PNG, SVG and Mermaid (with --xray) for the README."""
+    """Draw every graph once as PNG, SVG and Mermaid (with --xray) for the documentation."""
     chosen = [graph_key(name) for name in names] if names else list(graph_sources())
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in chosen:

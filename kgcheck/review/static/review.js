@@ -3,7 +3,7 @@
 "use strict";
 
 const token = document.querySelector('meta[name="review-token"]').content;
-const view = { items: [], progress: null, current: 0, filter: "all", stale: false };
+const view = { items: [], progress: null, estimate: null, current: 0, filter: "all", stale: false };
 
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
@@ -81,6 +81,41 @@ function renderProgress() {
     `${p.decided} of ${p.total} decided · T ${p.T} · F ${p.F} · skip ${p.skip}`;
 }
 
+function pct(value) {
+  return `${(100 * value).toFixed(1)}%`;
+}
+
+function intervalRow(name, found, id) {
+  if (!found) return el("li", { id }, `${name}: —`);
+  return el("li", { id }, `${name}: ${pct(found.estimate)} [${pct(found.low)}, ${pct(found.high)}]`,
+    found.fallback ? el("span", { class: "muted" }, ` (${found.fallback})`) : "");
+}
+
+function renderEstimate() {
+  const box = document.getElementById("estimate");
+  const e = view.estimate;
+  if (!box || !e) return;
+  const parts = [el("h2", {}, "Accuracy estimate")];
+  if (e.error) {
+    parts.push(el("p", { class: "muted" }, e.error));
+  } else {
+    parts.push(el("p", { class: "muted", id: "estimate-text" },
+      `${e.labels} labels (${e.true} true), ${e.design} sample, ${Math.round(100 * e.confidence)}% intervals`));
+    parts.push(el("ul", { class: "intervals" },
+      intervalRow("Wilson", e.wilson, "est-wilson"),
+      intervalRow("Beta posterior (HDI)", e.beta, "est-beta"),
+      intervalRow("PPI with the verdicts", e.ppi, "est-ppi")));
+    if (e.needs) parts.push(el("p", { class: "muted" }, e.needs));
+    if (e.margin !== null && e.margin !== undefined) {
+      const target = e.target ? ` · target ±${pct(e.target)}` : "";
+      parts.push(el("p", { id: "margin", class: e.reached ? "reached" : "" },
+        `Margin of error ±${pct(e.margin)}${target}`,
+        e.reached ? " — reached: you may stop labelling." : ""));
+    }
+  }
+  box.replaceChildren(...parts);
+}
+
 function renderQueue() {
   const list = document.getElementById("queue");
   list.replaceChildren(...view.items.map((item, index) => {
@@ -108,7 +143,9 @@ function renderCard() {
   const q = item.question;
   const fact = q.fact;
   const x = q.explanation || {};
-  const term = (name) => el("dd", {}, fact.readable[name], el("span", { class: "raw" }, fact[name]));
+  // The raw term as the KG gives it: an RDF term keeps its datatype or language.
+  const term = (name) => el("dd", {}, fact.readable[name],
+    el("span", { class: "raw" }, (fact.terms && fact.terms[name]) || fact[name]));
   const parts = [
     el("p", { class: "meta" },
       `Fact ${fact.id}${fact.dataset ? " · " + fact.dataset : ""} · ${item.position + 1} of ${view.items.length}`),
@@ -134,17 +171,28 @@ function renderCard() {
         el("li", {}, el("div", { class: "source" }, `${c.passage} · ${c.url || c.doc_id || ""}`),
           el("div", { class: "text" }, c.text)))));
   }
+  if (item.annotations) {
+    parts.push(el("h2", {}, "Annotators disagree"),
+      el("ul", { class: "votes", id: "annotations" }, Object.entries(item.annotations).map(([who, label]) =>
+        el("li", {}, labelBadge(label), ` ${who}`))));
+  }
   if (q.votes.length) {
     parts.push(el("h2", {}, q.tie ? "Votes (a tie)" : "Votes"),
       el("ul", { class: "votes" }, q.votes.map((v) =>
         el("li", {}, labelBadge(v.label || "NA"), ` ${v.model || ""}`, v.raw ? ` — ${v.raw}` : ""))));
+    if (q.judge) {
+      const said = q.judge.decided ? "decided the tie" : "left the tie undecided";
+      parts.push(el("p", { class: "judge", id: "judge" }, "Judge: ", labelBadge(q.judge.label || "NA"),
+        ` ${q.judge.model || ""} ${said}`, q.judge.error ? ` (${q.judge.error})` : ""));
+    }
   }
   if (q.evidence.length) {
     parts.push(el("h2", {}, `Evidence (${q.evidence.length})`),
       el("ul", { class: "evidence", id: "evidence" }, q.evidence.map((e) =>
         el("li", {},
           el("div", { class: "source" }, e.source || e.doc_id || "",
-            e.similarity !== null && e.similarity !== undefined ? ` · similarity ${Number(e.similarity).toFixed(3)}` : ""),
+            e.similarity !== null && e.similarity !== undefined ? ` · similarity ${Number(e.similarity).toFixed(3)}` : "",
+            e.passages > 1 ? ` · ${e.passages} overlapping passages merged` : ""),
           el("div", { class: "text" }, e.text)))));
   } else {
     parts.push(el("p", { class: "muted" }, "No evidence was retrieved for this verdict."));
@@ -204,6 +252,7 @@ function suggestionBox(item, suggestion) {
 
 function render() {
   renderProgress();
+  renderEstimate();
   renderQueue();
   renderCard();
 }
@@ -241,6 +290,7 @@ async function decide(label) {
     item.status = null;
     item.pending = null;
     view.progress = data.progress;
+    view.estimate = data.estimate;
   } catch (error) {
     item.status = "failed";
     item.error = error.message;
@@ -254,6 +304,7 @@ async function undo() {
   try {
     const data = await api("api/undo", {});
     view.progress = data.progress;
+    view.estimate = data.estimate;
     if (data.undone) {
       const index = view.items.findIndex((i) => i.fact_id === data.undone);
       const item = view.items[index];
@@ -290,7 +341,8 @@ document.addEventListener("DOMContentLoaded", async () => {
     const data = await api("api/state");
     view.items = data.items.map((item) => ({ ...item, status: null, pending: null }));
     view.progress = data.progress;
-    document.getElementById("run").textContent = data.run;
+    view.estimate = data.estimate;
+    document.getElementById("run").textContent = data.annotator ? `${data.run} · ${data.annotator}` : data.run;
     document.getElementById("labels-path").textContent = `decisions: ${data.labels}`;
     const first = view.items.findIndex((item) => !item.review);
     view.current = first >= 0 ? first : 0;

@@ -1,0 +1,1 @@
+"""Why models fail: explain, embed, cluster, name and count wrong verdicts (kgcheck errors)."""

@@ -1,0 +1,248 @@
+"""The explorer's data and API: filters count what they must, pages, the index cache, the guard."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kgcheck.data.runfolder import VIEW_INDEX
+from kgcheck.view.explorer import Explorer, ExplorerError, FactQuery
+from kgcheck.view.server import TOKEN_HEADER, create_app
+from tests.view_runs import (
+    HOSTILE_ID,
+    PREDICATES,
+    confidence_of,
+    fact_id,
+    failed,
+    gold_of,
+    label_of,
+    make_view_run,
+)
+
+N = 120
+TOKEN = "t0ken"
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> tuple[Path, Path]:
+    return (make_view_run(tmp_path / "a", N), make_view_run(tmp_path / "b", N, shift=2,
+                                                              run_id="view0002"))
+
+
+@pytest.fixture
+def client(runs: tuple[Path, Path]):
+    explorer = Explorer(list(runs))
+    app = create_app(explorer, TOKEN, {"testserver"})
+    with TestClient(app, headers={TOKEN_HEADER: TOKEN}) as c:
+        yield c
+    explorer.close()
+
+
+def _ids(rows: list[dict]) -> list[str]:
+    return [r["fact_id"] for r in rows]
+
+
+def test_filters_keep_exactly_the_facts_they_name(client: TestClient) -> None:
+    expect = {
+        "wrong": [i for i in range(N) if label_of(i) in "TF" and label_of(i) != gold_of(i)],
+        "na": [i for i in range(N) if label_of(i) == "NA"],
+        "nei": [i for i in range(N) if label_of(i) == "NA" and not failed(i)],
+        "failed": [i for i in range(N) if failed(i)],
+        "low": [i for i in range(N) if confidence_of(i) < 0.6],
+    }
+    for name, facts in expect.items():
+        body = client.get("/api/facts", params={"filters": name, "size": 500}).json()
+        assert body["total"] == len(facts), name
+        assert _ids(body["rows"]) == [fact_id(i) for i in facts], name
+    both = client.get("/api/facts", params={"filters": "wrong,low", "predicate": "team",
+                                            "size": 500}).json()
+    assert _ids(both["rows"]) == [fact_id(i) for i in expect["wrong"]
+                                  if confidence_of(i) < 0.6 and PREDICATES[i % 5] == "team"]
+    other = client.get("/api/facts", params={"other": 1, "size": 500}).json()
+    assert _ids(other["rows"]) == [fact_id(i) for i in range(N)
+                                   if label_of(i) != label_of(i, 2)]
+    assert all(r["other_label"] == label_of(int(r["fact_id"][1:]), 2) for r in other["rows"])
+
+
+def test_pages_follow_the_run_order(client: TestClient) -> None:
+    seen: list[str] = []
+    for page in range(5):
+        body = client.get("/api/facts", params={"page": page, "size": 25}).json()
+        assert body["total"] == N
+        seen += _ids(body["rows"])
+    assert seen == [fact_id(i) for i in range(N)]
+
+
+def test_the_fact_page_reads_the_last_record_of_a_fact(runs: tuple[Path, Path]) -> None:
+    folder = runs[0]
+    later = {"fact_id": fact_id(0), "label": "F", "raw": "checked again", "details": {},
+             "gold": "T", "subject": "S", "predicate": "award", "object": "O"}
+    with (folder / "verdicts.jsonl").open("a") as fh:
+        fh.write(json.dumps(later) + "\n{torn")
+    explorer = Explorer([folder])
+    try:
+        fact = explorer.fact(0, fact_id(0))
+        assert fact["record"]["raw"] == "checked again"
+        assert fact["truth"] == "T"
+        page = explorer.facts(FactQuery(size=3))
+        assert page["total"] == N and page["rows"][0]["fact_id"] == fact_id(0)
+        assert page["rows"][0]["label"] == "F"  # the last record counts, in the first place
+    finally:
+        explorer.close()
+
+
+def test_the_index_is_cached_and_rebuilt_when_the_verdicts_change(runs) -> None:
+    folder = runs[0]
+    Explorer([folder]).close()
+    index = folder / VIEW_INDEX
+    built = index.stat().st_mtime_ns
+    Explorer([folder]).close()
+    assert index.stat().st_mtime_ns == built  # reused
+    with (folder / "verdicts.jsonl").open("a") as fh:
+        fh.write(json.dumps({"fact_id": "extra", "label": "T", "gold": "T"}) + "\n")
+    explorer = Explorer([folder])
+    try:
+        assert explorer.facts(FactQuery())["total"] == N + 1
+    finally:
+        explorer.close()
+    assert not list(folder.glob(f".{VIEW_INDEX}.*.tmp"))
+
+
+def test_a_read_only_run_folder_is_indexed_elsewhere(runs, monkeypatch) -> None:
+    import kgcheck.view.index as index
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    # Root may write into a read-only folder: refuse the write where it happens instead.
+    monkeypatch.setattr(index, "atomic_path", refused)
+    folder = runs[0]
+    explorer = Explorer([folder])
+    assert explorer.facts(FactQuery())["total"] == N
+    assert explorer.runs[0].temporary and not (folder / VIEW_INDEX).exists()
+    explorer.close()
+    assert not explorer.runs[0].index.exists()
+
+
+def test_reviews_overrule_gold_and_clusters_filter(runs, tmp_path: Path) -> None:
+    folder = runs[0]
+    (folder / "labels.csv").write_text(
+        "fact_id,label,note,reviewer,reviewed_at\n"
+        f"{fact_id(2)},F,,ana,2026-01-01T00:00:00Z\n")  # fact 2: gold T, model T
+    errors = tmp_path / "errors"
+    errors.mkdir()
+    (errors / "errors.jsonl").write_text("".join(
+        json.dumps({"run": "a", "fact_id": fact_id(i), "explanation": "x", "cluster": i % 2,
+                    "cluster_label": f"family {i % 2}"}) + "\n" for i in (5, 10, 15)))
+    explorer = Explorer([folder], errors=errors)
+    try:
+        wrong = _ids(explorer.facts(FactQuery(filters=["wrong"], size=500))["rows"])
+        assert fact_id(2) in wrong and label_of(2) == gold_of(2)
+        assert _ids(explorer.facts(FactQuery(cluster=1))["rows"]) == [fact_id(5), fact_id(15)]
+        assert explorer.clusters(0) == [{"cluster": 0, "label": "family 0", "facts": 1},
+                                        {"cluster": 1, "label": "family 1", "facts": 2}]
+    finally:
+        explorer.close()
+
+
+def test_the_diff_tests_the_pairs_with_mcnemar(client: TestClient) -> None:
+    from scipy.stats import binomtest
+
+    body = client.get("/api/diff", params={"a": 0, "b": 1, "size": 500}).json()
+    a_right = [label_of(i) == gold_of(i) for i in range(N)]
+    b_right = [label_of(i, 2) == gold_of(i) for i in range(N)]
+    only_a = sum(x and not y for x, y in zip(a_right, b_right, strict=True))
+    only_b = sum(y and not x for x, y in zip(a_right, b_right, strict=True))
+    m = body["mcnemar"]
+    assert (m["only_a"], m["only_b"]) == (only_a, only_b)
+    assert body["disagree"] == sum(label_of(i) != label_of(i, 2) for i in range(N))
+    assert body["total"] == body["disagree"] == len(body["rows"])
+    if m["exact"]:
+        expected = binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue
+    else:
+        from scipy.stats import chi2
+        expected = chi2.sf((abs(only_a - only_b) - 1) ** 2 / (only_a + only_b), 1)
+    assert m["p_value"] == pytest.approx(expected)
+
+
+def test_the_calibration_bins_are_scikit_learns() -> None:
+    import numpy as np
+    from sklearn.calibration import calibration_curve
+
+    from kgcheck.evals.calibration import reliability
+
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0, 1, 400)
+    right = rng.uniform(0, 1, 400) < conf
+    stats = reliability(conf.tolist(), right.tolist(), bins=10)
+    share, mean = calibration_curve(right.astype(int), conf, n_bins=10)
+    assert stats["share_right"] == pytest.approx(share.tolist())
+    assert stats["mean_confidence"] == pytest.approx(mean.tolist())
+    assert sum(stats["count"]) == 400
+    bins = np.minimum((conf * 10).astype(int), 9)
+    ece = sum(abs(right[bins == b].mean() - conf[bins == b].mean()) * (bins == b).sum()
+              for b in range(10) if (bins == b).any()) / 400
+    assert stats["ece"] == pytest.approx(ece)
+
+
+def test_figures_render_for_runs_with_scores(client: TestClient) -> None:
+    figures = client.get("/api/runs").json()["figures"]
+    ids = {f["id"] for f in figures}
+    assert {"f1:Mine", "time:Mine", "upset:Mine:DKA", "calibration:0"} <= ids
+    for figure in figures:
+        response = client.get(f"/figure/{figure['id']}.png", params={"token": TOKEN})
+        assert response.status_code == 200, figure
+        assert response.content[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_guard_is_the_review_pages(runs) -> None:
+    explorer = Explorer([runs[0]])
+    app = create_app(explorer, TOKEN, {"testserver"})
+    try:
+        with TestClient(app) as c:
+            assert c.get("/api/runs").status_code == 403
+            assert c.get("/api/runs", headers={TOKEN_HEADER: "old"}).json()["stale_token"]
+            page = c.get("/", params={"token": TOKEN})
+            assert page.status_code == 200
+            assert "script-src 'self'" in page.headers["content-security-policy"]
+            assert page.headers["x-frame-options"] == "DENY"
+            assert c.get("/", params={"token": TOKEN},
+                         headers={"host": "evil.example:80"}).status_code == 400
+            assert c.get("/static/../server.py", params={"token": TOKEN}).status_code == 404
+            bad = c.get("/api/facts", params={"filters": "nope"}, headers={TOKEN_HEADER: TOKEN})
+            assert bad.status_code == 400 and "unknown filter nope" in bad.json()["error"]
+            missing = c.get("/api/fact", params={"id": "none"}, headers={TOKEN_HEADER: TOKEN})
+            assert "no verdict for fact 'none'" in missing.json()["error"]
+    finally:
+        explorer.close()
+
+
+def test_the_hostile_fact_comes_back_as_data(client: TestClient) -> None:
+    fact = client.get("/api/fact", params={"run": 0, "id": HOSTILE_ID}).json()
+    assert fact["record"]["subject"].startswith("Evil<script>")
+    assert fact["record"]["conversation"][3]["node"] == "reprompt"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["{tmp}/nothing"], "run folder not found"),
+    (["{tmp}"], "is not a kgcheck run folder (no run.json)"),
+])
+def test_bad_input_gets_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    kgcheck = Path(sys.executable).parent / "kgcheck"
+    done = subprocess.run([str(kgcheck), "view", *[a.format(tmp=tmp_path) for a in args],
+                           "--port", "0"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert done.stdout == ""
+
+
+def test_explorer_needs_verdicts(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text("{}")
+    with pytest.raises(ExplorerError, match="no verdicts.jsonl"):
+        Explorer([tmp_path])
