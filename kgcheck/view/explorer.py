@@ -46,9 +46,9 @@ CONDITIONS = {
     "wrong": f"f.label IN ('T','F') AND {TRUTH} IN ('T','F') AND f.label != {TRUTH}",
     "right": f"f.label = {TRUTH}",
     "na": "f.label = 'NA'",
-    # Not enough information: NA without a failure (the model could not tell, or had no
-    # evidence), apart from NA after a failed call.
-    "nei": "f.label = 'NA' AND f.error_type IS NULL",
+    # Not enough information: an NEI verdict (the model abstained), or NA without a failure
+    # (the model could not tell, or had no evidence), apart from NA after a failed call.
+    "nei": "f.label = 'NEI' OR (f.label = 'NA' AND f.error_type IS NULL)",
     "failed": "f.error_type IS NOT NULL",
     "low": "f.confidence IS NOT NULL AND f.confidence < :low",
     "reviewed": "rv.label IS NOT NULL",
