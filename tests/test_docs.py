@@ -210,6 +210,8 @@ def test_run_folder_reference_names_every_file_and_field(site: Path, tmp_path: P
     for constant, name in names.items():
         assert f"<code>{name}</code>" in text, constant
     assert ",".join(runfolder.LABEL_COLUMNS) in text
+    unexplained = [c for c in runfolder.LABEL_COLUMNS if f"<code>{c}</code>" not in text]
+    assert not unexplained, f"labels.csv columns the page does not explain: {unexplained}"
     out = tmp_path / "run"
     kgcheck.run(dataset="yago", strategy="dka", model="replay:gemma2:9b", limit=2, out=out)
     record = json.loads((out / runfolder.VERDICTS).read_text().splitlines()[0])
