@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import json
 import re
 import tempfile
@@ -326,9 +327,25 @@ def check(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT
           engine: str | Engine = "local", settings: Mapping[str, Any] | None = None,
           warn: Warn | None = None, **strategy_settings: Any) -> list[Verdict]:
     """Check facts with a strategy (see ``acheck``); for scripts without an event loop."""
-    return _sync(acheck(facts, strategy, model, concurrency=concurrency, consensus=consensus,
-                        judge=judge, data=data, cache=cache, engine=engine, settings=settings,
-                        warn=warn, **strategy_settings), "acheck")
+    return _sync(acheck(**_keywords(locals())), "acheck")
+
+
+def _keywords(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Return a function's arguments (its ``locals()`` on entry) as keywords to pass on."""
+    keywords = {name: value for name, value in arguments.items() if name != "strategy_settings"}
+    return {**keywords, **arguments.get("strategy_settings", {})}
+
+
+# The arguments of plan_run that arun and adry_run take under the same names.
+_PLAN_ARGUMENTS = frozenset(
+    name for name, parameter in inspect.signature(plan_run).parameters.items()
+    if parameter.kind is not inspect.Parameter.VAR_KEYWORD)
+
+
+def _plan(arguments: dict[str, Any], **extra: Any) -> RunPlan:
+    """Plan a run from a public function's arguments (its ``locals()`` on entry)."""
+    given = {name: value for name, value in arguments.items() if name in _PLAN_ARGUMENTS}
+    return plan_run(**given, **extra, **arguments.get("strategy_settings", {}))
 
 
 def _notify(notes: Iterable[str], warn: Warn | None) -> None:
@@ -374,19 +391,12 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     bootstrap intervals of the scores to the summary; ``repeats`` checks each fact that many
     times, the majority being its verdict (flip rates and score spread in the summary).
     """
+    arguments = dict(locals())  # the arguments alone, before any other name is bound
     check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
                         concurrency=concurrency, max_concurrency=max_concurrency)
     runner = EngineOnDemand(engine, cache=cache, options=engine_options)
     try:
-        checked = plan_run(facts=facts, dataset=dataset, triples=triples, sparql=sparql,
-                           graph=graph, where=where, strategy=strategy, model=model,
-                           consensus=consensus, judge=judge, out=out, data=data, limit=limit,
-                           sample=sample, seed=seed, stratify=stratify,
-                           per_stratum=per_stratum, ids=ids, labels=labels,
-                           as_dataset=as_dataset, pricing=pricing, settings=settings,
-                           parallel_read=runner.parallel_read, predicates=predicates,
-                           exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
-                           **strategy_settings)
+        checked = _plan(arguments, parallel_read=runner.parallel_read)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -416,16 +426,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
-    return _sync(arun(
-        facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
-        strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
-        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
-        ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing,
-        concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
-        show_progress=show_progress, warn=warn, cache=cache, engine=engine,
-        engine_options=engine_options, settings=settings, predicates=predicates,
-        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
-        **strategy_settings), "arun")
+    return _sync(arun(**_keywords(locals())), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
@@ -555,14 +556,10 @@ async def adry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | No
     ``kgcheck run --dry-run`` prints the same figures. The input is read in a thread, so
     the event loop stays free.
     """
+    arguments = dict(locals())  # the arguments alone, before any other name is bound
+
     def estimate() -> CostEstimate:
-        checked = plan_run(facts=facts, dataset=dataset, triples=triples, sparql=sparql,
-                           graph=graph, where=where, strategy=strategy, model=model,
-                           consensus=consensus, judge=judge, out=out, data=data, limit=limit,
-                           sample=sample, seed=seed, stratify=stratify,
-                           per_stratum=per_stratum, ids=ids, labels=labels,
-                           as_dataset=as_dataset, pricing=pricing, settings=settings,
-                           **strategy_settings)
+        checked = _plan(arguments)
         _notify(checked.notes, warn)
         return dry_run_of(checked, resume=resume)
 
@@ -583,12 +580,7 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
             settings: Mapping[str, Any] | None = None,
             **strategy_settings: Any) -> CostEstimate:
     """Estimate a run's calls, tokens and cost before it starts (see ``adry_run``)."""
-    return _sync(adry_run(
-        facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
-        strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
-        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
-        ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing, resume=resume,
-        warn=warn, settings=settings, **strategy_settings), "adry_run")
+    return _sync(adry_run(**_keywords(locals())), "adry_run")
 
 
 def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
