@@ -500,11 +500,12 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
 
 def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
            only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
-    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt`` or ``ttl`` (see ``evals.export``).
+    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt``, ``ttl`` or ``factcheck``.
 
-    ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
-    ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
-    ``out`` None writes to standard output.
+    ``factcheck`` is the FactCheck study's result file (see ``evals.export``); given a folder
+    as ``out``, it is written there under the name FactCheck gives it. ``only`` keeps the
+    verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is ``annotated`` (reified verdicts
+    with model, method and time) or ``plain`` (the triples). ``out`` None writes to standard output.
     """
     return export_run(run_dir, format, out, only=only, shape=rdf)
 
