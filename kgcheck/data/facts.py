@@ -138,6 +138,9 @@ class Fact(BaseModel):
             data["defect"] = self.defect
         if self.names:
             data["names"] = dict(self.names)
+        if self.rdf:
+            # The RDF terms (datatypes, languages) for graphs that read them: the rules.
+            data["rdf"] = dict(self.rdf)
         return data
 
 
@@ -169,6 +172,7 @@ class FactInput(TypedDict):
     sentence: NotRequired[str]
     defect: NotRequired[str]
     names: NotRequired[dict[str, str]]
+    rdf: NotRequired[dict[str, str]]
 
 
 class VerdictDict(TypedDict, total=False):

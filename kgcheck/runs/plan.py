@@ -240,6 +240,9 @@ class RunPlan:
     input_shards: int = 0
 
 
+# What a run of a strategy that asks no model records as its model.
+NO_MODEL = "rules"
+
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
 ParallelReadChoice = ParallelRead | Callable[[], ParallelRead | None] | None
 
@@ -442,7 +445,13 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     chosen = get_strategy(strategy)
     members = [m.strip() for m in consensus if m.strip()] if consensus else [model]
     fixed_judge = [judge] if judge not in (JUDGE_NONE, *CONS_JUDGES) else []
-    for spec in members + fixed_judge:
+    if not chosen.calls_model:
+        if consensus:
+            raise SettingsError(f"the {chosen.name} strategy asks no model: it has no "
+                                "consensus members")
+        # Its verdicts name the rules, not a model; no model is built or reached.
+        members, fixed_judge = [NO_MODEL], []
+    for spec in members + fixed_judge if chosen.calls_model else ():
         split_spec(spec)
 
     if sparql is not None and (predicates is not None or exclude_predicates is not None):
@@ -481,13 +490,15 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    "drawn": {**drawn_from(selection, limit=limit, sample=sample, seed=seed,
                                           stratify=stratify, per_stratum=per_stratum, ids=ids),
                              **(by_predicate.describe() if by_predicate else {})}}
-    check_replay(members, chosen, loaded, data, own_file=origin.own)
+    if chosen.calls_model:
+        check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
     context_class = settings_class(chosen.context) if consensus else chosen.context
     ctx = make_context(chosen, members[0], values, context_class)
     check_prompt_files(ctx)
-    check_models(members + fixed_judge, ctx)
+    if chosen.calls_model:
+        check_models(members + fixed_judge, ctx)
     notes = list(selection.notes)
     if by_predicate is not None and by_predicate.unmatched():
         notes.append(f"{', '.join(by_predicate.unmatched())}: no predicate of the "
@@ -502,7 +513,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             f"the {literal(stem)} benchmark; pass {{as_dataset}} to check it as that dataset",
             as_dataset=Arg("as_dataset", stem)))
     notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
-    notes += [n for n in map(model_note, dict.fromkeys(members + fixed_judge)) if n]
+    if chosen.calls_model:
+        notes += [n for n in map(model_note, dict.fromkeys(members + fixed_judge)) if n]
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
