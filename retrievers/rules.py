@@ -550,7 +550,7 @@ class RuleChecker:
                                        allow_warnings=True)
         if conforms:
             return []
-        return list(_shape_results(report, s, p, o))
+        return list(_shape_results(report, self.shapes, s, p, o))
 
 
 def _rdflib_graph(triples: Iterable[ox.Triple]) -> Any:
@@ -562,14 +562,36 @@ def _rdflib_graph(triples: Iterable[ox.Triple]) -> Any:
     return graph
 
 
-def _shape_results(report: Any, s: ox.NamedNode, p: ox.NamedNode, o: Any) -> Iterator[Finding]:
+def _rdflib_term(term: Any) -> Any:
+    import rdflib
+
+    if isinstance(term, ox.NamedNode):
+        return rdflib.URIRef(term.value)
+    if isinstance(term, ox.Literal):
+        if term.language:
+            return rdflib.Literal(term.value, lang=term.language)
+        if term.datatype.value == XSD + "string":
+            # N-Triples drops xsd:string; rdflib reads such a literal back without it.
+            return rdflib.Literal(term.value)
+        return rdflib.Literal(term.value, datatype=rdflib.URIRef(term.datatype.value))
+    return None
+
+
+def _shape_name(shapes: Any, shape: Any) -> str:
     import rdflib
 
     sh = rdflib.Namespace(SH)
-    want_s, want_p = rdflib.URIRef(s.value), rdflib.URIRef(p.value)
-    want_o = (rdflib.URIRef(o.value) if isinstance(o, ox.NamedNode)
-              else rdflib.Literal(o.value, datatype=rdflib.URIRef(o.datatype.value))
-              if isinstance(o, ox.Literal) else None)
+    # A property shape is often a blank node: name the node shape that holds it.
+    owner = shape if isinstance(shape, rdflib.URIRef) else shapes.value(None, sh.property, shape)
+    return f" (shape {short(str(owner))})" if isinstance(owner, rdflib.URIRef) else ""
+
+
+def _shape_results(report: Any, shapes: Any, s: ox.NamedNode, p: ox.NamedNode,
+                   o: Any) -> Iterator[Finding]:
+    import rdflib
+
+    sh = rdflib.Namespace(SH)
+    want_s, want_p, want_o = rdflib.URIRef(s.value), rdflib.URIRef(p.value), _rdflib_term(o)
     for result in report.subjects(rdflib.RDF.type, sh.ValidationResult):
         focus = report.value(result, sh.focusNode)
         path = report.value(result, sh.resultPath)
@@ -580,7 +602,7 @@ def _shape_results(report: Any, s: ox.NamedNode, p: ox.NamedNode, o: Any) -> Ite
         if focus != want_s or path != want_p:
             continue
         rule = short(str(component)).replace("ConstraintComponent", "") if component else "sh"
-        where = f" (shape {short(str(shape))})" if isinstance(shape, rdflib.URIRef) else ""
+        where = _shape_name(shapes, shape)
         text = f"{rule}{where} on {short(p.value)}: {message or 'violated'}"
         refutes = value is not None and value == want_o
         yield Finding(rule, _show(s), str(value) if value is not None else "", refutes, text)

@@ -10,6 +10,7 @@ is no evidence that a fact is true. See ``kgcheck.retrievers.rules`` for the rul
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, NotRequired
 
@@ -82,6 +83,12 @@ def rules_verdict(fact: Fact, found: list[Finding], method: str = "SCHEMA",
     return verdict.model_dump()  # type: ignore[return-value]
 
 
+def check_rule_files(facts: Sequence[Fact], ctx: SchemaContext) -> list[str]:
+    """Read the rules and the types before a run: a bad file stops it with one line."""
+    checker_of(ctx)
+    return []
+
+
 async def check_rules(state: SchemaState, runtime: Runtime[SchemaContext], *,
                       context: type[SchemaContext] = SchemaContext) -> dict:
     """Check the fact against the rules (off the event loop: stores and pySHACL block)."""
@@ -109,6 +116,7 @@ def build(context: type[SchemaContext] = SchemaContext) -> AnyStateGraph:
 STRATEGY = register(Strategy(
     "schema", SchemaContext, build,
     description="The KG's own rules: RDFS/OWL domain, range, disjointness, property kinds "
-    "and SHACL shapes; F with the broken rule, never T; no model.", calls_model=False))
+    "and SHACL shapes; F with the broken rule, never T; no model.",
+    preflight=check_rule_files, calls_model=False))
 builder = STRATEGY.builder
 graph = builder.compile(name="schema")
