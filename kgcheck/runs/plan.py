@@ -52,6 +52,7 @@ from kgcheck.runs.consensus import run_consensus
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.dry_run import estimate as _cost_estimate
 from kgcheck.runs.engines import Engine, make_engine
+from kgcheck.runs.prefilter import plan_prefilter, prefilter_counts, prefiltered
 from kgcheck.runs.runner import (
     RECURSION_LIMIT,
     RunInfo,
@@ -238,6 +239,8 @@ class RunPlan:
     notes: list[str]
     # Shards the input was read in, in parallel (0: one pass in this process).
     input_shards: int = 0
+    # The rules facts are checked against before the strategy (None: no pre-filter).
+    prefilter: Any = None
 
 
 # What a run of a strategy that asks no model records as its model.
@@ -415,6 +418,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              parallel_read: ParallelReadChoice = None,
              predicates: str | Sequence[str] | None = None,
              exclude_predicates: str | Sequence[str] | None = None,
+             prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
              **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
@@ -454,6 +458,13 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     for spec in members + fixed_judge if chosen.calls_model else ():
         split_spec(spec)
 
+    if prefilter and consensus:
+        raise SettingsError("{prefilter} runs before one model; a consensus run has several",
+                            prefilter=Arg("prefilter", prefilter))
+    if prefilter and not chosen.calls_model:
+        raise SettingsError(f"{{prefilter}} saves model calls; the {chosen.name} strategy "
+                            "makes none", prefilter=Arg("prefilter", prefilter))
+    rules_ctx = plan_prefilter(prefilter, rules, triples=triples, sparql=sparql, graph=graph)
     if sparql is not None and (predicates is not None or exclude_predicates is not None):
         raise SettingsError("{predicates} and {exclude} choose the facts of a file; a {sparql} "
                             "endpoint chooses its triples with {where} (e.g. FILTER(?p != "
@@ -520,8 +531,14 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    models=members, judge=judge if consensus else None, source=source,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
                    pricing=prices)
+    if rules_ctx is not None:
+        info.settings["prefilter"] = {"name": prefilter, **{
+            k: v for k, v in dataclasses.asdict(rules_ctx).items()
+            if k in ("ontology", "shapes", "kg", "endpoint", "endpoint_graph",
+                     "types_complete")}}
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
-                   out_dir, notes, origin.sharded.shards if origin.sharded else 0)
+                   out_dir, notes, origin.sharded.shards if origin.sharded else 0,
+                   prefilter=rules_ctx)
 
 
 def open_engine(name: str = "local", *, cache: CacheChoice = True,
@@ -631,8 +648,14 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
     async def invoke(fact: Fact) -> dict[str, Any]:
         return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
 
-    return await check_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
-                           resume=resume, fresh=fresh, show_progress=show_progress, warn=warn)
+    check = invoke if plan.prefilter is None else prefiltered(invoke, plan.prefilter,
+                                                               plan.info.method)
+    result = await check_facts(plan.facts, check, plan.info, plan.out_dir,
+                               concurrency=concurrency, resume=resume, fresh=fresh,
+                               show_progress=show_progress, warn=warn)
+    if plan.prefilter is not None:
+        result.summary.update(prefilter_counts(plan.out_dir, len(plan.facts)))
+    return result
 
 
 def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
