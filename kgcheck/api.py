@@ -312,6 +312,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                settings: Mapping[str, Any] | None = None,
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
+               prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -326,6 +327,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     evidence; default: ``KgcheckWarning``). Live models' answers are cached (``cache``, see
     ``cache_path``); the summary counts the hits. ``engine`` is ``local``, ``ray`` (with
     ``engine_options``) or an engine object the caller keeps open across runs.
+    ``prefilter="schema"`` checks each fact against ``rules`` (``{"ontology": FILE,
+    "shapes": FILE, ...}``, the schema strategy's settings) first: a refuted fact is F
+    without a model call.
     """
     check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
                         concurrency=concurrency, max_concurrency=max_concurrency)
@@ -338,7 +342,8 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                            per_stratum=per_stratum, ids=ids, labels=labels,
                            as_dataset=as_dataset, pricing=pricing, settings=settings,
                            parallel_read=runner.parallel_read, predicates=predicates,
-                           exclude_predicates=exclude_predicates, **strategy_settings)
+                           exclude_predicates=exclude_predicates, prefilter=prefilter,
+                           rules=rules, **strategy_settings)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -365,6 +370,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         settings: Mapping[str, Any] | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
+        prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
     return _sync(arun(
@@ -375,7 +381,8 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
         show_progress=show_progress, warn=warn, cache=cache, engine=engine,
         engine_options=engine_options, settings=settings, predicates=predicates,
-        exclude_predicates=exclude_predicates, **strategy_settings), "arun")
+        exclude_predicates=exclude_predicates, prefilter=prefilter, rules=rules,
+        **strategy_settings), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
