@@ -36,6 +36,8 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
+from kgcheck.evals.stats.report import groups_markdown
+from kgcheck.evals.stats.tables import interval_records, intervals_markdown
 from kgcheck.evals.study.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.study.tables import (
     STUDY,
@@ -203,6 +205,37 @@ def run_section(runs: Sequence[RunFolder]) -> str:
     return "\n".join(lines)
 
 
+def repeats_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown of the runs made with repeats: flips, entropy, each score's spread."""
+    rows: list[tuple[RunFolder, dict[str, Any]]] = []
+    for run in runs:
+        rep = (run.summary or {}).get("repeats")
+        if isinstance(rep, dict) and rep.get("scores"):
+            rows.append((run, rep))
+    if not rows:
+        return ""
+    lines = ["## Repeats", "",
+             "Each fact checked several times; the verdict is the majority. Flip rate: the "
+             "share of a fact's repeats that differ from its most common label; entropy of "
+             "its labels in bits. Scores: mean and range across the repeats.", "",
+             "| run | repeats | facts flipped | mean flip rate | mean entropy | accuracy | "
+             "F1(T) | F1(F) | macro-F1 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run, rep in rows:
+        cells = [run.name, str(rep["count"]), f"{rep['flipped_facts']:,} of {rep['facts']:,}",
+                 _cell3(rep.get("mean_flip_rate")), _cell3(rep.get("mean_entropy"))]
+        for key in ("accuracy", "f1_true", "f1_false", "macro_f1"):
+            score = rep["scores"].get(key) or {}
+            cells.append("-" if score.get("mean") is None else
+                         f"{score['mean']:.3f} ({score['min']:.3f} to {score['max']:.3f})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cell3(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _review_row(run: str, method: str, model: str, labels: dict[str, str],
                 decisions: dict[str, LabelRow]) -> dict[str, Any]:
     """Count one model's verdicts reviewed, confirmed and overturned by the person."""
@@ -317,14 +350,22 @@ def output_folder(out_dir: str | Path) -> Path:
 
 def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, title: str,
                   keep_source: bool, plots: bool = True, notes: Sequence[str] = (),
-                  extra: Sequence[str] = ()) -> Outputs:
-    """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``."""
+                  extra: Sequence[str] = (), ci: bool = False) -> Outputs:
+    """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``.
+
+    With ``ci``, a section and records of bootstrap intervals follow the point values.
+    """
     out = output_folder(out_dir)
     ordered = sorted(results, key=lambda r: method_rank(r.method))
     datasets = list(dict.fromkeys(r.dataset for r in results))
     ordered = sorted(ordered, key=lambda r: datasets.index(r.dataset))
     records = build_records(ordered)
     public = [public_record(r, keep_source=keep_source) for r in records]
+    if ci:
+        intervals = interval_records(ordered)
+        extra = [intervals_markdown(intervals), *extra]
+        public += [{k: v for k, v in r.items() if keep_source or k != "source"}
+                   for r in intervals]
     md = out / TABLES_MD
     md.write_text(render_markdown(records, title=title,
                                   notes=[*coverage_notes(ordered), *notes],
@@ -341,8 +382,11 @@ def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, titl
 
 def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                  with_recorded: bool = False, data: str | Path | None = None,
-                 plots: bool = True) -> Outputs:
-    """Read run folders (and optionally the study's rows) and write the report."""
+                 plots: bool = True, ci: bool = False) -> Outputs:
+    """Read run folders (and optionally the study's rows) and write the report.
+
+    ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+    """
     if not run_dirs:
         raise ReportInputError("give at least one run folder")
     notes: list[str] = []
@@ -360,17 +404,21 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     disambiguate(results)
     reviews = review_rows(runs)
     written = write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
-                            plots=plots, notes=notes,
-                            extra=[run_section(runs), predicate_section(runs),
-                                   review_section(reviews)])
+                            plots=plots, notes=notes, ci=ci,
+                            extra=[run_section(runs),
+                                   groups_markdown([(r.name, r.records) for r in runs]),
+                                   repeats_section(runs),
+                                   predicate_section(runs), review_section(reviews)])
     written.reviews = reviews
     return written
 
 
 def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
                      datasets: Sequence[str] | None = None, plots: bool = True,
-                     warn: Callable[[str], None] | None = None) -> Outputs:
+                     warn: Callable[[str], None] | None = None, ci: bool = False) -> Outputs:
     """Recompute the study's tables and figures from its recorded answers in ``data``.
+
+    The tables hold the study's point values; ``ci`` adds bootstrap intervals after them.
 
     What cannot be scored (no gold labels, unreadable answer files) is left out with a
     warning, passed to ``warn`` and written into the tables; when nothing at all can be
@@ -394,6 +442,6 @@ def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
                                + (why or ": no recorded answers"))
     return write_outputs(
         results, out_dir, title=f"FactCheck study tables, recomputed from {src.location}",
-        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems],
+        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems], ci=ci,
         extra=[token_section(token_usage(src, names))],
     )

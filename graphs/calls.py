@@ -9,6 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact
@@ -80,6 +81,15 @@ def reply_text(message: BaseMessage) -> str:
     )
 
 
+def current_repeat() -> int | None:
+    """Return the repeat index the graph was invoked with (None: a run without repeats)."""
+    try:
+        value = (get_config().get("metadata") or {}).get(metadata.REPEAT)
+    except RuntimeError:  # called outside a graph run
+        return None
+    return None if value is None else int(value)
+
+
 def constraint_of(ctx: Context, step: str, parser: str | None) -> AnswerFormat | None:
     """Return the answer format a call is held to: with ``constrain``, its verdict's format.
 
@@ -110,12 +120,17 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
     fmt = constraint_of(ctx, step, parser)
     cache = active_cache()
     key = None
+    repeat = current_repeat()
+    if repeat is not None:
+        extra = {metadata.REPEAT: repeat, **extra}
     if cache is not None and cache.enabled and not spec.startswith(UNCACHED_PREFIXES):
         settings = vars(ModelSettings.of(ctx))
         if fmt is not None:
             settings = {**settings, "constraint": fmt.name}
-        # The k samples of self-consistency are k draws, each cached on its own.
-        key = answer_key(spec, messages, settings, draw=int(extra.get(metadata.SAMPLE, 0)))
+        # The k samples of self-consistency are k draws, each cached on its own; each
+        # repeat of a run asks anew.
+        key = answer_key(spec, messages, settings, draw=int(extra.get(metadata.SAMPLE, 0)),
+                         repeat=repeat)
         hit = await cache.aget(key)
         if hit is not None:
             return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,

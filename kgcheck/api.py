@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import tempfile
 import warnings
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgcheck.arguments import (
+    NAME_ONLY,
     Arg,
     ArgumentError,
     ArgumentMessage,
@@ -51,9 +53,13 @@ from kgcheck.evals.accuracy.audit import (
     write_sample,
 )
 from kgcheck.evals.accuracy.estimators import EstimateError
-from kgcheck.evals.errors.pipeline import ErrorAnalysis, analyse_errors
+from kgcheck.evals.errors.pipeline import ErrorAnalysis
+from kgcheck.evals.errors.pipeline import analyse_errors as _analyse_errors
 from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
+from kgcheck.evals.stats.agreement import agreement as _agreement
+from kgcheck.evals.stats.paired import Comparison, compare_runs
+from kgcheck.evals.stats.report import comparison_text, disagreements_csv
 from kgcheck.graphs.consensus.judges import JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL
 from kgcheck.graphs.registry import Strategy, get_strategy
@@ -106,6 +112,7 @@ __all__ = [
     # Runs out: scores, tables, samples, estimates, exports.
     "report", "reproduce", "sample", "estimate", "export", "fetched_evidence",
     "FetchedEvidence", "analyse_errors", "ErrorAnalysis", "open_explorer", "Explorer",
+    "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
     "plan_run", "execute", "dry_run_of", "check_run_arguments", "open_engine",
     "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
@@ -117,10 +124,40 @@ __all__ = [
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
     "served_graphs", "langgraph_config", "serve_review", "Served", "serve_explorer",
     "plan_sweep", "asweep",
-    "index_evidence", "Indexed", "search_index_choice", "search_server",
+    "index_evidence", "Indexed", "search_index_choice", "search_server", "comparison_text",
 ]
 
 T = TypeVar("T")
+
+
+def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
+                   model: str | None = None, embedder: str = "minilm", seed: int = 0,
+                   cap: int | None = 500, taxonomy: bool = False,
+                   taxonomy_prompt: str = "errors_taxonomy.txt",
+                   explain_prompt: str = "errors_explain.txt", name_with_model: bool = False,
+                   min_cluster_size: int = 5, concurrency: int = 4,
+                   settings: Mapping[str, Any] | None = None) -> ErrorAnalysis:
+    """Explain, cluster, name and count the wrong verdicts of runs; write ``out_dir``.
+
+    Each wrong verdict (against review labels, else gold) is explained by ``model`` (each
+    run's own by default; a replay model cannot explain), unless the verdict carries an
+    explanation. The explanations are embedded by ``embedder``, reduced by UMAP and
+    clustered by HDBSCAN, seeded by ``seed``. With ``taxonomy`` the model also sorts each
+    into a category of ``taxonomy_prompt`` (the study's E1-E6), for Table 9. ``cap`` errors
+    per run are a seeded sample. A stopped analysis resumes from
+    ``out_dir/explanations.jsonl``. See the error analysis guide for the outputs.
+
+    Raises:
+        ValueError: a folder that is not a run, runs with no gold or review labels, no
+            errors, a replay model asked to explain, an embedder or library that is not
+            installed; the message says which and what to do.
+
+    """
+    return _analyse_errors(run_dirs, out_dir, model=model, embedder=embedder, seed=seed,
+                           cap=cap, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
+                           explain_prompt=explain_prompt, name_with_model=name_with_model,
+                           min_cluster_size=min_cluster_size, concurrency=concurrency,
+                           settings=settings)
 
 
 def open_explorer(run_dirs: Sequence[str | Path], *, errors: str | Path | None = None
@@ -313,6 +350,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
                prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
+               ci: bool = False, repeats: int = 1,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -326,7 +364,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     starts it over. ``warn`` receives warnings found before the run (e.g. facts without
     evidence; default: ``KgcheckWarning``). Live models' answers are cached (``cache``, see
     ``cache_path``); the summary counts the hits. ``engine`` is ``local``, ``ray`` (with
-    ``engine_options``) or an engine object the caller keeps open across runs.
+    ``engine_options``) or an engine object the caller keeps open across runs. ``ci`` adds
+    bootstrap intervals of the scores to the summary; ``repeats`` checks each fact that many
+    times, the majority being its verdict (flip rates and score spread in the summary).
     ``prefilter="schema"`` checks each fact against ``rules`` (``{"ontology": FILE,
     "shapes": FILE, ...}``, the schema strategy's settings) first: a refuted fact is F
     without a model call.
@@ -342,8 +382,8 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                            per_stratum=per_stratum, ids=ids, labels=labels,
                            as_dataset=as_dataset, pricing=pricing, settings=settings,
                            parallel_read=runner.parallel_read, predicates=predicates,
-                           exclude_predicates=exclude_predicates, prefilter=prefilter,
-                           rules=rules, **strategy_settings)
+                           exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
+                           prefilter=prefilter, rules=rules, **strategy_settings)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -371,6 +411,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
         prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
+        ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
     return _sync(arun(
@@ -381,20 +422,64 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
         show_progress=show_progress, warn=warn, cache=cache, engine=engine,
         engine_options=engine_options, settings=settings, predicates=predicates,
-        exclude_predicates=exclude_predicates, prefilter=prefilter, rules=rules,
+        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
+        rules=rules,
         **strategy_settings), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
-           data: str | Path | None = None, plots: bool = True) -> Outputs:
-    """Build the study's tables (and figures) from run folders, optionally beside its rows."""
-    return build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots)
+           data: str | Path | None = None, plots: bool = True, ci: bool = False) -> Outputs:
+    """Build the study's tables (and figures) from run folders, optionally beside its rows.
+
+    ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+    """
+    return build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots,
+                        ci=ci)
+
+
+def compare(run_a: str | Path, run_b: str | Path, *, resamples: int = 10_000,
+            confidence: float = 0.95, seed: int = 0, json_out: str | Path | None = None,
+            disagreements_out: str | Path | None = None,
+            warn: Warn | None = None) -> Comparison:
+    """Compare two runs on the facts both checked: McNemar's exact test, paired intervals.
+
+    The intervals are of A - B (accuracy, F1(T), F1(F), macro-F1), from ``resamples``
+    paired bootstrap resamples drawn with ``seed``. ``json_out`` receives
+    ``Comparison.as_json()``; ``disagreements_out`` a CSV of the facts answered differently.
+    """
+    from kgcheck.data.atomic import write_text_atomic
+
+    result = compare_runs(run_a, run_b, resamples=resamples, confidence=confidence,
+                          seed=seed, warn=warn)
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(result.as_json(), indent=1) + "\n")
+    if disagreements_out is not None:
+        write_text_atomic(disagreements_out, disagreements_csv(result.disagreements))
+    return result
+
+
+def agreement(files: Sequence[str | Path], *, run: str | Path | None = None,
+              json_out: str | Path | None = None) -> dict[str, Any]:
+    """Measure how the people who labelled a run agree (kappas, alpha) and with the model.
+
+    ``files`` are labels files of one run, one per person; ``run`` is the run whose verdicts
+    they reviewed (default: the run folder holding the first file). ``json_out`` receives
+    the result as JSON.
+    """
+    from kgcheck.data.atomic import write_text_atomic
+
+    result = _agreement(files, run=run)
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(result, indent=1) + "\n")
+    return result
 
 
 def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True,
-              warn: Warn | None = None) -> Outputs:
+              warn: Warn | None = None, ci: bool = False) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers.
+
+    The tables keep the study's point values; ``ci`` adds bootstrap intervals after them.
 
     Answers that cannot be scored (a dataset without gold labels, an unreadable answers
     file) are left out with a warning (to ``warn``, else ``KgcheckWarning``) that the
@@ -406,7 +491,7 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
         else:
             warn(message)
 
-    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note)
+    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note, ci=ci)
 
 
 def evidence_sources() -> list[str]:
@@ -531,7 +616,8 @@ def sample(*, n: int, out: str | Path, dataset: str | None = None,
     same sample.
     """
     if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
-        raise SettingsError("give exactly one of a dataset, a triples file, facts or a run")
+        raise SettingsError("give exactly one of {sources}", sources=Arg(
+            "dataset", triples=NAME_ONLY, facts=NAME_ONLY, run=NAME_ONLY, join=", "))
     verdicts = None
     source: Iterable[Fact]
     if run is not None:
@@ -607,7 +693,10 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
 
 def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
                 sample: int | None = None, seed: int = 0,
-                reviewer: str | None = None) -> Review:
+                reviewer: str | None = None, annotator: str | None = None,
+                team: Sequence[str] = (), overlap: float = 0.0, adjudicate: bool = False,
+                stratify: str | None = None, until_moe: float | None = None,
+                on_reached: Callable[[dict[str, Any]], None] | None = None) -> Review:
     """Open a run for human review, with ``async with`` or, without an event loop, ``with``.
 
     The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"`` or
@@ -616,11 +705,21 @@ def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
     (``await review.decide(fact_id, "T")``, ``await review.undo()``);
     ``with kgcheck.open_review("runs/x") as review:`` the same session with plain methods
     (``review.decide(fact_id, "T")``). Either drives the ``review`` graph; decisions persist
-    in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
+    in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per labels file at a time.
+
+    Several people review one run each as an ``annotator`` (into ``labels-<name>.csv``);
+    with a ``team`` of names, ``overlap`` (a share, 0 to 1) of the facts goes to everyone and
+    the rest to one person each. ``adjudicate`` queues the facts the annotators labelled
+    differently, for the final ``labels.csv``. ``stratify`` (``predicate`` or ``verdict``)
+    draws the ``sample`` per stratum. The session's ``estimate()`` is the running accuracy
+    estimate (Wilson, Beta HDI, PPI, margin of error); ``on_reached`` hears once when the
+    margin reaches ``until_moe``.
     """
     filters = parse_only(only if isinstance(only, str) or only is None else ",".join(only))
-    return Review(lambda: ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
-                                             reviewer=reviewer))
+    return Review(lambda: ReviewSession.open(
+        run_dir, only=filters, sample=sample, seed=seed, reviewer=reviewer,
+        annotator=annotator, team=team, overlap=overlap, adjudicate=adjudicate,
+        stratify=stratify, until_moe=until_moe, on_reached=on_reached))
 
 
 class Review:

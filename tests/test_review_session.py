@@ -110,7 +110,7 @@ async def test_bad_input_gets_one_clear_line(run_dir: Path, tmp_path: Path) -> N
             pass
     (run_dir / "labels.csv").write_text("id,verdict\n1,T\n")
     with pytest.raises(LabelsError, match="expected the columns fact_id,label,note,reviewer,"
-                                          "reviewed_at,design, found id,verdict"):
+                                          "reviewed_at,design,annotator, found id,verdict"):
         read_labels(run_dir / "labels.csv")
     (run_dir / "labels.csv").write_text("fact_id,label,note,reviewer,reviewed_at\n1,yes,,,\n")
     with pytest.raises(LabelsError, match="row 2: label 'yes' is not one of T, F, skip"):

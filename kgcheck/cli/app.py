@@ -58,6 +58,10 @@ COMMANDS = {
                    "the first line printed."),
     "errors": Listed("errors", "Explain each wrong verdict with a model, cluster the "
                      "explanations, write the tables."),
+    "compare": Listed("compare", "Compare two runs: McNemar's exact test and paired bootstrap "
+                      "intervals of A - B."),
+    "agreement": Listed("agreement", "Report Cohen's or Fleiss' kappa, Krippendorff's alpha "
+                        "and the model's agreement."),
     "sweep": Listed("sweep", "Run every cell of a sweep as a resumable run folder, then write "
                     "the leaderboard."),
     "corpus": Listed("corpus", "Evidence corpora for RAG: import and list."),

@@ -25,6 +25,7 @@ import fcntl
 import io
 import json
 import os
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -41,12 +42,13 @@ from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 
 __all__ = [
-    "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
+    "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS", "LOCK", "REVIEW_DB",
+    "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VIEW_INDEX", "VerdictSink", "amend_summary", "checked_facts", "exclusive", "labels_text",
-    "make_folder", "parse_only", "read_labels", "read_run_info", "read_summary",
-    "read_verdict_at", "read_verdicts", "record_problem", "scan_verdicts", "short_repr",
-    "verdicts_stamp", "write_json", "write_labels",
+    "VIEW_INDEX", "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts",
+    "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
+    "read_run_info", "read_summary", "read_verdict_at", "read_verdicts", "record_problem",
+    "scan_verdicts", "short_repr", "verdicts_stamp", "write_json", "write_labels",
 ]
 
 VERDICTS = "verdicts.jsonl"
@@ -60,10 +62,15 @@ VIEW_INDEX = ".view-index.sqlite"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
-# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate.
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design")
-# Files written before the design column was added: read as of an unknown design.
-OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
+# fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate;
+# ``annotator`` names the person whose queue it is (``kgcheck review --annotator``; empty:
+# the run's one review).
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design", "annotator")
+# Files written before the design column (and the annotator column) were added: read as of
+# an unknown design and no named annotator.
+OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-2]
+# Files written before the annotator column was added.
+LEGACY_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
 # How a review queue chose its facts: a seeded random sample of every verdict, every verdict
 # in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
 REVIEW_DESIGNS = ("srs", "queue", "filtered")
@@ -336,6 +343,25 @@ class LabelRow(TypedDict):
     reviewer: str
     reviewed_at: str
     design: str
+    annotator: str
+
+
+def labels_file_name(annotator: str | None = None) -> str:
+    """Return the labels file of an annotator's review: ``labels-<name>.csv`` (None: labels.csv).
+
+    The name is kept to letters, digits, ``.``, ``_`` and ``-`` so that it is a safe file name.
+    """
+    if not annotator:
+        return LABELS_FILE
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", annotator).strip(".-")
+    if not slug:
+        raise LabelsError(f"annotator name {annotator!r} has no letter or digit")
+    return f"labels-{slug}.csv"
+
+
+def annotator_label_files(folder: Path) -> list[Path]:
+    """Return the annotators' labels files of a run folder (``labels-<name>.csv``), sorted."""
+    return sorted(p for p in Path(folder).glob("labels-*.csv") if p.is_file())
 
 
 def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
@@ -355,7 +381,7 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header not in (LABEL_COLUMNS, OLD_LABEL_COLUMNS):
+            if header not in (LABEL_COLUMNS, LEGACY_LABEL_COLUMNS, OLD_LABEL_COLUMNS):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):

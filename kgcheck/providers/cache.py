@@ -4,7 +4,8 @@ An answer is keyed by the model (``provider:model`` and the server URL), the ful
 list, the sampling settings and a draw index. The draw index keeps self-consistency honest:
 the k samples of one fact at temperature > 0 are k different keys, so each gets its own
 answer, while a re-run, a resumed run or a sweep cell asking the same call again is served
-from the cache. Replay needs no cache: it already serves recorded answers.
+from the cache. A run with repeats adds the repeat index, so repeats never share an
+answer. Replay needs no cache: it already serves recorded answers.
 
 The cache is one SQLite file (WAL mode: readers never wait for a writer, and several
 processes of one run may share it). A run turns it on with ``use_cache(...)``; the calls of
@@ -78,15 +79,21 @@ class CachedAnswer:
 
 
 def answer_key(model: str, messages: Sequence[BaseMessage], settings: Mapping[str, Any],
-               draw: int = 0) -> str:
-    """Return the cache key of a call: a SHA-256 over everything that shapes its answer."""
-    payload = {
+               draw: int = 0, repeat: int | None = None) -> str:
+    """Return the cache key of a call: a SHA-256 over everything that shapes its answer.
+
+    ``repeat`` is the repeat index of a run with repeats: each repeat asks anew, so no
+    answer is shared between two repeats (nor with a run without repeats).
+    """
+    payload: dict[str, Any] = {
         "model": model,
         "messages": [[m.type, m.content] for m in messages],
         "settings": {k: (redact_url(str(settings[k])) if k == "base_url" else settings[k])
                      for k in SAMPLING_KEYS if k in settings},
         "draw": int(draw),
     }
+    if repeat is not None:
+        payload["repeat"] = int(repeat)
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -52,7 +52,8 @@ def _asset(name: str) -> str:
 
 def _state(session: ReviewSession) -> dict[str, Any]:
     return {"run": session.run_dir.resolve().name, "labels": str(session.labels_path),
-            "progress": session.progress(), "items": [i.as_json() for i in session.items]}
+            "annotator": session.annotator, "progress": session.progress(),
+            "estimate": session.estimate(), "items": [i.as_json() for i in session.items]}
 
 
 def create_app(session: ReviewSession, token: str, hosts: set[str]) -> FastAPI:
@@ -83,7 +84,7 @@ def create_app(session: ReviewSession, token: str, hosts: set[str]) -> FastAPI:
         except ReviewError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"saved": True, "fact_id": decision.fact_id, "review": review,
-                             "progress": session.progress()})
+                             "progress": session.progress(), "estimate": session.estimate()})
 
     @app.post("/api/undo")
     async def undo(request: UndoIn) -> Response:
@@ -92,7 +93,8 @@ def create_app(session: ReviewSession, token: str, hosts: set[str]) -> FastAPI:
         except ReviewError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         item = session.item(fact_id).as_json() if fact_id else None
-        return JSONResponse({"undone": fact_id, "item": item, "progress": session.progress()})
+        return JSONResponse({"undone": fact_id, "item": item, "progress": session.progress(),
+                             "estimate": session.estimate()})
 
     return app
 

@@ -37,6 +37,7 @@ from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
+from kgcheck.evals.stats.tables import run_intervals
 from kgcheck.graphs.consensus.graph import settings_class
 from kgcheck.graphs.consensus.judges import CONS_JUDGES, JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
@@ -45,6 +46,7 @@ from kgcheck.graphs.registry import GraphKey, Strategy, get_strategy
 from kgcheck.prompts import prompt_path
 from kgcheck.providers import reach_model, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
+from kgcheck.providers.metadata import REPEAT
 from kgcheck.providers.pricing import load_pricing
 from kgcheck.providers.resolve import model_note
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
@@ -53,6 +55,7 @@ from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.dry_run import estimate as _cost_estimate
 from kgcheck.runs.engines import Engine, make_engine
 from kgcheck.runs.prefilter import plan_prefilter, prefilter_counts, prefiltered
+from kgcheck.runs.repeats import run_repeats
 from kgcheck.runs.runner import (
     RECURSION_LIMIT,
     RunInfo,
@@ -239,6 +242,10 @@ class RunPlan:
     notes: list[str]
     # Shards the input was read in, in parallel (0: one pass in this process).
     input_shards: int = 0
+    # Bootstrap intervals of the scores in summary.json.
+    ci: bool = False
+    # Times each fact is checked (kgcheck.runs.repeats); 1: once.
+    repeats: int = 1
     # The rules facts are checked against before the strategy (None: no pre-filter).
     prefilter: Any = None
 
@@ -379,7 +386,7 @@ def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
         key, sep, raw = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep:
-            raise SettingsError("{pair}: expected key=value",
+            raise SettingsError("{pair}: expected NAME=VALUE",
                                 pair=Arg("settings", [pair]))
         if key not in fields:
             raise SettingsError(f"{{key}}: unknown setting; known: {', '.join(sorted(fields))}",
@@ -418,6 +425,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              parallel_read: ParallelReadChoice = None,
              predicates: str | Sequence[str] | None = None,
              exclude_predicates: str | Sequence[str] | None = None,
+             ci: bool = False, repeats: int = 1,
              prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
              **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
@@ -439,8 +447,16 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     ``predicates`` keeps only facts whose predicate matches one of these patterns and
     ``exclude_predicates`` drops those matching one (IRIs, prefixed names such as
     ``rdf:type``, plain names, globs; see ``kgcheck.data.predicates``), while the input is
-    read; a SPARQL endpoint chooses its triples with ``where`` instead.
+    read; a SPARQL endpoint chooses its triples with ``where`` instead. ``ci`` adds
+    bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1 to the summary
+    (``intervals``). ``repeats`` checks each fact that many times (``kgcheck.runs.repeats``):
+    the majority is its verdict.
     """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise SettingsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
+    if repeats > 1 and consensus and len(consensus) > 1:
+        raise SettingsError("repeats apply to one model; a consensus run already asks "
+                            "several: drop --repeats or --consensus")
     values = merged_settings(settings, strategy_settings)
     check_run_arguments(dataset=dataset, triples=triples, sparql=sparql, facts=facts,
                         graph=graph, where=where, as_dataset=as_dataset, limit=limit,
@@ -537,8 +553,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             if k in ("ontology", "shapes", "kg", "endpoint", "endpoint_graph",
                      "types_complete")}}
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
-                   out_dir, notes, origin.sharded.shards if origin.sharded else 0,
-                   prefilter=rules_ctx)
+                   out_dir, notes, origin.sharded.shards if origin.sharded else 0, ci=ci,
+                   repeats=repeats, prefilter=rules_ctx)
 
 
 def open_engine(name: str = "local", *, cache: CacheChoice = True,
@@ -613,8 +629,19 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     try:
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
-            result = await _execute(plan, runner, concurrency=limit, resume=resume,
-                                    fresh=fresh, show_progress=show_progress, warn=warn)
+            if plan.repeats > 1:
+                async def one(repeat: int, folder: Path) -> RunResult:
+                    sub = dataclasses.replace(plan, out_dir=folder,
+                                              info=dataclasses.replace(plan.info))
+                    return await _execute(sub, runner, concurrency=limit, resume=resume,
+                                          fresh=fresh, show_progress=show_progress, warn=warn,
+                                          repeat=repeat)
+
+                result = await run_repeats(plan.out_dir, plan.info, plan.repeats, one,
+                                           resume=resume, fresh=fresh, asked=len(plan.facts))
+            else:
+                result = await _execute(plan, runner, concurrency=limit, resume=resume,
+                                        fresh=fresh, show_progress=show_progress, warn=warn)
         stats = runner.stats()
     finally:
         engines.close()
@@ -627,13 +654,16 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         asked = stats["cache"]["hits"] + stats["cache"]["misses"]
         extra["cache"] = {"path": str(path), **stats["cache"],
                           "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
+    if plan.ci:
+        extra["intervals"] = run_intervals(result.records)
     result.summary.update(extra)
     amend_summary(result.out_dir, extra)
     return result
 
 
 async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
-                   fresh: bool, show_progress: bool, warn: Warn | None) -> RunResult:
+                   fresh: bool, show_progress: bool, warn: Warn | None,
+                   repeat: int | None = None) -> RunResult:
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
@@ -644,6 +674,9 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
     key: GraphKey = ("strategy", plan.strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
                               "metadata": {"kgcheck_run_id": plan.info.run_id}}
+    if repeat is not None:
+        # Every call of the graph sees it: a cache key and a sample of its own per repeat.
+        config["metadata"][REPEAT] = repeat
 
     async def invoke(fact: Fact) -> dict[str, Any]:
         return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)

@@ -67,6 +67,24 @@ def print_summary(summary: dict[str, Any]) -> None:
                   + (f", tokens in {summary['tokens_in']:,}" if summary.get("tokens_in") else "")
                   + (f", out {summary['tokens_out']:,}" if summary.get("tokens_out") else ""),
                   highlight=False)
+    intervals = summary.get("intervals")
+    if intervals:
+        names = {"accuracy": "acc", "f1_true": "F1(T)", "f1_false": "F1(F)",
+                 "macro_f1": "macro-F1"}
+        cells = [f"{name} [{intervals[k]['low']:.3f}, {intervals[k]['high']:.3f}]"
+                 for k, name in names.items() if intervals[k]["low"] is not None]
+        console.print(f"{intervals['confidence']:.0%} bootstrap intervals: " + ", ".join(cells),
+                      highlight=False)
+    repeats = summary.get("repeats")
+    if repeats:
+        macro = repeats["scores"]["macro_f1"]
+        spread = ("" if macro["mean"] is None else f"; macro-F1 {macro['mean']:.3f} mean, "
+                  f"{macro['min']:.3f} to {macro['max']:.3f}")
+        console.print(f"{repeats['count']} repeats: {repeats['flipped_facts']} of "
+                      f"{repeats['facts']} facts flipped, mean flip rate "
+                      f"{repeats['mean_flip_rate']:.3f}, mean entropy "
+                      f"{repeats['mean_entropy']:.3f} bits{spread} (verdicts: the majority)",
+                      highlight=False)
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -262,6 +280,12 @@ def run(
                                         "cost.")] = None,
     dry_run: Annotated[bool, Opt(help="Print how many facts and calls the run will make and "
                                  "the estimated tokens and cost, then exit.")] = False,
+    ci: Annotated[bool, Opt("--ci", help="Add 95% bootstrap intervals of accuracy, F1(T), "
+                            "F1(F) and macro-F1 to summary.json.")] = False,
+    repeats: Annotated[int, Opt(help="Check each fact N times (temperature above 0; no "
+                                "cached answer is reused across repeats): the majority is "
+                                "the verdict; flip rates and score spread go to "
+                                "summary.json.")] = 1,
     prefilter: Annotated[str | None, Opt(help="schema: facts the KG's rules (--ontology, "
                                          "--shapes) refute are F without a model call.")
                          ] = None,
@@ -299,7 +323,8 @@ def run(
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
         settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
-        exclude_predicates=exclude_predicates, prefilter=prefilter, rules=rules or None)
+        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
+        rules=rules or None)
     # The arguments alone first, so that a wrong combination fails before the input is read.
     api.check_run_arguments(
         **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",

@@ -3,7 +3,7 @@
 "use strict";
 
 const token = document.querySelector('meta[name="review-token"]').content;
-const view = { items: [], progress: null, current: 0, filter: "all", stale: false };
+const view = { items: [], progress: null, estimate: null, current: 0, filter: "all", stale: false };
 
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
@@ -80,6 +80,41 @@ function renderProgress() {
     `${p.decided} of ${p.total} decided · T ${p.T} · F ${p.F} · skip ${p.skip}`;
 }
 
+function pct(value) {
+  return `${(100 * value).toFixed(1)}%`;
+}
+
+function intervalRow(name, found, id) {
+  if (!found) return el("li", { id }, `${name}: —`);
+  return el("li", { id }, `${name}: ${pct(found.estimate)} [${pct(found.low)}, ${pct(found.high)}]`,
+    found.fallback ? el("span", { class: "muted" }, ` (${found.fallback})`) : "");
+}
+
+function renderEstimate() {
+  const box = document.getElementById("estimate");
+  const e = view.estimate;
+  if (!box || !e) return;
+  const parts = [el("h2", {}, "Accuracy estimate")];
+  if (e.error) {
+    parts.push(el("p", { class: "muted" }, e.error));
+  } else {
+    parts.push(el("p", { class: "muted", id: "estimate-text" },
+      `${e.labels} labels (${e.true} true), ${e.design} sample, ${Math.round(100 * e.confidence)}% intervals`));
+    parts.push(el("ul", { class: "intervals" },
+      intervalRow("Wilson", e.wilson, "est-wilson"),
+      intervalRow("Beta posterior (HDI)", e.beta, "est-beta"),
+      intervalRow("PPI with the verdicts", e.ppi, "est-ppi")));
+    if (e.needs) parts.push(el("p", { class: "muted" }, e.needs));
+    if (e.margin !== null && e.margin !== undefined) {
+      const target = e.target ? ` · target ±${pct(e.target)}` : "";
+      parts.push(el("p", { id: "margin", class: e.reached ? "reached" : "" },
+        `Margin of error ±${pct(e.margin)}${target}`,
+        e.reached ? " — reached: you may stop labelling." : ""));
+    }
+  }
+  box.replaceChildren(...parts);
+}
+
 function renderQueue() {
   const list = document.getElementById("queue");
   list.replaceChildren(...view.items.map((item, index) => {
@@ -123,6 +158,11 @@ function renderCard() {
     el("div", {}, "Model: ", labelBadge(q.model.label), ` ${q.model.method || ""} · ${q.model.model || ""}`),
     q.model.raw ? el("pre", { id: "raw" }, q.model.raw) : null,
     q.model.error ? el("pre", {}, `error: ${q.model.error}`) : null));
+  if (item.annotations) {
+    parts.push(el("h2", {}, "Annotators disagree"),
+      el("ul", { class: "votes", id: "annotations" }, Object.entries(item.annotations).map(([who, label]) =>
+        el("li", {}, labelBadge(label), ` ${who}`))));
+  }
   if (q.votes.length) {
     parts.push(el("h2", {}, q.tie ? "Votes (a tie)" : "Votes"),
       el("ul", { class: "votes" }, q.votes.map((v) =>
@@ -166,6 +206,7 @@ function renderCard() {
 
 function render() {
   renderProgress();
+  renderEstimate();
   renderQueue();
   renderCard();
 }
@@ -197,6 +238,7 @@ async function decide(label) {
     item.status = null;
     item.pending = null;
     view.progress = data.progress;
+    view.estimate = data.estimate;
   } catch (error) {
     item.status = "failed";
     item.error = error.message;
@@ -210,6 +252,7 @@ async function undo() {
   try {
     const data = await api("api/undo", {});
     view.progress = data.progress;
+    view.estimate = data.estimate;
     if (data.undone) {
       const index = view.items.findIndex((i) => i.fact_id === data.undone);
       const item = view.items[index];
@@ -246,7 +289,8 @@ document.addEventListener("DOMContentLoaded", async () => {
     const data = await api("api/state");
     view.items = data.items.map((item) => ({ ...item, status: null, pending: null }));
     view.progress = data.progress;
-    document.getElementById("run").textContent = data.run;
+    view.estimate = data.estimate;
+    document.getElementById("run").textContent = data.annotator ? `${data.run} · ${data.annotator}` : data.run;
     document.getElementById("labels-path").textContent = `decisions: ${data.labels}`;
     const first = view.items.findIndex((item) => !item.review);
     view.current = first >= 0 ? first : 0;
