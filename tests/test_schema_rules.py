@@ -216,9 +216,10 @@ async def test_the_graph_gives_f_with_the_rule_or_no_rule_decides(files) -> None
 
 def test_a_run_from_the_command_line(files, tmp_path: Path) -> None:
     out = tmp_path / "run"
+    # The terms' types and statements come from the input itself (an RDF file).
     result = runner.invoke(app, ["run", "--triples", str(files["kg"]), "--strategy", "schema",
-                                 "--set", f"ontology={files['onto']}", "--set",
-                                 f"kg={files['kg']}", "--out", str(out), "--no-progress"])
+                                 "--ontology", str(files["onto"]), "--out", str(out),
+                                 "--no-progress"])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
     labels = {(r["subject"].rsplit("/", 1)[-1], r["predicate"].rsplit("/", 1)[-1],
@@ -229,6 +230,7 @@ def test_a_run_from_the_command_line(files, tmp_path: Path) -> None:
     assert set(labels.values()) <= {"F", "NA"}
     info = json.loads((out / "run.json").read_text())
     assert info["models"] == ["rules"] and info["method"] == "SCHEMA"
+    assert info["settings"]["kg"] == str(files["kg"])
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [

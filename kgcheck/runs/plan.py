@@ -54,7 +54,7 @@ from kgcheck.runs.consensus import run_consensus
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.dry_run import estimate as _cost_estimate
 from kgcheck.runs.engines import Engine, make_engine
-from kgcheck.runs.prefilter import plan_prefilter, prefilter_counts, prefiltered
+from kgcheck.runs.prefilter import input_types, plan_prefilter, prefilter_counts, prefiltered
 from kgcheck.runs.repeats import run_repeats
 from kgcheck.runs.runner import (
     RECURSION_LIMIT,
@@ -521,6 +521,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
+    if "kg" in {f.name for f in dataclasses.fields(chosen.context)}:
+        # The rules read the terms' types from the run's own input when it is RDF.
+        values.update(input_types(values, triples=triples, sparql=sparql, graph=graph))
     context_class = settings_class(chosen.context) if consensus else chosen.context
     ctx = make_context(chosen, members[0], values, context_class)
     check_prompt_files(ctx)

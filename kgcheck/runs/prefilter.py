@@ -25,8 +25,8 @@ from kgcheck.data.rdf import RDF_SUFFIXES
 from kgcheck.data.runfolder import VERDICTS, amend_summary, read_verdicts
 from kgcheck.graphs.strategies.schema import SchemaContext, checker_of, rules_verdict
 
-__all__ = ["PREFILTERS", "PrefilterError", "plan_prefilter", "prefilter_counts",
-           "prefiltered"]
+__all__ = ["PREFILTERS", "PrefilterError", "input_types", "plan_prefilter",
+           "prefilter_counts", "prefiltered"]
 
 PREFILTERS = ("schema",)
 PREFILTER_NOTE = "refuted by the KG's rules before any model call"
@@ -41,6 +41,21 @@ class PrefilterError(ArgumentError):
 def _is_rdf(path: str | Path) -> bool:
     name = str(path).lower().removesuffix(".gz")
     return any(name.endswith(suffix) for suffix in RDF_SUFFIXES)
+
+
+def input_types(values: Mapping[str, Any], *, triples: str | Path | None = None,
+                sparql: str | None = None, graph: str | None = None) -> dict[str, Any]:
+    """Point the rules at the run's input for the terms' types, unless they name a source.
+
+    The input KG holds the types when it is RDF (a file) or a SPARQL endpoint.
+    """
+    if values.get("kg") or values.get("endpoint"):
+        return {}
+    if triples is not None and _is_rdf(triples):
+        return {"kg": str(triples)}
+    if sparql:
+        return {"endpoint": sparql, "endpoint_graph": graph or ""}
+    return {}
 
 
 def plan_prefilter(name: str | None, rules: Mapping[str, Any] | None, *,
@@ -65,13 +80,7 @@ def plan_prefilter(name: str | None, rules: Mapping[str, Any] | None, *,
     if unknown:
         raise PrefilterError(f"unknown rule setting {', '.join(unknown)}; known: ontology, "
                              "shapes, kg, endpoint, endpoint_graph, types_complete")
-    if not values.get("kg") and not values.get("endpoint"):
-        # The input KG holds the terms' types when it is RDF.
-        if triples is not None and _is_rdf(triples):
-            values["kg"] = str(triples)
-        elif sparql:
-            values["endpoint"] = sparql
-            values.setdefault("endpoint_graph", graph or "")
+    values.update(input_types(values, triples=triples, sparql=sparql, graph=graph))
     ctx = SchemaContext(**values)
     checker_of(ctx)
     return ctx
