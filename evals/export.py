@@ -293,6 +293,9 @@ def _target(out: str | Path | None, name: str | None = None) -> Path | None:
     path = Path(out)
     if path.is_dir() and name:
         return path / name
+    if name and str(out).endswith(("/", "\\")):
+        raise ExportError(f"{{out}}: folder {literal(str(path))} does not exist",
+                          out=Arg("out", str(out)))
     if path.is_dir():
         raise ExportError("{out} is a folder; give a file name", out=Arg("out", str(path)))
     if not path.parent.is_dir():

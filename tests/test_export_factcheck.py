@@ -100,5 +100,9 @@ def test_factcheck_export_to_standard_output_and_model_names(tmp_path: Path) -> 
     result = runner.invoke(app, ["export", str(run_dir), "--format", "factcheck", "--out", "-"])
     assert result.exit_code == 0, result.output
     assert [r["id"] for r in json.loads(result.stdout)]
+    missing = runner.invoke(app, ["export", str(run_dir), "--format", "factcheck", "--out",
+                                  f"{tmp_path / 'missing'}/"])
+    assert missing.exit_code != 0 and "does not exist" in missing.output
+    assert not (tmp_path / "missing").exists()
     assert upstream_model("ollama:gemma2:9b") == "gemma2:9b"
     assert upstream_model("gemma2:9b") == "gemma2:9b"  # no provider: as it is
