@@ -435,7 +435,8 @@ def factcheck_record(record: Mapping[str, Any], method: str) -> dict[str, Any]:
 def _majority_vote(info: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                    name: str) -> dict[str, Any]:
     method = str(info.get("method") or "DKA")
-    results, ties = [], 0
+    results: list[dict[str, Any]] = []
+    ties = 0
     for record in records:
         details = record.get("details") or {}
         votes = details.get("votes") or []
@@ -470,14 +471,14 @@ def _majority_vote(info: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
             } for v in votes],
             "success": label in ("T", "F"),
         })
-    decided = sum(r["success"] for r in results)
+    decided = sum(1 for r in results if r["success"])
     return {
         "metadata": {"dataset": info.get("dataset"), "source_files": [name],
                      "majority_threshold": 3, "total_facts": len(results),
                      "decidable_facts": decided,
                      "members": [upstream_model(str(m)) for m in info.get("models") or []]},
         "statistics": {"facts_with_majority": len(results) - ties, "ties_encountered": ties,
-                       "ties_resolved": sum(r["tie_broken"] for r in results),
+                       "ties_resolved": sum(1 for r in results if r["tie_broken"]),
                        "tie_percentage": 100.0 * ties / len(results) if results else 0.0},
         "results": results,
     }

@@ -515,11 +515,11 @@ class RuleChecker:
                                      f"owl:FunctionalProperty: {name} allows one value; "
                                      f"{_show(s)} also has {shown} (one of them is wrong)"))
         if onto.is_(p.value, "TransitiveProperty") and isinstance(o, ox.NamedNode):
-            chain = [t for t in self._reaches(s, o, p)]
-            if len(chain) > 2:
-                shown = f" {name} ".join(_show(t) for t in chain)
-                found.append(Finding("owl:TransitiveProperty", name, shown, False,
-                                     f"owl:TransitiveProperty: entailed by {shown}"))
+            steps = self._reaches(s, o, p)
+            if len(steps) > 2:
+                path = f" {name} ".join(_show(t) for t in steps)
+                found.append(Finding("owl:TransitiveProperty", name, path, False,
+                                     f"owl:TransitiveProperty: entailed by {path}"))
         if isinstance(o, ox.NamedNode):
             if onto.is_(p.value, "SymmetricProperty") and s in self.terms.objects(o, p):
                 found.append(Finding("owl:SymmetricProperty", name, f"{_show(o)} {name} "
