@@ -23,12 +23,19 @@ from kgcheck.graphs import verdicts
 from kgcheck.graphs.context import Context, bind, context_of
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
-from kgcheck.retrievers.rules import Finding, RuleChecker, as_details, open_checker
+from kgcheck.retrievers.rules import (
+    Finding,
+    RuleChecker,
+    RulesError,
+    as_details,
+    open_checker,
+)
 
 # The label of "no rule decides": NA until the verdicts know a not-enough-evidence label.
 NO_RULE_DECIDES: Label = "NA"
 NO_RULE_REASON = "no rule decides"
 RULES_MODEL = "rules"
+NO_RULES = f"{NO_RULE_REASON}: no ontology or shapes given (set ontology or shapes)"
 
 
 @dataclass(kw_only=True)
@@ -96,7 +103,15 @@ async def check_rules(state: SchemaState, runtime: Runtime[SchemaContext], *,
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, RULES_MODEL)}
-    checker = await asyncio.to_thread(checker_of, ctx)
+    if not ctx.ontology and not ctx.shapes:
+        # A graph called with no rules (Studio, a script): nothing can decide. A batch run
+        # refuses this before it starts (check_rule_files).
+        return {"verdict": rules_verdict(fact, [], ctx.METHOD) | {
+            "raw": NO_RULES, "details": {"reason": NO_RULES, "rule": None, "findings": []}}}
+    try:
+        checker = await asyncio.to_thread(checker_of, ctx)
+    except RulesError as exc:
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, RULES_MODEL, exc)}
     loop = asyncio.get_running_loop()
     started = loop.time()
     found = await asyncio.to_thread(checker.check, fact)
