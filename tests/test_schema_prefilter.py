@@ -101,3 +101,26 @@ def test_prefilter_mistakes_are_one_line(kg: dict[str, Path], tmp_path: Path,
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], result.output
     assert len(openai_server.calls()) == before
+
+
+def test_an_endpoint_input_gives_the_types(kg: dict[str, Path], tmp_path: Path,
+                                           openai_server: OpenAIStub, virtuoso) -> None:
+    from tests.virtuoso import load
+
+    graph = "http://kgcheck.test/prefilter"
+    load(virtuoso, kg["kg"], graph)
+    refuted = _schema_refuted(kg, tmp_path)
+    before = len(openai_server.calls())
+    out = tmp_path / "sparql"
+    result = runner.invoke(app, ["run", "--sparql", virtuoso.url, "--graph", graph,
+                                 "--model", "openai-compatible:stub-model", "--base-url",
+                                 openai_server.url, "--prefilter", "schema", "--ontology",
+                                 str(kg["onto"]), "--no-cache", "--concurrency", "1",
+                                 "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prefilter"]["refuted"] == len(refuted)
+    assert len(openai_server.calls()) - before == len(KG_LINES) - len(refuted)
+    info = json.loads((out / "run.json").read_text())
+    assert info["settings"]["prefilter"]["endpoint"] == virtuoso.url
+    assert info["settings"]["prefilter"]["endpoint_graph"] == graph
