@@ -31,8 +31,8 @@ from kgcheck.retrievers.rules import (
     open_checker,
 )
 
-# The label of "no rule decides": NA until the verdicts know a not-enough-evidence label.
-NO_RULE_DECIDES: Label = "NA"
+# The label of "no rule decides": not enough evidence (the rules neither refute nor confirm).
+NO_RULE_DECIDES: Label = "NEI"
 NO_RULE_REASON = "no rule decides"
 RULES_MODEL = "rules"
 NO_RULES = f"{NO_RULE_REASON}: no ontology or shapes given (set ontology or shapes)"
