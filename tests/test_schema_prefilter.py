@@ -124,3 +124,37 @@ def test_an_endpoint_input_gives_the_types(kg: dict[str, Path], tmp_path: Path,
     info = json.loads((out / "run.json").read_text())
     assert info["settings"]["prefilter"]["endpoint"] == virtuoso.url
     assert info["settings"]["prefilter"]["endpoint_graph"] == graph
+
+
+def test_findings_that_decide_nothing_reach_the_prompt(kg: dict[str, Path], tmp_path: Path,
+                                                        ) -> None:
+    from langchain_core.messages import AIMessage
+
+    from tests.scripted import SCRIPTED, register_scripted
+    from tests.test_any_dataset import PROMPTS, RecordingModel
+
+    # A second birth date: owl:FunctionalProperty finds a conflict, and cannot say which.
+    second = '<http://ex.org/ada> <http://ex.org/birthDate> "1816-01-01"^^' \
+        '<http://www.w3.org/2001/XMLSchema#date> .'
+    kg["kg"].write_text("\n".join([*KG_LINES, second]) + "\n")
+    PROMPTS.clear()
+    answers = iter([AIMessage(content="T")] * 50)
+    register_scripted("rules-evidence", lambda: RecordingModel(messages=answers))
+    try:
+        out = tmp_path / "run"
+        result = runner.invoke(app, ["run", "--triples", str(kg["kg"]), "--model",
+                                     "scripted:rules-evidence", "--prefilter", "schema",
+                                     "--ontology", str(kg["onto"]), "--no-cache",
+                                     "--concurrency", "1", "--out", str(out), "--no-progress"])
+    finally:
+        SCRIPTED.pop("rules-evidence", None)
+    assert result.exit_code == 0, result.output
+    with_findings = [p for p in PROMPTS if "findings of the KG's own rules" in p]
+    # Both birth dates, each naming the other; no other prompt carries findings.
+    assert len(with_findings) == 2
+    for prompt, other in zip(with_findings, ("1816-01-01", "1815-12-10"), strict=True):
+        data, evidence = prompt.split("findings of the KG's own rules", 1)
+        assert "owl:FunctionalProperty" in evidence and "one of them is wrong" in evidence
+        assert other in evidence and other not in data
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(PROMPTS) == summary["prefilter"]["sent_to_model"]

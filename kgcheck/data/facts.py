@@ -78,6 +78,7 @@ class Fact(BaseModel):
     sentence: str | None = Field(default=None, description="A natural-language rendering, if any.")
     defect: str | None = Field(default=None, description="Why the triple cannot be sent.")
     rdf: dict[str, str] | None = Field(default=None, description="The triple's RDF terms in N-Triples syntax, when read from RDF.")
+    rules: list[str] | None = Field(default=None, description="What the KG's rules say about the fact without deciding it, shown to the model as evidence.")
 
     @classmethod
     def from_triple(
@@ -143,6 +144,8 @@ class Fact(BaseModel):
         if self.rdf:
             # The RDF terms (datatypes, languages) for graphs that read them: the rules.
             data["rdf"] = dict(self.rdf)
+        if self.rules:
+            data["rules"] = list(self.rules)
         return data
 
 
@@ -191,6 +194,7 @@ class FactInput(TypedDict):
     defect: NotRequired[str]
     names: NotRequired[dict[str, str]]
     rdf: NotRequired[dict[str, str]]
+    rules: NotRequired[list[str]]
 
 
 class VerdictDict(TypedDict, total=False):

@@ -3,7 +3,9 @@
 ``--prefilter schema`` checks every fact against the schema strategy's rules (an ontology,
 SHACL shapes) before the run's strategy sees it. A fact a rule refutes gets the schema
 verdict, F, under the run's method, its reason saying that the rules refuted it and no
-model was asked (``details.prefilter``); every other fact goes to the model. The summary
+model was asked (``details.prefilter``); every other fact goes to the model, with what
+the rules found about it without deciding (a second value of a functional property, a
+chain that entails it) in its prompt as evidence. The summary
 counts the facts refuted and the calls saved (at least one per refuted fact: more for
 strategies that ask several times).
 
@@ -93,7 +95,10 @@ def prefiltered(invoke: Invoke, ctx: SchemaContext, method: str) -> Invoke:
     async def check(fact: Fact) -> dict[str, Any]:
         found = await asyncio.to_thread(checker.check, fact)
         if not any(f.refutes for f in found):
-            return await invoke(fact)
+            # Findings that decide nothing (a second functional value, an entailing chain)
+            # go to the model as evidence.
+            return await invoke(fact.model_copy(update={"rules": [f.text for f in found]})
+                                if found else fact)
         verdict = rules_verdict(fact, found, method)
         details = verdict.setdefault("details", {})
         details["prefilter"] = "schema"
