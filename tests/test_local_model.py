@@ -180,7 +180,8 @@ async def test_a_second_identical_run_is_answered_by_the_cache(local_server, yag
                                 out=tmp_path / "b")
     assert first.summary["cache"]["misses"] == 2 and first.summary["cache"]["hits"] == 0
     assert second.summary["cache"]["hits"] == 2 and second.summary["cache"]["misses"] == 0
-    assert [r["raw"] for r in second.records] == [r["raw"] for r in first.records]
+    assert ({r["fact_id"]: r["raw"] for r in second.records}
+            == {r["fact_id"]: r["raw"] for r in first.records})
 
 
 def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

@@ -380,7 +380,7 @@ def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
         key, sep, raw = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep:
-            raise SettingsError("{pair}: expected key=value",
+            raise SettingsError("{pair}: expected NAME=VALUE",
                                 pair=Arg("settings", [pair]))
         if key not in fields:
             raise SettingsError(f"{{key}}: unknown setting; known: {', '.join(sorted(fields))}",

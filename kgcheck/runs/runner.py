@@ -366,9 +366,10 @@ def model_calls(record: Mapping[str, Any]) -> tuple[list[Call], bool]:
     hide behind the others' votes.
     """
     details = record.get("details") or {}
-    # Consensus votes are members' answers; self-consistency keeps its samples' labels.
-    votes = details.get("votes") if details.get("strategy") == "consensus" else None
-    if not votes or not all(isinstance(v, Mapping) for v in votes):
+    # Consensus keeps a list of member votes; DKA-SC's "votes" are label counts (a dict).
+    votes = details.get("votes")
+    votes = [v for v in votes if isinstance(v, Mapping)] if isinstance(votes, list) else []
+    if not votes:
         failed = record.get("error") and not verdicts.is_defect(record)
         return [(str(record.get("model") or ""), details.get("error_type") if failed else None,
                  record.get("error") if failed else None)], False
