@@ -1,4 +1,8 @@
-"""Export a run's verdicts for a curator: CSV, JSONL, or RDF (N-Triples, Turtle).
+"""Export a run's verdicts for a curator: CSV, JSONL, RDF (N-Triples, Turtle), or changes.
+
+``sparql`` and ``patch`` write the changes the verdicts call for (``kgcheck.evals.patch``):
+a SPARQL 1.1 Update or an RDF Patch deleting the triples judged false and inserting
+corrections a person accepted.
 
 CSV and JSONL hold one row per fact: the triple as given, the verdict, the model and
 method, the model's reason (or the evidence documents, for RAG), the time it was checked,
@@ -47,13 +51,17 @@ from kgcheck.data.runfolder import (
     read_verdicts,
 )
 
-FORMATS = ("csv", "jsonl", "nt", "ttl")
+FORMATS = ("csv", "jsonl", "nt", "ttl", "sparql", "patch")
+# Formats that write the changes the verdicts call for, not the verdicts.
+CHANGE_FORMATS = ("sparql", "patch")
 RDF_FORMATS = {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE}
 RDF_SHAPES = ("annotated", "plain")
 COLUMNS = ("fact_id", "subject", "predicate", "object", "subject_name", "predicate_name",
            "object_name", "verdict", "method", "model", "reason",
            "evidence", "checked_at", "gold", "error", "review_label", "review_note", "reviewer",
-           "reviewed_at", "dataset", "run_id")
+           "reviewed_at", "dataset", "run_id", "confidence", "confidence_source", "rationale",
+           "cited", "correction_part", "correction_value", "review_correction",
+           "review_corrected_value")
 # Longest reason text kept in an export; raw answers with reasoning can be long.
 MAX_REASON_CHARS = 2000
 
@@ -70,7 +78,7 @@ PROV = "http://www.w3.org/ns/prov#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 # A verdict label as a resource of the vocabulary.
-LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
+LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable", "NEI": "NotEnoughEvidence"}
 
 
 class ExportError(ArgumentMessage, ValueError):
@@ -130,6 +138,15 @@ def rows(records: Iterable[Mapping[str, Any]],
             "reviewed_at": seen.get("reviewed_at") or None,
             "dataset": record.get("dataset"),
             "run_id": record.get("run_id"),
+            "confidence": record.get("confidence"),
+            "confidence_source": record.get("confidence_source"),
+            "rationale": record.get("rationale"),
+            "cited": " ".join(str(c.get("url") or c.get("doc_id"))
+                              for c in record.get("citations") or []) or None,
+            "correction_part": (record.get("correction") or {}).get("part"),
+            "correction_value": (record.get("correction") or {}).get("value"),
+            "review_correction": seen.get("correction") or None,
+            "review_corrected_value": seen.get("corrected_value") or None,
             "rdf": record.get("rdf"),
         }
 
@@ -237,6 +254,11 @@ def annotated_triples(row: Mapping[str, Any],
                       ("review_note", "reviewNote"), ("reviewer", "reviewer")):
         if row.get(key):
             yield ox.Triple(node, _kgc(name), ox.Literal(str(row[key])))
+    if row.get("confidence") is not None:
+        yield ox.Triple(node, _kgc("confidence"),
+                        ox.Literal(str(row["confidence"]), datatype=ox.NamedNode(XSD + "double")))
+    if row.get("rationale"):
+        yield ox.Triple(node, _kgc("rationale"), ox.Literal(str(row["rationale"])))
     if row.get("gold") in ("T", "F"):
         yield ox.Triple(node, _kgc("goldLabel"), _kgc(LABEL_TERMS[row["gold"]]))
     review = str(row.get("review_label") or "").strip().upper()
@@ -343,18 +365,29 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
     labels = parse_only(only, error=ExportError)
+    if labels and fmt in CHANGE_FORMATS:
+        raise ExportError(f"--only does not apply to --format {fmt}: it deletes the facts "
+                          "judged (or labelled) false and inserts accepted corrections")
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
-    records = [r for r in read_verdicts(folder / VERDICTS).values()
-               if not labels or r.get("label", "NA") in labels]
+    every = read_verdicts(folder / VERDICTS)
+    records = [r for r in every.values() if not labels or r.get("label", "NA") in labels]
+
+    def write(sink: IO[bytes]) -> int:
+        if fmt in CHANGE_FORMATS:
+            from kgcheck.evals.patch import write_changes
+
+            return write_changes(rows(records, review), every, review, fmt, sink)
+        return write_rows(rows(records, review), fmt, sink, shape=shape)
+
     path = _target(out)
     if path is None:
-        count = write_rows(rows(records, review), fmt, sys.stdout.buffer, shape=shape)
+        count = write(sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return Exported(None, fmt, count)
     try:
         # Whole or not at all: a full disk or a kill part way leaves the old export intact.
         with atomic_output(path) as sink:
-            count = write_rows(rows(records, review), fmt, sink, shape=shape)
+            count = write(sink)
     except OSError as exc:
         raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
                           "an existing file there is unchanged") from None

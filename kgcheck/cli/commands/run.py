@@ -88,6 +88,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    _print_explained(summary)
     matrix = summary.get("confusion")
     if matrix:
         console.print("confusion matrix (rows: gold, columns: verdict)")
@@ -113,6 +114,24 @@ def print_summary(summary: dict[str, Any]) -> None:
     _print_predicates(summary.get("by_predicate") or [])
     if consensus:
         _print_consensus(summary, members)
+
+
+def _print_explained(summary: dict[str, Any]) -> None:
+    """Print coverage (with NEI verdicts), confidence scores and answer problems, if any."""
+    if summary.get("nei"):
+        console.print(f"coverage {_score(summary.get('coverage'))} (NEI {summary['nei']}), "
+                      f"accuracy over covered facts {_score(summary.get('accuracy_covered'))}",
+                      highlight=False)
+    scores = (summary.get("calibration") or {}).get("scores")
+    if scores:
+        console.print(f"confidence over {scores['n']} labelled verdicts: AUROC "
+                      f"{_score(scores['auroc'])}, AUPRC {_score(scores['auprc'])}, Brier "
+                      f"{_score(scores['brier'])}, ECE {_score(scores['ece'])}",
+                      highlight=False)
+    problems = summary.get("answer_problems") or {}
+    if problems:
+        console.print("answer problems: " + "; ".join(f"{k} ({v})" for k, v in problems.items()),
+                      highlight=False, markup=False)
 
 
 def _print_predicates(rows: list[dict[str, Any]]) -> None:
