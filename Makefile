@@ -27,7 +27,7 @@ install: $(STAMP)
 # DKA over YAGO with the recorded gemma2:9b answers, then the study's tables 5-8 and figures,
 # then a few facts of a small RDF file checked live by SmolLM2-135M on llama.cpp.
 demo: $(STAMP)
-	$(BIN)/kgcheck run --dataset yago --method dka --model replay:gemma2:9b --out runs/demo-dka-yago --fresh
+	$(BIN)/kgcheck run --dataset yago --strategy dka --model replay:gemma2:9b --out runs/demo-dka-yago --fresh
 	$(BIN)/kgcheck reproduce --datasets FactBench,YAGO --out runs/demo-reproduce
 	@awk '/^## /{n++} n==1' runs/demo-reproduce/tables.md
 	$(BIN)/kgcheck run --triples $(DEMO_KG) --method dka --model local:smollm2-135m --set temperature=0 --set constrain=true --out runs/demo-local --fresh --no-progress

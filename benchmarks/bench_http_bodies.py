@@ -23,7 +23,6 @@ import resource
 import sys
 import time
 import tracemalloc
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the test stub
 import httpx  # noqa: E402
 
 from kgcheck.retrievers.sources.net import Net, NetPolicy  # noqa: E402
+from tests.stubs.bodies import gzip_bomb  # noqa: E402
 from tests.stubs.web import Page, WebStub  # noqa: E402
-
-
-def bomb(megabytes: int) -> bytes:
-    """Return ``megabytes`` MB of zeros, gzip-compressed a megabyte at a time."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    zeros = bytes(2**20)
-    return b"".join([*(packer.compress(zeros) for _ in range(megabytes)), packer.flush()])
 
 
 def rss_mb() -> float:
@@ -83,7 +76,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=300)
     parser.add_argument("--cap", type=int, default=2_000_000)
     args = parser.parse_args()
-    payload = bomb(args.mb)
+    payload = gzip_bomb(args.mb)
     with WebStub(pages={"/bomb.html": Page(payload, encoded="gzip")}) as web:
         url = f"{web.url}/bomb.html"
         # Capped first: the uncapped read raises the process's peak RSS for good.

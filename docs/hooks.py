@@ -7,6 +7,13 @@ Two pages are written from the code while the site builds, so they cannot drift 
 - ``<!-- generate: settings -->`` becomes every setting of every registered graph, read
   from the Context dataclasses (``kgcheck.settings`` for strategies).
 
+- ``<!-- generate: api -->`` becomes a mkdocstrings ``:::`` entry for every name of
+  ``kgcheck.__all__``, at the module that defines it.
+
+mkdocstrings reads the code from a tree that lays the repository out as the installed
+``kgcheck`` namespace (``graphs/`` as ``kgcheck/graphs``: tests/package_tree.py), built
+into ``build/docs-tree`` when the site builds.
+
 Every page in ``docs/guides/`` that the nav does not list is added to the Guides section
 (titled by its first heading), so a new guide needs no edit of ``mkdocs.yml``.
 """
@@ -15,9 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import inspect
 import re
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# mkdocs.yml's mkdocstrings ``paths``: the repository as the installed namespace.
+TREE = ROOT / "build" / "docs-tree"
 
 GUIDES = "guides"
 MARKER = re.compile(r"<!--\s*generate:\s*(\w+)\s*-->")
@@ -40,12 +54,31 @@ def _title(page: Path) -> str:
     """Return a page's first heading, else its file name as words."""
     for line in page.read_text(encoding="utf-8").splitlines():
         if line.startswith("# "):
-            return line[2:].strip()
+            return line[2:].replace("`", "").strip()
     return page.stem.replace("-", " ").capitalize()
 
 
+def _package_tree(target: Path) -> None:
+    """Lay the repository out as the installed namespace, as tests/package_tree.py does.
+
+    The top-level files of ``kgcheck/`` are copied rather than linked: griffe resolves a
+    linked ``__init__.py`` to the real folder, where ``graphs/``, ``evals/``, ... are not.
+    """
+    sys.path.insert(0, str(ROOT))
+    from tests.package_tree import build_tree
+
+    build_tree(target, ROOT)
+    top = target / "kgcheck"
+    for link in top.iterdir():
+        if link.is_symlink() and link.is_file():
+            real = link.resolve()
+            link.unlink()
+            shutil.copyfile(real, link)
+
+
 def on_config(config: Any) -> Any:
-    """Add the guides the nav does not list to its Guides section, by file name."""
+    """Lay out the package tree for mkdocstrings; add unlisted guides to the nav."""
+    _package_tree(TREE)
     nav = config.get("nav")
     docs = Path(config["docs_dir"])
     if not nav:
@@ -115,7 +148,7 @@ def _commands(group: Any, ctx: Any) -> list[tuple[Any, Any]]:
 def _command_section(ctx: Any, command: Any) -> str:
     path = ctx.command_path
     depth = path.count(" ")
-    lines = [f"{'#' * min(depth + 1, 4)} `{path}`", ""]
+    lines = [f"{'#' * (2 if depth <= 1 else 3)} `{path}`", ""]
     text = (command.help or command.short_help or "").strip()
     if text:
         lines += [html.escape(text.replace("\b\n", ""), quote=False), ""]
@@ -203,7 +236,31 @@ def settings_reference() -> str:
     return "\n".join(out)
 
 
-GENERATORS = {"cli": cli_reference, "settings": settings_reference}
+def api_reference() -> str:
+    """Return a ``:::`` entry for every public name, grouped: functions, models, errors."""
+    import kgcheck
+
+    groups: dict[str, list[str]] = {"Functions": [], "Facts and verdicts": [],
+                                    "Errors and warnings": []}
+    for name in kgcheck.__all__:
+        if name.startswith("__"):
+            continue
+        obj = getattr(kgcheck, name)
+        where = f"{obj.__module__}.{obj.__qualname__}"
+        if inspect.isclass(obj) and issubclass(obj, BaseException):
+            groups["Errors and warnings"].append(where)
+        elif inspect.isclass(obj):
+            groups["Facts and verdicts"].append(where)
+        else:
+            groups["Functions"].append(where)
+    out = []
+    for title, entries in groups.items():
+        out += [f"## {title}", ""]
+        out += [line for entry in entries for line in (f"::: {entry}", "")]
+    return "\n".join(out)
+
+
+GENERATORS = {"cli": cli_reference, "settings": settings_reference, "api": api_reference}
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

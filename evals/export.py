@@ -1,4 +1,8 @@
-"""Export a run's verdicts for a curator: CSV, JSONL, or RDF (N-Triples, Turtle).
+"""Export a run's verdicts for a curator: CSV, JSONL, RDF (N-Triples, Turtle), or changes.
+
+``sparql`` and ``patch`` write the changes the verdicts call for (``kgcheck.evals.patch``):
+a SPARQL 1.1 Update or an RDF Patch deleting the triples judged false and inserting
+corrections a person accepted.
 
 CSV and JSONL hold one row per fact: the triple as given, the verdict, the model and
 method, the model's reason (or the evidence documents, for RAG), the time it was checked,
@@ -33,9 +37,10 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from kgcheck.arguments import ArgumentMessage
+from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import atomic_output
 from kgcheck.data.cells import neutralise
+from kgcheck.data.facts import readable_term
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -46,12 +51,17 @@ from kgcheck.data.runfolder import (
     read_verdicts,
 )
 
-FORMATS = ("csv", "jsonl", "nt", "ttl")
+FORMATS = ("csv", "jsonl", "nt", "ttl", "sparql", "patch")
+# Formats that write the changes the verdicts call for, not the verdicts.
+CHANGE_FORMATS = ("sparql", "patch")
 RDF_FORMATS = {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE}
 RDF_SHAPES = ("annotated", "plain")
-COLUMNS = ("fact_id", "subject", "predicate", "object", "verdict", "method", "model", "reason",
+COLUMNS = ("fact_id", "subject", "predicate", "object", "subject_name", "predicate_name",
+           "object_name", "verdict", "method", "model", "reason",
            "evidence", "checked_at", "gold", "error", "review_label", "review_note", "reviewer",
-           "reviewed_at", "dataset", "run_id")
+           "reviewed_at", "dataset", "run_id", "confidence", "confidence_source", "rationale",
+           "cited", "correction_part", "correction_value", "review_correction",
+           "review_corrected_value")
 # Longest reason text kept in an export; raw answers with reasoning can be long.
 MAX_REASON_CHARS = 2000
 
@@ -68,7 +78,7 @@ PROV = "http://www.w3.org/ns/prov#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 # A verdict label as a resource of the vocabulary.
-LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
+LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable", "NEI": "NotEnoughEvidence"}
 
 
 class ExportError(ArgumentMessage, ValueError):
@@ -102,11 +112,18 @@ def rows(records: Iterable[Mapping[str, Any]],
     for record in records:
         fid = str(record["fact_id"])
         seen: Mapping[str, str] = review.get(fid) or {}  # type: ignore[assignment]
+        names = record.get("names")
+        given: Mapping[str, str] = names if isinstance(names, Mapping) else {}
         yield {
             "fact_id": fid,
             "subject": record.get("subject"),
             "predicate": record.get("predicate"),
             "object": record.get("object"),
+            # The KG's name of a term (rdfs:label ...) where it gave one, else one read off
+            # the term itself (``http://dbpedia.org/resource/Ada_Lovelace`` -> Ada Lovelace).
+            **{f"{key}_name": given.get(key) or readable_term(str(record.get(key) or ""))
+               for key in ("subject", "predicate", "object")},
+            "names": dict(given),
             "verdict": record.get("label", "NA"),
             "method": record.get("method"),
             "model": record.get("model"),
@@ -121,6 +138,15 @@ def rows(records: Iterable[Mapping[str, Any]],
             "reviewed_at": seen.get("reviewed_at") or None,
             "dataset": record.get("dataset"),
             "run_id": record.get("run_id"),
+            "confidence": record.get("confidence"),
+            "confidence_source": record.get("confidence_source"),
+            "rationale": record.get("rationale"),
+            "cited": " ".join(str(c.get("url") or c.get("doc_id"))
+                              for c in record.get("citations") or []) or None,
+            "correction_part": (record.get("correction") or {}).get("part"),
+            "correction_value": (record.get("correction") or {}).get("value"),
+            "review_correction": seen.get("correction") or None,
+            "review_corrected_value": seen.get("corrected_value") or None,
             "rdf": record.get("rdf"),
         }
 
@@ -192,6 +218,7 @@ def annotated_triples(row: Mapping[str, Any],
     """
     described = set() if described is None else described
     s, p, o = triple_terms(row)
+    yield from name_triples(row, (s, p, o), described)
     run_id = str(row.get("run_id") or "run")
     node = ox.NamedNode(f"{VERDICT}{_safe(run_id)}:{_safe(str(row['fact_id']))}")
     a = ox.NamedNode(RDF + "type")
@@ -227,6 +254,11 @@ def annotated_triples(row: Mapping[str, Any],
                       ("review_note", "reviewNote"), ("reviewer", "reviewer")):
         if row.get(key):
             yield ox.Triple(node, _kgc(name), ox.Literal(str(row[key])))
+    if row.get("confidence") is not None:
+        yield ox.Triple(node, _kgc("confidence"),
+                        ox.Literal(str(row["confidence"]), datatype=ox.NamedNode(XSD + "double")))
+    if row.get("rationale"):
+        yield ox.Triple(node, _kgc("rationale"), ox.Literal(str(row["rationale"])))
     if row.get("gold") in ("T", "F"):
         yield ox.Triple(node, _kgc("goldLabel"), _kgc(LABEL_TERMS[row["gold"]]))
     review = str(row.get("review_label") or "").strip().upper()
@@ -236,6 +268,24 @@ def annotated_triples(row: Mapping[str, Any],
         yield ox.Triple(node, _kgc("reviewLabel"), _kgc("Skipped"))
     if row.get("reviewed_at"):
         yield ox.Triple(node, _kgc("reviewedAt"), ox.Literal(str(row["reviewed_at"])))
+
+
+def name_triples(row: Mapping[str, Any], terms: Sequence[Any],
+                 described: set[str]) -> Iterator[ox.Triple]:
+    """Label a verdict's terms with ``rdfs:label``, once per term.
+
+    Only names with a source are stated: the KG's own (``rdfs:label``, ``skos:prefLabel``
+    ... of the input), and the readable form of a term kgcheck minted an IRI for.
+    """
+    given = row.get("names") or {}
+    for key, term in zip(("subject", "predicate", "object"), terms, strict=True):
+        if not isinstance(term, ox.NamedNode) or f"label {term.value}" in described:
+            continue
+        name = given.get(key) or (row.get(f"{key}_name") if term.value.startswith(TERM)
+                                  else None)
+        if name:
+            described.add(f"label {term.value}")
+            yield ox.Triple(term, ox.NamedNode(RDFS + "label"), ox.Literal(str(name)))
 
 
 def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterator[ox.Triple]:
@@ -256,9 +306,10 @@ def _target(out: str | Path | None) -> Path | None:
         return None
     path = Path(out)
     if path.is_dir():
-        raise ExportError(f"--out {path} is a folder; give a file name")
+        raise ExportError("{out} is a folder; give a file name", out=Arg("out", str(path)))
     if not path.parent.is_dir():
-        raise ExportError(f"--out {path}: folder {path.parent} does not exist")
+        raise ExportError(f"{{out}}: folder {literal(str(path.parent))} does not exist",
+                          out=Arg("out", str(path)))
     return path
 
 
@@ -290,7 +341,8 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()
-                                       if k in COLUMNS or (k == "rdf" and v)}) + "\n")
+                                       if k in COLUMNS or (k in ("rdf", "names") and v)})
+                           + "\n")
     finally:
         text.flush()
         text.detach()
@@ -302,27 +354,40 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
     """Export a run folder's verdicts (the last per fact) to ``out`` (None or "-": stdout)."""
     folder = Path(run_dir)
     if fmt not in FORMATS:
-        raise ExportError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        raise ExportError(f"{{format}}: expected one of {', '.join(FORMATS)}",
+                          format=Arg("format", fmt))
     if shape not in RDF_SHAPES:
-        raise ExportError(f"--rdf {shape}: expected one of {', '.join(RDF_SHAPES)}")
+        raise ExportError(f"{{rdf}}: expected one of {', '.join(RDF_SHAPES)}",
+                          rdf=Arg("rdf", shape))
     if not folder.is_dir():
         raise ExportError(f"{folder}: run folder not found")
     if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
     labels = parse_only(only, error=ExportError)
+    if labels and fmt in CHANGE_FORMATS:
+        raise ExportError(f"--only does not apply to --format {fmt}: it deletes the facts "
+                          "judged (or labelled) false and inserts accepted corrections")
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
-    records = [r for r in read_verdicts(folder / VERDICTS).values()
-               if not labels or r.get("label", "NA") in labels]
+    every = read_verdicts(folder / VERDICTS)
+    records = [r for r in every.values() if not labels or r.get("label", "NA") in labels]
+
+    def write(sink: IO[bytes]) -> int:
+        if fmt in CHANGE_FORMATS:
+            from kgcheck.evals.patch import write_changes
+
+            return write_changes(rows(records, review), every, review, fmt, sink)
+        return write_rows(rows(records, review), fmt, sink, shape=shape)
+
     path = _target(out)
     if path is None:
-        count = write_rows(rows(records, review), fmt, sys.stdout.buffer, shape=shape)
+        count = write(sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return Exported(None, fmt, count)
     try:
         # Whole or not at all: a full disk or a kill part way leaves the old export intact.
         with atomic_output(path) as sink:
-            count = write_rows(rows(records, review), fmt, sink, shape=shape)
+            count = write(sink)
     except OSError as exc:
         raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
                           "an existing file there is unchanged") from None

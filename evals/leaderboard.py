@@ -5,14 +5,17 @@ cells last). Accuracy counts an NA verdict as wrong, so a model cannot look bett
 abstaining; the NA rate is reported beside it. Time is the model time per fact (for
 replay: the study's recorded latency) and the cell's wall time; cost is the run's cost
 where the run priced its tokens.
-The plots put F1 against cost (or tokens, when no cell has a price) and against time, with
-the Pareto front of the cells no other cell beats on both.
+Given the cells' verdicts, rows also carry a significance ``group`` (letters; see
+``kgcheck.evals.stats.groups``): cells sharing a letter are not significantly different in
+accuracy (pairwise McNemar tests, Holm's correction), so the order within a group is not
+evidence of anything. The plots put F1 against cost (or tokens, when no cell has a price)
+and against time, with the Pareto front of the cells no other cell beats on both.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kgcheck.data.atomic import write_text_atomic  # noqa: E402
+from kgcheck.evals.stats.errors import StatsInputError  # noqa: E402
+from kgcheck.evals.stats.groups import significance_groups  # noqa: E402
 from kgcheck.evals.study.plots import pareto_front, save_figure  # noqa: E402
 
 LEADERBOARD_JSON = "leaderboard.json"
@@ -80,9 +86,36 @@ def leaderboard_row(cell: dict[str, Any], summary: dict[str, Any],
     }
 
 
-def ranked(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rank rows by macro-F1, best first; unlabelled cells last, in grid order."""
-    return sorted(rows, key=lambda r: (r["macro_f1"] is None, -(r["macro_f1"] or 0.0)))
+def ranked(rows: Sequence[dict[str, Any]],
+           verdicts: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+           ) -> list[dict[str, Any]]:
+    """Rank rows by macro-F1, best first; unlabelled cells last, in grid order.
+
+    With ``verdicts`` (each cell's verdict records, by cell name), every scored row gets a
+    significance ``group``; an unlabelled cell's group is None.
+    """
+    order = sorted(rows, key=lambda r: (r["macro_f1"] is None, -(r["macro_f1"] or 0.0)))
+    if verdicts is None:
+        return order
+    return with_groups(order, verdicts)
+
+
+def with_groups(rows: Sequence[dict[str, Any]],
+                verdicts: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Add each ranked row's significance group (None without labels or statsmodels)."""
+    systems = []
+    for row in rows:
+        records = verdicts.get(row["cell"]) or []
+        gold = {str(r["fact_id"]): str(r["gold"]) for r in records if r.get("gold") in ("T", "F")}
+        if row["macro_f1"] is not None and gold:
+            labels = {str(r["fact_id"]): str(r.get("label", "NA")) for r in records}
+            systems.append((row["cell"], gold, labels))
+    try:
+        found = significance_groups(systems).letters if len(systems) > 1 else {
+            name: "a" for name, _, _ in systems}
+    except StatsInputError:  # statsmodels missing: rank without groups
+        found = {}
+    return [{**row, "group": found.get(row["cell"])} for row in rows]
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -95,19 +128,26 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 def leaderboard_markdown(rows: Sequence[dict[str, Any]], title: str) -> str:
     """Render the ranked rows as a Markdown table."""
-    head = ["#", "cell", "strategy", "model", "prompt", "input", "n", "F1(T)", "F1(F)",
+    grouped = any(r.get("group") for r in rows)
+    head = ["#", *(["group"] if grouped else []), "cell", "strategy", "model", "prompt",
+            "input", "n", "F1(T)", "F1(F)",
             "macro-F1", "accuracy", "NA rate", "tokens", "cost", "s/fact", "wall s"]
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)]
     for i, r in enumerate(rows, 1):
         tokens = None if r["tokens_in"] is None else (r["tokens_in"] + (r["tokens_out"] or 0))
         lines.append("| " + " | ".join([
-            str(i), r["cell"], r["strategy"], r["model"], r["prompt"], r["input"],
+            str(i), *([r.get("group") or "-"] if grouped else []), r["cell"], r["strategy"],
+            r["model"], r["prompt"], r["input"],
             str(r["n"]), _fmt(r["f1_true"]), _fmt(r["f1_false"]), _fmt(r["macro_f1"]),
             _fmt(r["accuracy"]), _fmt(r["na_rate"], 3), _fmt(tokens), _fmt(r["cost"], 4),
             _fmt(r["model_seconds_per_fact"], 3), _fmt(r["wall_seconds"], 1)]) + " |")
     lines += ["", "Accuracy counts NA as wrong; macro-F1 is the mean of F1(T) and F1(F); "
               "s/fact is model time per fact (replay: the study's recorded latency).", ""]
+    if grouped:
+        lines += ["Cells that share a group letter are not significantly different in "
+                  "accuracy (pairwise McNemar exact tests on their shared facts, Holm's "
+                  "correction, alpha 0.05).", ""]
     return "\n".join(lines)
 
 
@@ -152,14 +192,19 @@ def plot_leaderboard(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path
 
 
 def write_leaderboard(rows: Sequence[dict[str, Any]], out_dir: Path, title: str,
-                      *, plots: bool = True) -> list[Path]:
-    """Write ``leaderboard.json``, ``tables.md`` and the plots; return the files written."""
+                      *, plots: bool = True,
+                      verdicts: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+                      ) -> list[Path]:
+    """Write ``leaderboard.json``, ``tables.md`` and the plots; return the files written.
+
+    ``verdicts`` (by cell name) adds the significance groups (see ``ranked``).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    ordered = ranked(rows)
+    ordered = ranked(rows, verdicts)
     json_path = out_dir / LEADERBOARD_JSON
-    json_path.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(json_path, json.dumps(ordered, indent=1) + "\n")
     md_path = out_dir / LEADERBOARD_MD
-    md_path.write_text(leaderboard_markdown(ordered, title), encoding="utf-8")
+    write_text_atomic(md_path, leaderboard_markdown(ordered, title))
     written = [json_path, md_path]
     if plots:
         written += plot_leaderboard(ordered, out_dir)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -34,7 +35,10 @@ from kgcheck.data.runfolder import (
     read_verdicts,
 )
 from kgcheck.data.upstream import DataError, DataSource, open_data
+from kgcheck.evals.calibration import run_calibration
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
+from kgcheck.evals.stats.report import groups_markdown
+from kgcheck.evals.stats.tables import interval_records, intervals_markdown
 from kgcheck.evals.study.recorded import load_recorded, token_section, token_usage
 from kgcheck.evals.study.tables import (
     STUDY,
@@ -58,7 +62,7 @@ MAX_PREDICATES = 30
 GOLD_MARKS: dict[str | None, bool] = {"T": True, "F": False}
 
 
-class ReportInputError(ValueError):
+class ReportInputError(ArgumentError):
     """A run folder that cannot be read; the message names the folder and the problem."""
 
 
@@ -202,6 +206,37 @@ def run_section(runs: Sequence[RunFolder]) -> str:
     return "\n".join(lines)
 
 
+def repeats_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown of the runs made with repeats: flips, entropy, each score's spread."""
+    rows: list[tuple[RunFolder, dict[str, Any]]] = []
+    for run in runs:
+        rep = (run.summary or {}).get("repeats")
+        if isinstance(rep, dict) and rep.get("scores"):
+            rows.append((run, rep))
+    if not rows:
+        return ""
+    lines = ["## Repeats", "",
+             "Each fact checked several times; the verdict is the majority. Flip rate: the "
+             "share of a fact's repeats that differ from its most common label; entropy of "
+             "its labels in bits. Scores: mean and range across the repeats.", "",
+             "| run | repeats | facts flipped | mean flip rate | mean entropy | accuracy | "
+             "F1(T) | F1(F) | macro-F1 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run, rep in rows:
+        cells = [run.name, str(rep["count"]), f"{rep['flipped_facts']:,} of {rep['facts']:,}",
+                 _cell3(rep.get("mean_flip_rate")), _cell3(rep.get("mean_entropy"))]
+        for key in ("accuracy", "f1_true", "f1_false", "macro_f1"):
+            score = rep["scores"].get(key) or {}
+            cells.append("-" if score.get("mean") is None else
+                         f"{score['mean']:.3f} ({score['min']:.3f} to {score['max']:.3f})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cell3(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _review_row(run: str, method: str, model: str, labels: dict[str, str],
                 decisions: dict[str, LabelRow]) -> dict[str, Any]:
     """Count one model's verdicts reviewed, confirmed and overturned by the person."""
@@ -263,6 +298,51 @@ def review_section(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _review_of(run: RunFolder) -> dict[str, LabelRow]:
+    path = run.path / LABELS_FILE
+    return read_labels(path) if path.is_file() else {}
+
+
+def confidence_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown of each run's coverage (NEI) and, where verdicts have confidences, their scores.
+
+    Truths are the person's review labels where given, else the gold labels.
+    """
+    lines = ["## Coverage and confidence", "",
+             "Coverage: share of verdicts that are not NEI (not enough evidence). Confidence "
+             "scores: over the verdicts with a confidence and a review or gold label.", "",
+             "| run | facts | NEI | coverage | accuracy (covered) | confidence from | scored "
+             "| AUROC | AUPRC | Brier | ECE |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs:
+        scores = score_summary(run.records)
+        calibration = run_calibration(run.records, _review_of(run))
+        figures = calibration["scores"] or {}
+        sources = ", ".join(f"{k} {v:,}" for k, v in calibration["sources"].items())
+        cells = [run.name, f"{len(run.records):,}", str(scores["nei"]),
+                 _cell(scores["coverage"]), _cell(scores["accuracy_covered"]), sources,
+                 str(figures.get("n", 0)), *(_cell(figures.get(k)) for k in
+                                            ("auroc", "auprc", "brier", "ece"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def confidence_plots(runs: Sequence[RunFolder], out_dir: Path) -> list[Path]:
+    """Draw a reliability diagram and a precision-coverage curve per run with scores."""
+    from kgcheck.evals.calibration_plots import plot_precision_coverage, plot_reliability
+
+    paths: list[Path] = []
+    for run in runs:
+        figures = run_calibration(run.records, _review_of(run))["scores"]
+        if not figures:
+            continue
+        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.name)
+        paths += plot_reliability(figures, out_dir, f"reliability-{stem}", run.name)
+        paths += plot_precision_coverage(figures, out_dir, f"precision-coverage-{stem}",
+                                         run.name)
+    return paths
+
+
 def predicate_section(runs: Sequence[RunFolder]) -> str:
     """Markdown breaking each run down per predicate: facts, share judged true, scores."""
     parts = ["## Per predicate", ""]
@@ -303,25 +383,35 @@ def output_folder(out_dir: str | Path) -> Path:
     """Create the folder for tables and plots, or say in one line why it cannot be."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ReportInputError(f"--out {out}: exists and is not a folder; pick another --out")
+        raise ReportInputError("{out}: exists and is not a folder; pick another one",
+                               out=Arg("out", str(out)))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ReportInputError(f"--out {out}: cannot create the folder "
-                               f"({exc.strerror or exc}); pick another --out") from None
+        raise ReportInputError(f"{{out}}: cannot create the folder "
+                               f"({literal(str(exc.strerror or exc))}); pick another one",
+                               out=Arg("out", str(out))) from None
     return out
 
 
 def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, title: str,
                   keep_source: bool, plots: bool = True, notes: Sequence[str] = (),
-                  extra: Sequence[str] = ()) -> Outputs:
-    """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``."""
+                  extra: Sequence[str] = (), ci: bool = False) -> Outputs:
+    """Write ``tables.md``, ``tables.json`` and (unless ``plots`` is off) ``plots/``.
+
+    With ``ci``, a section and records of bootstrap intervals follow the point values.
+    """
     out = output_folder(out_dir)
     ordered = sorted(results, key=lambda r: method_rank(r.method))
     datasets = list(dict.fromkeys(r.dataset for r in results))
     ordered = sorted(ordered, key=lambda r: datasets.index(r.dataset))
     records = build_records(ordered)
     public = [public_record(r, keep_source=keep_source) for r in records]
+    if ci:
+        intervals = interval_records(ordered)
+        extra = [intervals_markdown(intervals), *extra]
+        public += [{k: v for k, v in r.items() if keep_source or k != "source"}
+                   for r in intervals]
     md = out / TABLES_MD
     md.write_text(render_markdown(records, title=title,
                                   notes=[*coverage_notes(ordered), *notes],
@@ -338,8 +428,11 @@ def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, titl
 
 def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                  with_recorded: bool = False, data: str | Path | None = None,
-                 plots: bool = True) -> Outputs:
-    """Read run folders (and optionally the study's rows) and write the report."""
+                 plots: bool = True, ci: bool = False) -> Outputs:
+    """Read run folders (and optionally the study's rows) and write the report.
+
+    ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+    """
     if not run_dirs:
         raise ReportInputError("give at least one run folder")
     notes: list[str] = []
@@ -357,17 +450,24 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
     disambiguate(results)
     reviews = review_rows(runs)
     written = write_outputs(results, out_dir, title="kgcheck report", keep_source=True,
-                            plots=plots, notes=notes,
-                            extra=[run_section(runs), predicate_section(runs),
+                            plots=plots, notes=notes, ci=ci,
+                            extra=[run_section(runs),
+                                   groups_markdown([(r.name, r.records) for r in runs]),
+                                   repeats_section(runs),
+                                   predicate_section(runs), confidence_section(runs),
                                    review_section(reviews)])
     written.reviews = reviews
+    if plots:
+        written.plots += confidence_plots(runs, Path(out_dir) / PLOTS_DIR)
     return written
 
 
 def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
                      datasets: Sequence[str] | None = None, plots: bool = True,
-                     warn: Callable[[str], None] | None = None) -> Outputs:
+                     warn: Callable[[str], None] | None = None, ci: bool = False) -> Outputs:
     """Recompute the study's tables and figures from its recorded answers in ``data``.
+
+    The tables hold the study's point values; ``ci`` adds bootstrap intervals after them.
 
     What cannot be scored (no gold labels, unreadable answer files) is left out with a
     warning, passed to ``warn`` and written into the tables; when nothing at all can be
@@ -391,6 +491,6 @@ def reproduce_tables(out_dir: str | Path, *, data: str | Path | None = None,
                                + (why or ": no recorded answers"))
     return write_outputs(
         results, out_dir, title=f"FactCheck study tables, recomputed from {src.location}",
-        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems],
+        keep_source=False, plots=plots, notes=[f"warning: {p}" for p in problems], ci=ci,
         extra=[token_section(token_usage(src, names))],
     )

@@ -19,8 +19,9 @@ API = (
     "acheck", "arun", "check", "datasets", "dry_run", "adry_run", "evidence_sources", "export",
     "fetched_evidence", "iter_triples", "load_dataset", "open_review", "read_sparql",
     "read_triples", "report", "reproduce", "run", "select_facts", "settings", "strategies",
-    "strategy", "KgcheckWarning", "SettingsError", "ArgumentError", "sample",
+    "strategy", "KgcheckWarning", "SettingsError", "ArgumentError", "RunError", "sample",
     "import_verdicts", "aimport_verdicts", "estimate", "analyse_errors", "open_explorer",
+    "explain",
 )
 MODELS = ("Fact", "Verdict")
 SWEEPS = ("sweep", "asweep", "leaderboard")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import tempfile
 import warnings
@@ -26,10 +27,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kgcheck.arguments import Arg, ArgumentError, ArgumentMessage, ArgumentNote, literal
+from kgcheck.arguments import (
+    NAME_ONLY,
+    Arg,
+    ArgumentError,
+    ArgumentMessage,
+    ArgumentNote,
+    Placeholder,
+    literal,
+)
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
-from kgcheck.data.runfolder import VERDICTS, RunError, checked_facts, read_run_info, read_verdicts
+from kgcheck.data.runfolder import (
+    VERDICTS,
+    RunError,
+    checked_facts,
+    read_run_info,
+    read_verdict,
+    read_verdicts,
+)
 from kgcheck.data.sampling import parse_ids
 from kgcheck.data.sampling import select_facts as _select_facts
 from kgcheck.data.sparql import SparqlClient, SparqlReader
@@ -44,9 +60,13 @@ from kgcheck.evals.accuracy.audit import (
     write_sample,
 )
 from kgcheck.evals.accuracy.estimators import EstimateError
-from kgcheck.evals.errors.pipeline import ErrorAnalysis, analyse_errors
+from kgcheck.evals.errors.pipeline import ErrorAnalysis
+from kgcheck.evals.errors.pipeline import analyse_errors as _analyse_errors
 from kgcheck.evals.export import Exported, export_run
 from kgcheck.evals.report import Outputs, build_report, reproduce_tables
+from kgcheck.evals.stats.agreement import agreement as _agreement
+from kgcheck.evals.stats.paired import Comparison, compare_runs
+from kgcheck.evals.stats.report import comparison_text, disagreements_csv
 from kgcheck.graphs.consensus.judges import JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL
 from kgcheck.graphs.registry import Strategy, get_strategy
@@ -70,13 +90,13 @@ from kgcheck.runs.plan import (
     RunPlan,
     SettingsError,
     Warn,
-    _source,
     as_facts,
     as_facts_lazy,
     cache_path,
     check_run_arguments,
     dry_run_of,
     execute,
+    fact_source,
     open_engine,
     own_kg_name,
     parse_setting_pairs,
@@ -97,8 +117,9 @@ __all__ = [
     # Strategies and their settings.
     "strategies", "strategy", "settings", "parse_setting_pairs", "evidence_sources",
     # Runs out: scores, tables, samples, estimates, exports.
-    "report", "reproduce", "sample", "estimate", "export", "fetched_evidence",
+    "report", "reproduce", "sample", "estimate", "export", "explain", "fetched_evidence",
     "FetchedEvidence", "analyse_errors", "ErrorAnalysis", "open_explorer", "Explorer",
+    "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
     "plan_run", "execute", "dry_run_of", "check_run_arguments", "open_engine",
     "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
@@ -110,10 +131,40 @@ __all__ = [
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
     "served_graphs", "langgraph_config", "serve_review", "Served", "serve_explorer",
     "plan_sweep", "asweep",
-    "index_evidence", "Indexed", "search_index_choice", "search_server",
+    "index_evidence", "Indexed", "search_index_choice", "search_server", "comparison_text",
 ]
 
 T = TypeVar("T")
+
+
+def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
+                   model: str | None = None, embedder: str = "minilm", seed: int = 0,
+                   cap: int | None = 500, taxonomy: bool = False,
+                   taxonomy_prompt: str = "errors_taxonomy.txt",
+                   explain_prompt: str = "errors_explain.txt", name_with_model: bool = False,
+                   min_cluster_size: int = 5, concurrency: int = 4,
+                   settings: Mapping[str, Any] | None = None) -> ErrorAnalysis:
+    """Explain, cluster, name and count the wrong verdicts of runs; write ``out_dir``.
+
+    Each wrong verdict (against review labels, else gold) is explained by ``model`` (each
+    run's own by default; a replay model cannot explain), unless the verdict carries an
+    explanation. The explanations are embedded by ``embedder``, reduced by UMAP and
+    clustered by HDBSCAN, seeded by ``seed``. With ``taxonomy`` the model also sorts each
+    into a category of ``taxonomy_prompt`` (the study's E1-E6), for Table 9. ``cap`` errors
+    per run are a seeded sample. A stopped analysis resumes from
+    ``out_dir/explanations.jsonl``. See the error analysis guide for the outputs.
+
+    Raises:
+        ValueError: a folder that is not a run, runs with no gold or review labels, no
+            errors, a replay model asked to explain, an embedder or library that is not
+            installed; the message says which and what to do.
+
+    """
+    return _analyse_errors(run_dirs, out_dir, model=model, embedder=embedder, seed=seed,
+                           cap=cap, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
+                           explain_prompt=explain_prompt, name_with_model=name_with_model,
+                           min_cluster_size=min_cluster_size, concurrency=concurrency,
+                           settings=settings)
 
 
 def open_explorer(run_dirs: Sequence[str | Path], *, errors: str | Path | None = None
@@ -215,7 +266,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = _source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)
@@ -303,6 +354,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                cache: CacheChoice = True, engine: str | Engine = "local",
                engine_options: Mapping[str, Any] | None = None,
                settings: Mapping[str, Any] | None = None,
+               predicates: str | Sequence[str] | None = None,
+               exclude_predicates: str | Sequence[str] | None = None,
+               ci: bool = False, repeats: int = 1,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -316,7 +370,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     starts it over. ``warn`` receives warnings found before the run (e.g. facts without
     evidence; default: ``KgcheckWarning``). Live models' answers are cached (``cache``, see
     ``cache_path``); the summary counts the hits. ``engine`` is ``local``, ``ray`` (with
-    ``engine_options``) or an engine object the caller keeps open across runs.
+    ``engine_options``) or an engine object the caller keeps open across runs. ``ci`` adds
+    bootstrap intervals of the scores to the summary; ``repeats`` checks each fact that many
+    times, the majority being its verdict (flip rates and score spread in the summary).
     """
     check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
                         concurrency=concurrency, max_concurrency=max_concurrency)
@@ -328,7 +384,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                            sample=sample, seed=seed, stratify=stratify,
                            per_stratum=per_stratum, ids=ids, labels=labels,
                            as_dataset=as_dataset, pricing=pricing, settings=settings,
-                           parallel_read=runner.parallel_read, **strategy_settings)
+                           parallel_read=runner.parallel_read, predicates=predicates,
+                           exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
+                           **strategy_settings)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -353,6 +411,9 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         cache: CacheChoice = True, engine: str | Engine = "local",
         engine_options: Mapping[str, Any] | None = None,
         settings: Mapping[str, Any] | None = None,
+        predicates: str | Sequence[str] | None = None,
+        exclude_predicates: str | Sequence[str] | None = None,
+        ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
     return _sync(arun(
@@ -362,19 +423,64 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing,
         concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
         show_progress=show_progress, warn=warn, cache=cache, engine=engine,
-        engine_options=engine_options, settings=settings, **strategy_settings), "arun")
+        engine_options=engine_options, settings=settings, predicates=predicates,
+        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
+        **strategy_settings), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
-           data: str | Path | None = None, plots: bool = True) -> Outputs:
-    """Build the study's tables (and figures) from run folders, optionally beside its rows."""
-    return build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots)
+           data: str | Path | None = None, plots: bool = True, ci: bool = False) -> Outputs:
+    """Build the study's tables (and figures) from run folders, optionally beside its rows.
+
+    ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+    """
+    return build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots,
+                        ci=ci)
+
+
+def compare(run_a: str | Path, run_b: str | Path, *, resamples: int = 10_000,
+            confidence: float = 0.95, seed: int = 0, json_out: str | Path | None = None,
+            disagreements_out: str | Path | None = None,
+            warn: Warn | None = None) -> Comparison:
+    """Compare two runs on the facts both checked: McNemar's exact test, paired intervals.
+
+    The intervals are of A - B (accuracy, F1(T), F1(F), macro-F1), from ``resamples``
+    paired bootstrap resamples drawn with ``seed``. ``json_out`` receives
+    ``Comparison.as_json()``; ``disagreements_out`` a CSV of the facts answered differently.
+    """
+    from kgcheck.data.atomic import write_text_atomic
+
+    result = compare_runs(run_a, run_b, resamples=resamples, confidence=confidence,
+                          seed=seed, warn=warn)
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(result.as_json(), indent=1) + "\n")
+    if disagreements_out is not None:
+        write_text_atomic(disagreements_out, disagreements_csv(result.disagreements))
+    return result
+
+
+def agreement(files: Sequence[str | Path], *, run: str | Path | None = None,
+              json_out: str | Path | None = None) -> dict[str, Any]:
+    """Measure how the people who labelled a run agree (kappas, alpha) and with the model.
+
+    ``files`` are labels files of one run, one per person; ``run`` is the run whose verdicts
+    they reviewed (default: the run folder holding the first file). ``json_out`` receives
+    the result as JSON.
+    """
+    from kgcheck.data.atomic import write_text_atomic
+
+    result = _agreement(files, run=run)
+    if json_out is not None:
+        write_text_atomic(json_out, json.dumps(result, indent=1) + "\n")
+    return result
 
 
 def reproduce(out: str | Path, *, data: str | Path | None = None,
               datasets: Sequence[str] | None = None, plots: bool = True,
-              warn: Warn | None = None) -> Outputs:
+              warn: Warn | None = None, ci: bool = False) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers.
+
+    The tables keep the study's point values; ``ci`` adds bootstrap intervals after them.
 
     Answers that cannot be scored (a dataset without gold labels, an unreadable answers
     file) are left out with a warning (to ``warn``, else ``KgcheckWarning``) that the
@@ -386,7 +492,7 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
         else:
             warn(message)
 
-    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note)
+    return reproduce_tables(out, data=data, datasets=datasets, plots=plots, warn=note, ci=ci)
 
 
 def evidence_sources() -> list[str]:
@@ -419,7 +525,8 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
     path = Path(store) if store else default_store_path()
     if not path.is_file():
         raise SettingsError(f"{literal(str(path))}: no corpus store; import a corpus or run "
-                            "RAG with {sources} first", sources=Arg("set:sources", "..."))
+                            "RAG with {sources} first",
+                            sources=Arg("set:sources", Placeholder("...")))
     opened = CorpusStore(path)
     try:
         return FetchedEvidence(path, opened.fetched_counts(),
@@ -484,9 +591,25 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
         warn=warn, settings=settings, **strategy_settings), "adry_run")
 
 
+def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
+    """Return one verdict of a run, explained: the record ``kgcheck show`` prints.
+
+    It holds the label, confidence, reason, citations, correction, answer problems and the
+    exact conversation.
+
+    Raises:
+        RunFolderError: ``run_dir`` is no run folder, or holds no verdict of ``fact_id``.
+
+    """
+    return read_verdict(Path(run_dir), str(fact_id))
+
+
 def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
            only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
     """Export a run's verdicts as ``csv``, ``jsonl``, ``nt`` or ``ttl`` (see ``evals.export``).
+
+    ``sparql`` and ``patch`` write the changes instead: a SPARQL 1.1 Update (or an RDF
+    Patch) deleting the triples judged or labelled false and inserting accepted corrections.
 
     ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
     ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
@@ -509,7 +632,8 @@ def sample(*, n: int, out: str | Path, dataset: str | None = None,
     same sample.
     """
     if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
-        raise SettingsError("give exactly one of a dataset, a triples file, facts or a run")
+        raise SettingsError("give exactly one of {sources}", sources=Arg(
+            "dataset", triples=NAME_ONLY, facts=NAME_ONLY, run=NAME_ONLY, join=", "))
     verdicts = None
     source: Iterable[Fact]
     if run is not None:
@@ -585,20 +709,36 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
 
 def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
                 sample: int | None = None, seed: int = 0,
-                reviewer: str | None = None) -> Review:
+                reviewer: str | None = None, annotator: str | None = None,
+                team: Sequence[str] = (), overlap: float = 0.0, adjudicate: bool = False,
+                stratify: str | None = None, until_moe: float | None = None,
+                on_reached: Callable[[dict[str, Any]], None] | None = None,
+                order: str = "run") -> Review:
     """Open a run for human review, with ``async with`` or, without an event loop, ``with``.
 
     The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"`` or
-    ``["F", "NA"]``), optionally a ``sample`` of them drawn with ``seed``.
+    ``["F", "NA"]``), optionally a ``sample`` of them drawn with ``seed``;
+    ``order="uncertainty"`` puts the least certain verdicts (NEI, then the lowest
+    ``max(p, 1 - p)``) first.
     ``async with kgcheck.open_review("runs/x") as review:`` gives the session
     (``await review.decide(fact_id, "T")``, ``await review.undo()``);
     ``with kgcheck.open_review("runs/x") as review:`` the same session with plain methods
     (``review.decide(fact_id, "T")``). Either drives the ``review`` graph; decisions persist
-    in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per run folder at a time.
+    in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per labels file at a time.
+
+    Several people review one run each as an ``annotator`` (into ``labels-<name>.csv``);
+    with a ``team`` of names, ``overlap`` (a share, 0 to 1) of the facts goes to everyone and
+    the rest to one person each. ``adjudicate`` queues the facts the annotators labelled
+    differently, for the final ``labels.csv``. ``stratify`` (``predicate`` or ``verdict``)
+    draws the ``sample`` per stratum. The session's ``estimate()`` is the running accuracy
+    estimate (Wilson, Beta HDI, PPI, margin of error); ``on_reached`` hears once when the
+    margin reaches ``until_moe``.
     """
     filters = parse_only(only if isinstance(only, str) or only is None else ",".join(only))
-    return Review(lambda: ReviewSession.open(run_dir, only=filters, sample=sample, seed=seed,
-                                             reviewer=reviewer))
+    return Review(lambda: ReviewSession.open(
+        run_dir, only=filters, sample=sample, seed=seed, reviewer=reviewer,
+        annotator=annotator, team=team, overlap=overlap, adjudicate=adjudicate,
+        stratify=stratify, until_moe=until_moe, on_reached=on_reached, order=order))
 
 
 class Review:
@@ -652,10 +792,12 @@ class SyncReview:
         self.session = session
         self._loop = loop
 
-    def decide(self, fact_id: str, label: str, note: str = "",
-               reviewer: str | None = None) -> dict[str, Any]:
+    def decide(self, fact_id: str, label: str, note: str = "", reviewer: str | None = None,
+               *, correction: str = "", corrected_value: str = "") -> dict[str, Any]:
         """Record a person's verdict on a fact (see ``ReviewSession.decide``)."""
-        return self._loop.run(self.session.decide(fact_id, label, note, reviewer))
+        return self._loop.run(self.session.decide(fact_id, label, note, reviewer,
+                                                  correction=correction,
+                                                  corrected_value=corrected_value))
 
     def undo(self, fact_id: str | None = None) -> str | None:
         """Take back a decision, the last one by default (see ``ReviewSession.undo``)."""

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NAME_ONLY", "Arg", "ArgumentError", "ArgumentMessage", "ArgumentNote", "Spell",
-           "literal", "python_spelling"]
+__all__ = ["NAME_ONLY", "Arg", "ArgumentError", "ArgumentMessage", "ArgumentNote",
+           "Placeholder", "Spell", "literal", "python_spelling"]
 
 
 class _NameOnly:
@@ -28,6 +28,13 @@ class _NameOnly:
 
 # A mention of the argument itself, without a value ("out", "--out").
 NAME_ONLY: Any = _NameOnly()
+
+
+class Placeholder(str):
+    """A value that stands for one the caller chooses (``N``, ``PATH``), shown without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 @dataclass(frozen=True)

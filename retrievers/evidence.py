@@ -278,11 +278,12 @@ def reach_source(source: EvidenceSource, timeout: float = REACH_TIMEOUT) -> None
     if not url.startswith(("http://", "https://")):
         return
     try:
-        # The user's own endpoint, asked once: no redirects to elsewhere, no proxy settings.
+        # The user's own endpoint, asked once: no redirects to elsewhere, no proxy settings;
+        # streamed and closed unread, so no answer's body (however large) is read.
         with httpx.Client(timeout=min(timeout, REACH_TIMEOUT) if timeout > 0 else
                           REACH_TIMEOUT, follow_redirects=False, trust_env=False,
-                          verify=ssl_context()) as client:
-            client.get(url)
+                          verify=ssl_context()) as client, client.stream("GET", url):
+            pass
     except httpx.HTTPError as exc:
         detail = redact_text(str(exc).strip()) or type(exc).__name__
         raise SourceUnreachableError(

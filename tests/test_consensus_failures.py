@@ -77,10 +77,10 @@ def test_a_member_that_fails_now_and_then_does_not_stop_the_run() -> None:
     bad = {"model": "b", "error": "503", "error_type": "ResponseError"}
     good = {"model": "b", "error": None, "error_type": None}
     for votes in ([ok, bad], [ok, bad], [ok, good], [ok, bad], [ok, bad]):
-        record = {"label": "T", "details": {"votes": votes}}
+        record = {"label": "T", "details": {"strategy": "consensus", "votes": votes}}
         rule.see(record)
     assert rule.reason is None  # the streak was broken by the good answer
-    rule.see({"label": "T", "details": {"votes": [ok, bad]}})
+    rule.see({"label": "T", "details": {"strategy": "consensus", "votes": [ok, bad]}})
     assert rule.reason == "server" and "member b" in str(rule.message)
 
 

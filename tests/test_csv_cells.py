@@ -69,7 +69,7 @@ def test_export_csv_cells_do_not_start_formulas(tmp_path: Path, scripted) -> Non
         assert objects[f"Town{i}"] == "'" + payload.strip()  # the CSV reader strips values
     assert objects["Town9"] == "-12.5"
     assert not any(cell.startswith(LIVE) for r in rows for k, cell in r.items()
-                   if k != "object" or r["subject"] != "Town9")
+                   if k not in ("object", "object_name") or r["subject"] != "Town9")
 
 
 def test_labels_csv_neutralises_notes_and_reads_them_back_exactly(tmp_path: Path) -> None:

@@ -191,6 +191,21 @@ def test_settings_reference_lists_every_strategy_setting(site: Path) -> None:
             assert f"<code>{item['name']}</code>" in text, f"{name}: {item['name']}"
 
 
+def test_every_environment_variable_on_the_settings_page_is_read_by_the_code() -> None:
+    page = (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
+    table = page[page.index("## Environment variables"):]
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]{3,})`", table))
+    assert {"KGCHECK_HOME", "OLLAMA_HOST", "OTEL_EXPORTER_OTLP_ENDPOINT"} <= named
+    source = "\n".join(p.read_text(encoding="utf-8") for folder in ("kgcheck", "graphs",
+                        "retrievers", "evals") for p in (ROOT / folder).rglob("*.py"))
+    # Read by the OpenTelemetry SDK itself, not by kgcheck's code.
+    sdk = {"OTEL_BSP_SCHEDULE_DELAY"}
+    unread = sorted(v for v in named - sdk if v not in source)
+    assert not unread, f"the settings page names variables no code reads: {unread}"
+    read = set(re.findall(r'"(KGCHECK_[A-Z_]+)"', source))
+    assert not read - named, f"the settings page lacks {sorted(read - named)}"
+
+
 def test_run_folder_reference_names_every_file_and_field(site: Path, tmp_path: Path) -> None:
     import kgcheck
     from kgcheck.data import runfolder

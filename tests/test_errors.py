@@ -371,3 +371,36 @@ def test_the_cli_explains_errors_with_the_local_model(tmp_path: Path) -> None:
     again = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
     assert again.returncode == 0, again.stderr
     assert (out / "explanations.jsonl").read_text().count("\n") == lines
+
+
+def test_slices_by_subject_degree_in_the_input_kg(tmp_path: Path) -> None:
+    from kgcheck.evals.errors.selection import read_run_errors
+    from kgcheck.evals.errors.tables import error_slices
+
+    run = make_error_run(tmp_path / "run")
+    rows = [json.loads(x) for x in (run / "verdicts.jsonl").read_text().splitlines()]
+    # The input KG: the run's facts, and four more about Subject_0 (degree 5 in all).
+    triples = tmp_path / "kg.csv"
+    lines = ["id,subject,predicate,object"] + [
+        f"{r['fact_id']},{r['subject']},{r['predicate']},{r['object']}" for r in rows]
+    lines += [f"extra{k},Subject_0,knows,Someone_{k}" for k in range(4)]
+    triples.write_text("\n".join(lines) + "\n")
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**info, "source": str(triples)}))
+    found = read_run_errors([run])[0]
+    from kgcheck.evals.errors.pipeline import _degrees
+
+    slices = error_slices(found.name, found.scored, _degrees(found))
+    by_degree = {r["degree"]: r for r in slices["by_degree"]}
+    assert by_degree["4-10"]["facts"] == 1 and by_degree["4-10"]["errors"] == 1  # Subject_0
+    assert by_degree["1"]["facts"] == 3 * 2 * PER_FAMILY - 1
+
+
+def test_clusters_named_by_the_model(tmp_path: Path) -> None:
+    run = make_error_run(tmp_path / "run", carried=PER_FAMILY)
+    CALLS.clear()
+    done = analyse_errors([run], tmp_path / "out", seed=7, min_cluster_size=4,
+                          name_with_model=True, model="scripted:families")
+    assert CALLS.count("name") == done.summary["clusters"] == 3
+    assert {r["cluster_label"] for r in done.records} == {"Named cluster"}
+    assert done.summary["named_by"] == "model scripted:families"

@@ -124,3 +124,15 @@ def test_the_estimate_of_a_limited_run_names_the_runs_facts(tmp_path: Path,
     assert ("estimated: the accuracy of the 20 facts the run checked, chosen by the first "
             "facts of the input (--limit); the estimate does not extend to the rest of kg"
             in text)
+
+
+def test_a_label_file_without_designs_is_read_as_a_random_sample(run_dir: Path) -> None:
+    ids = [json.loads(line)["fact_id"] for line in
+           (run_dir / "verdicts.jsonl").read_text().splitlines()][:12]
+    labels = run_dir / "mine.csv"
+    labels.write_text("fact_id,label\n" + "".join(f"{i},T\n" for i in ids))
+    result = runner.invoke(app, ["estimate", str(run_dir), "--labels", str(labels),
+                                 "--no-plots"])
+    text = " ".join((result.output + result.stderr).split())
+    assert result.exit_code == 0, text
+    assert "NOT A RANDOM SAMPLE" not in text and "warning" not in text

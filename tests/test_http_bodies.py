@@ -27,6 +27,7 @@ from kgcheck.retrievers.sources.searxng import SearxngSource
 from kgcheck.retrievers.sources.sparql import SparqlSource, http_select
 from kgcheck.retrievers.sources.web import PageSkipped, WebSource
 from kgcheck.retrievers.sources.wikipedia import WikipediaSource
+from tests.stubs.bodies import gzip_bomb, send_body
 from tests.stubs.sparql import SparqlStub
 from tests.stubs.web import Page, WebStub
 
@@ -50,11 +51,8 @@ def policy(**values: Any) -> NetPolicy:
 
 @pytest.fixture(scope="session")
 def bomb() -> bytes:
-    """Return 300 MB of zeros, gzip-compressed, made a megabyte at a time."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    zeros = bytes(2**20)
-    packed = [packer.compress(zeros) for _ in range(BOMB_BYTES // len(zeros))]
-    return b"".join([*packed, packer.flush()])
+    """Return 300 MB of zeros, gzip-compressed."""
+    return gzip_bomb(BOMB_BYTES // 2**20)
 
 
 @pytest.fixture(autouse=True)
@@ -241,15 +239,7 @@ def test_a_sparql_gzip_bomb_costs_the_cap(bomb: bytes) -> None:
 
         def do_POST(self) -> None:  # noqa: N802 - the http.server API
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/sparql-results+json")
-            self.send_header("Content-Encoding", "gzip")
-            self.send_header("Content-Length", str(len(bomb)))
-            self.end_headers()
-            try:
-                self.wfile.write(bomb)
-            except OSError:
-                pass  # the client stopped at its cap
+            send_body(self, 200, bomb, "application/sparql-results+json", encoded="gzip")
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bomb)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -285,3 +275,12 @@ def test_proxy_settings_in_the_environment_are_read_only_when_asked(
         monkeypatch.setenv("KGCHECK_SPARQL_TRUST_ENV", "1")
         rows = SparqlClient(endpoint.url, retries=0).select(query)
         assert rows[0]["s"]["value"] == "through the proxy" and len(proxy.queries) == 1
+
+
+def test_checking_a_source_before_a_run_reads_no_body(web: WebStub, bomb: bytes) -> None:
+    from kgcheck.retrievers.evidence import reach_source
+
+    web.state.pages["/api"] = Page(bomb, encoded="gzip", content_type="application/json")
+    source = SearxngSource(f"{web.url}/api")
+    _, peak = peak_bytes(lambda: reach_source(source))
+    assert "/api" in web.requests and peak < 4 * 2**20, f"peak {peak:,} bytes"

@@ -10,7 +10,6 @@ import gzip
 import json
 import threading
 import tracemalloc
-import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from kgcheck.failures import Failure, classify
 from kgcheck.providers import ModelSettings, resolve_model
 from kgcheck.providers.transports import MAX_REPLY_BYTES, ModelReplyError
+from tests.stubs.bodies import gzip_bomb, send_body
 
 COMPLETION = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
               "choices": [{"index": 0, "finish_reason": "stop",
@@ -32,12 +32,6 @@ OLLAMA_LINES = [
      "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
      "prompt_eval_count": 3, "eval_count": 1},
 ]
-
-
-def _bomb() -> bytes:
-    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    zeros = bytes(2**20)
-    return b"".join([*(packer.compress(zeros) for _ in range(300)), packer.flush()])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -56,21 +50,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = gzip.compress(b"".join(json.dumps(line).encode() + b"\n"
                                           for line in OLLAMA_LINES))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json" if "completions" in self.path
-                         else "application/x-ndjson")
-        self.send_header("Content-Encoding", "gzip")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        try:
-            self.wfile.write(body)
-        except OSError:
-            pass  # the client stopped at its cap
+        send_body(self, 200, body, "application/json" if "completions" in self.path
+                  else "application/x-ndjson", encoded="gzip")
 
 
 @pytest.fixture(scope="module")
 def bomb() -> bytes:
-    return _bomb()
+    return gzip_bomb(300)
 
 
 @pytest.fixture

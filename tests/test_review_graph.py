@@ -40,7 +40,8 @@ async def test_pauses_with_what_a_person_needs_and_resumes_after_a_restart(tmp_p
                                  "raw": f"NA because {IMG}", "error": None}
     assert question["evidence"] == [{"source": "https://example.org/evil", "doc_id": "d1",
                                      "similarity": 0.91,
-                                     "text": f"Evidence {IMG} and {SCRIPT} here."}]
+                                     "text": f"Evidence {IMG} and {SCRIPT} here.",
+                                     "passages": 1}]
     assert question["problem"] is None and question["tie"] is False
 
     # Another process, another connection: the pause is still there, and resumes.

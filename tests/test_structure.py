@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess:
 def test_the_layers_contract_is_kept(tmp_path: Path) -> None:
     result = lint_imports(build_tree(tmp_path / "tree"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def test_an_import_against_the_layers_is_caught(tmp_path: Path) -> None:
@@ -53,6 +54,22 @@ def test_an_import_against_the_layers_is_caught(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
     assert "kgcheck.data.upward -> kgcheck.graphs.votes" in result.stdout
+
+
+def test_a_cli_import_below_the_api_is_caught(tmp_path: Path) -> None:
+    """The command line reaches the layers below only through kgcheck.api."""
+    tree = build_tree(tmp_path / "tree")
+    commands = tree / "kgcheck" / "cli" / "commands"
+    real = (tree / "kgcheck" / "cli").resolve()
+    (tree / "kgcheck" / "cli").unlink()
+    shutil.copytree(real, tree / "kgcheck" / "cli",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (commands / "reaching.py").write_text("def run() -> None:\n"
+                                          "    from kgcheck.runs.plan import plan_run\n")
+    result = lint_imports(tree)
+    assert result.returncode != 0
+    assert "The command line imports only the API layer" in result.stdout
+    assert "kgcheck.cli.commands.reaching -> kgcheck.runs.plan" in result.stdout
 
 
 def _contexts() -> dict[str, type]:

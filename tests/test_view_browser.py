@@ -45,6 +45,7 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-backgroun
          "--disable-dev-shm-usage", "--window-size=1400,1000")
 N = 120
 BIG = 100_000
+REVIEW = "http://127.0.0.1:8765/?token=review-token"
 WRONG = [i for i in range(N) if label_of(i) in "TF" and label_of(i) != gold_of(i)]
 
 
@@ -89,7 +90,7 @@ def viewing(tmp_path_factory) -> Iterator:
                     "explanation": f"explanation {i}", "cluster": CLUSTER_OF(i),
                     "cluster_label": ["noise", "places", "genres"][CLUSTER_OF(i) + 1]}) + "\n"
         for i in WRONG))
-    served = start_view(str(a), str(b), "--errors", str(errors))
+    served = start_view(str(a), str(b), "--errors", str(errors), "--review", REVIEW)
     try:
         yield served
     finally:
@@ -239,6 +240,7 @@ def test_the_fact_page_shows_each_step_and_markup_as_text(browser, viewing) -> N
     assert _js(browser, "return window.__xss === undefined")
     assert _js(browser, "return document.querySelectorAll('main script, main img').length") == 0
     assert "kgcheck review" in _text(browser, "#review-command")
+    assert _js(browser, "return document.getElementById('review-link').href") == REVIEW
     assert _js(browser, "return document.getElementById('studio-link').href") \
         .startswith("https://smith.langchain.com/studio/?baseUrl=")
     assert _text(browser, "#others").startswith("other runs: run-b")

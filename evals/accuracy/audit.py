@@ -25,7 +25,6 @@ from kgcheck.data.labels import (
     FILTERED,
     SAMPLE_COLUMNS,
     LabelRow,
-    is_review_design,
     read_labels,
 )
 from kgcheck.data.runfolder import (
@@ -185,7 +184,9 @@ def _file_labels(path: Path, records: Mapping[str, dict[str, Any]], stratify: st
         if row.fact_id not in records:
             raise EstimateError(f"{row.where}: fact {row.fact_id!r} is not in the run")
     chosen = dict(Counter(row.design or "unknown" for row in found.rows))
-    if is_review_design(found.design) or found.design == "review":
+    if any(row.design == "queue" or row.design.startswith(FILTERED) for row in found.rows):
+        # A review's decisions not all drawn at random (a file without designs, or of a
+        # random sample alone, is read as a simple random sample, as before).
         found.rows = review_rows(path, found.rows, found.unlabeled, len(records), warnings)
         found.design = "srs"
     design, key = parse_design_label(found.design)
@@ -330,8 +331,8 @@ def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int 
         "estimates": [e.as_dict() for e in estimates],
         "true_accuracy": truth,
         "cost": cost_lines(run_dir, records, estimates, pricing),
-        "na_handling": "NA verdicts score 0.5 in ppi and are left out of llm; rows without a "
-                       "human label are left out and counted",
+        "na_handling": "NA and NEI verdicts score 0.5 in ppi and are left out of llm; rows "
+                       "without a human label are left out and counted",
     }
     if truth is not None:
         for item in report["estimates"]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kgcheck.arguments import ArgumentError
 from kgcheck.providers import PROVIDERS, split_spec
 
 JUDGE_NONE = "none"
@@ -27,7 +28,7 @@ DEFAULT_SIBLINGS = {
 }
 
 
-class ConsensusError(ValueError):
+class ConsensusError(ArgumentError):
     """A consensus setting is missing or malformed; the message names it."""
 
 

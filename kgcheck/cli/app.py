@@ -21,6 +21,10 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 if TYPE_CHECKING:
     from rich.console import Console
 
+# Besides: ``console`` and ``err_console``, made on first use (module ``__getattr__``).
+__all__ = ["COMMANDS", "Command", "LazyGroup", "Listed", "app", "every_command",
+           "kgcheck_version", "load_env_file", "say_error", "say_warning", "user_errors"]
+
 
 @dataclass(frozen=True)
 class Listed:
@@ -45,6 +49,8 @@ COMMANDS = {
                        "RUN/estimate.json."),
     "export": Listed("export", "Export verdicts with their triples, reasons, times and review "
                      "labels."),
+    "show": Listed("show", "Show one verdict: label, confidence, reason, citations, correction "
+                   "and conversation."),
     "import": Listed("importing", "Import verdicts into a run folder and score them like a "
                      "run."),
     "report": Listed("report", "Build tables 5 to 8 (and the figures) from run folders."),
@@ -54,6 +60,10 @@ COMMANDS = {
                    "the first line printed."),
     "errors": Listed("errors", "Explain each wrong verdict with a model, cluster the "
                      "explanations, write the tables."),
+    "compare": Listed("compare", "Compare two runs: McNemar's exact test and paired bootstrap "
+                      "intervals of A - B."),
+    "agreement": Listed("agreement", "Report Cohen's or Fleiss' kappa, Krippendorff's alpha "
+                        "and the model's agreement."),
     "sweep": Listed("sweep", "Run every cell of a sweep as a resumable run folder, then write "
                     "the leaderboard."),
     "corpus": Listed("corpus", "Evidence corpora for RAG: import and list."),
@@ -77,6 +87,7 @@ class LazyGroup(TyperGroup):
     _listing = False
 
     def list_commands(self, ctx: Any) -> list[str]:  # noqa: D102
+        self._load_unlisted()
         return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:  # noqa: D102
@@ -85,11 +96,24 @@ class LazyGroup(TyperGroup):
                 summary = COMMANDS[cmd_name].summary
                 return TyperCommand(cmd_name, short_help=summary, help=summary)
             self._load(COMMANDS[cmd_name].module)
+        elif cmd_name not in self.commands:
+            self._load_unlisted()
         return self.commands.get(cmd_name)
+
+    def _load_unlisted(self) -> None:
+        """Import the command modules ``COMMANDS`` does not name (they work, but not lazily)."""
+        import pkgutil
+
+        package = importlib.import_module(COMMANDS_PACKAGE)
+        listed = {c.module for c in COMMANDS.values()}
+        for found in pkgutil.iter_modules(package.__path__):
+            if found.name not in listed:
+                self._load(found.name)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # noqa: D102
         self._listing = True
         try:
+            self._load_unlisted()
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
@@ -97,7 +121,7 @@ class LazyGroup(TyperGroup):
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """Resolve as Typer does; suggest a close name among every command, loaded or not."""
         name = args[0] if args else ""
-        if name and not name.startswith("-") and name not in {*COMMANDS, *self.commands}:
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
             import difflib
 
             close = difflib.get_close_matches(name, [*COMMANDS, *self.commands])
@@ -195,6 +219,30 @@ def main(
 ) -> None:
     """Check the facts of a knowledge graph with LLMs (FactCheck strategies on LangGraph)."""
     load_env_file()
+    show_own_warnings()
+
+
+def show_own_warnings() -> None:
+    """Print kgcheck's own warnings (the answer cache's, a run folder's) as one plain line.
+
+    Python's format (file, line and source of the ``warnings.warn`` call) is for
+    developers; others' warnings keep it.
+    """
+    import warnings
+
+    shown = warnings.showwarning
+    if getattr(shown, "kgcheck", False):
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if getattr(category, "__module__", "").startswith("kgcheck."):
+            say_warning(message)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.kgcheck = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 class _NamedArgument(TyperArgument):

@@ -13,7 +13,9 @@ from typing import Any, Literal, NotRequired
 from pydantic import BaseModel, Field, computed_field
 from typing_extensions import TypedDict
 
-Label = Literal["T", "F", "NA"]
+# NA: no usable answer. NEI: the model says the evidence (or its knowledge) is not enough
+# to decide, an answer only the not-enough-evidence prompt variants allow.
+Label = Literal["T", "F", "NA", "NEI"]
 
 # Longer terms are not sent to a model: upstream DBpedia holds a 1.5 M-character subject,
 # while its longest real terms (abstracts used as objects) stay under 10,000 characters.
@@ -136,6 +138,22 @@ class Verdict(BaseModel):
     tokens_out: int | None = None
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+    confidence: float | None = Field(
+        default=None, description="Probability in [0, 1] that the fact is true, when known.")
+    confidence_source: str | None = Field(
+        default=None, description="Where the confidence comes from: logprobs, "
+        "self-consistency or consensus (None: no confidence).")
+    rationale: str | None = Field(default=None, description="The model's reason, when asked.")
+    citations: list[dict[str, Any]] | None = Field(
+        default=None, description="The evidence passages the model cited, when asked.")
+    correction: dict[str, Any] | None = Field(
+        default=None, description="The model's suggested correction of a false fact: the "
+        "wrong part and the value it believes right, when asked.")
+    conversation: list[dict[str, Any]] = Field(
+        default_factory=list, description="Every message sent and received, in order.")
+    answer_problems: list[str] = Field(
+        default_factory=list, description="What was wrong with the model's answer beyond "
+        "its label (an invented passage id, an invalid correction, ...).")
 
 
 class FactInput(TypedDict):
@@ -166,3 +184,10 @@ class VerdictDict(TypedDict, total=False):
     tokens_out: int | None
     error: str | None
     details: dict[str, Any]
+    confidence: float | None
+    confidence_source: str | None
+    rationale: str | None
+    citations: list[dict[str, Any]] | None
+    correction: dict[str, Any] | None
+    conversation: list[dict[str, Any]]
+    answer_problems: list[str]

@@ -106,8 +106,8 @@ class LabelFile:
     design: str = "srs"
 
 
-# Designs of a review's labels.csv (see ``runfolder.REVIEW_DESIGNS``): they may mix in one
-# file, since each decision keeps the design of the queue it was taken in.
+# Designs of a review's labels.csv (``runfolder.LABEL_COLUMNS``): they may mix in one file,
+# since each decision keeps the design of the queue it was taken in.
 REVIEW_DESIGNS = ("srs", "queue")
 FILTERED = "filtered:"
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
+from kgcheck.arguments import Arg, ArgumentError, ArgumentNote, Placeholder, literal
 from kgcheck.data.facts import Fact
 
 Stream = Callable[[], Iterable[Fact]]
@@ -29,7 +30,7 @@ STRATA: dict[str, Callable[[Fact], str]] = {
 }
 
 
-class SelectionError(ValueError):
+class SelectionError(ArgumentError):
     """A selection that cannot be made (bad sizes, an unknown key, ids not in the input)."""
 
 
@@ -62,8 +63,8 @@ def _stratum_key(name: str) -> Callable[[Fact], str]:
     try:
         return STRATA[name]
     except KeyError:
-        raise SelectionError(f"unknown --stratify key {name!r}; known: "
-                             f"{', '.join(sorted(STRATA))}") from None
+        raise SelectionError(f"{{stratify}}: unknown key; known: {', '.join(sorted(STRATA))}",
+                             stratify=Arg("stratify", name)) from None
 
 
 def _reservoir(items: Iterable[tuple[int, Fact]], size: int, rng: random.Random
@@ -144,8 +145,10 @@ def _stratified(stream: Stream, key: Callable[[Fact], str], rng: random.Random, 
                      f"(e.g. {small[0]!r}): all of their facts are checked")
     chosen = [item for kept in reservoirs.values() for item in kept]
     if counts is not None and len(counts) > len(chosen):
-        notes.append(f"{len(counts)} strata but a sample of {len(chosen)}: the smallest strata "
-                     "get no fact; use --per-stratum K for K facts of each")
+        notes.append(ArgumentNote(
+            f"{len(counts)} strata but a sample of {len(chosen)}: the smallest strata get no "
+            "fact; use {per_stratum} for K facts of each",
+            per_stratum=Arg("per_stratum", Placeholder("K"))))
     return chosen, n + 1
 
 
@@ -161,12 +164,16 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
     """
     for name, value in (("limit", limit), ("sample", sample), ("per_stratum", per_stratum)):
         if value is not None and value < 1:
-            raise SelectionError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+            raise SelectionError("{value} must be at least 1", value=Arg(name, value))
     if per_stratum is not None and stratify is None:
-        raise SelectionError("--per-stratum needs --stratify KEY")
+        raise SelectionError("{per_stratum} needs {stratify}",
+                             per_stratum=Arg("per_stratum", per_stratum),
+                             stratify=Arg("stratify", Placeholder("KEY")))
     if stratify is not None and sample is None and per_stratum is None:
-        raise SelectionError(f"--stratify {stratify} needs --sample N (proportional) or "
-                             "--per-stratum K")
+        raise SelectionError("{stratify} needs {sample} (proportional) or {per_stratum}",
+                             stratify=Arg("stratify", stratify),
+                             sample=Arg("sample", Placeholder("N")),
+                             per_stratum=Arg("per_stratum", Placeholder("K")))
     key = _stratum_key(stratify) if stratify is not None else None
     if callable(facts):
         opener: Stream = facts
@@ -195,8 +202,9 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
     elif sample is not None:
         chosen, seen = _reservoir(enumerate(stream()), sample, rng)
         if seen <= sample:
-            notes.append(f"--sample {sample} asks for more facts than there are ({seen:,}): "
-                         "all of them are checked")
+            notes.append(ArgumentNote(f"{{sample}} asks for more facts than there are "
+                                      f"({seen:,}): all of them are checked",
+                                      sample=Arg("sample", sample)))
     else:
         source: Iterable[Fact] = stream()
         if limit is not None and wanted is None:
@@ -207,8 +215,8 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
     if wanted is not None:
         found = {f.id for f in result} if sample is None and key is None else None
         if found is not None and (missing := [i for i in ids or [] if i not in found]):
-            raise SelectionError(f"--ids: {len(missing)} id(s) not in the input, e.g. "
-                                 f"{', '.join(missing[:3])}")
+            raise SelectionError(f"{{ids}}: {len(missing)} id(s) not in the input, e.g. "
+                                 f"{literal(', '.join(missing[:3]))}", ids=Arg("ids"))
     if limit is not None:
         result = result[:limit]
     return Selection(result, seen, notes)

@@ -41,7 +41,7 @@ from kgcheck.data.httpbody import (
 )
 from kgcheck.data.rdf import NAME_PREDICATES, TERMS, Names, is_name_triple, rdf_fact
 from kgcheck.data.sources import TriplesError
-from kgcheck.failures import TRANSIENT_STATUS
+from kgcheck.failures import TRANSIENT_STATUS, Failure, classify
 
 Row = dict[str, dict[str, str]]
 RESULTS_JSON = "application/sparql-results+json"
@@ -193,7 +193,7 @@ class SparqlClient:
                 "reraise": True}
 
     def _failed(self, exc: Exception) -> SparqlError:
-        if isinstance(exc, httpx.TimeoutException):
+        if classify(exc) is Failure.TIMEOUT:
             last = f"no answer within {self.timeout:g} s"
         elif isinstance(exc, _Retryable):
             last = str(exc)

@@ -29,7 +29,6 @@ _MAX_DECLARATION = 1024
 _HOLD = _MAX_NAME + 16
 _DECLARATION = re.compile(rb"<!ENTITY")
 _PLAIN = re.compile(rb'<!ENTITY\s+([A-Za-z_][\w.-]{0,63})\s+"([^"&%<>]*)"\s*>')
-_REFERENCE = re.compile(rb"&([A-Za-z_][\w.-]{0,63});")
 
 
 class EntityGuard:
@@ -40,22 +39,26 @@ class EntityGuard:
         self._path = path
         self._chunk = chunk
         self._pending = b""
+        self._checked = 0  # how many leading bytes of _pending were checked
         self._eof = False
         self._entities: dict[bytes, int] = {}
         self.expanded = 0
 
     def read(self, size: int = -1) -> bytes:
         """Return the next checked bytes (``b""`` at the end)."""
-        while True:
-            if not self._eof and len(self._pending) <= _HOLD + max(size, 1):
+        while self._checked == 0:
+            if not self._eof and len(self._pending) < _HOLD + self._chunk:
                 self._fill()
+                continue
             cut = len(self._pending) if self._eof else len(self._pending) - _HOLD
-            if size >= 0:
-                cut = min(cut, max(size, 1))
-            if cut > 0 or self._eof:
-                break
-        cut = self._check(max(cut, 0))
-        out, self._pending = self._pending[:cut], self._pending[cut:]
+            if cut <= 0:
+                return b""  # the end, and everything was handed over
+            # Checked once: later reads hand over what was checked without scanning again.
+            self._checked = self._check(cut)
+        count = self._checked if size is None or size < 0 else min(size, self._checked)
+        out = self._pending[:count]
+        self._pending = self._pending[count:]
+        self._checked -= count
         return out
 
     def readable(self) -> bool:
@@ -84,10 +87,11 @@ class EntityGuard:
             checked = end + 1
             cut = max(cut, checked)
         if self._entities:
-            for reference in _REFERENCE.finditer(self._pending):
-                if reference.start() >= cut:
-                    break
-                self.expanded += self._entities.get(reference.group(1), 0)
+            for name, size in self._entities.items():
+                # References starting before the cut (whole in the bytes held back).
+                token = b"&" + name + b";"
+                end = min(len(self._pending), cut + len(token) - 1)
+                self.expanded += size * self._pending.count(token, 0, end)
             if self.expanded > MAX_EXPANSION_CHARS:
                 raise TriplesError(
                     f"{self._path}: refused: its DTD entities expand to over "

@@ -4,7 +4,8 @@ An answer is keyed by the model (``provider:model`` and the server URL), the ful
 list, the sampling settings and a draw index. The draw index keeps self-consistency honest:
 the k samples of one fact at temperature > 0 are k different keys, so each gets its own
 answer, while a re-run, a resumed run or a sweep cell asking the same call again is served
-from the cache. Replay needs no cache: it already serves recorded answers.
+from the cache. A run with repeats adds the repeat index, so repeats never share an
+answer. Replay needs no cache: it already serves recorded answers.
 
 The cache is one SQLite file (WAL mode: readers never wait for a writer, and several
 processes of one run may share it). A run turns it on with ``use_cache(...)``; the calls of
@@ -45,9 +46,12 @@ CREATE TABLE IF NOT EXISTS answers (
     tokens_in INTEGER,
     tokens_out INTEGER,
     seconds REAL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    logprobs TEXT
 )
 """
+# Caches written before answers kept their log-probabilities lack the column.
+ADD_LOGPROBS = "ALTER TABLE answers ADD COLUMN logprobs TEXT"
 
 
 class CacheWarning(UserWarning):
@@ -75,20 +79,38 @@ class CachedAnswer:
     tokens_in: int | None
     tokens_out: int | None
     seconds: float | None
+    # The answer tokens' log-probabilities, when the server gave them (JSON-plain).
+    logprobs: list[dict[str, Any]] | None = None
 
 
 def answer_key(model: str, messages: Sequence[BaseMessage], settings: Mapping[str, Any],
-               draw: int = 0) -> str:
-    """Return the cache key of a call: a SHA-256 over everything that shapes its answer."""
-    payload = {
+               draw: int = 0, repeat: int | None = None) -> str:
+    """Return the cache key of a call: a SHA-256 over everything that shapes its answer.
+
+    ``repeat`` is the repeat index of a run with repeats: each repeat asks anew, so no
+    answer is shared between two repeats (nor with a run without repeats).
+    """
+    payload: dict[str, Any] = {
         "model": model,
         "messages": [[m.type, m.content] for m in messages],
         "settings": {k: (redact_url(str(settings[k])) if k == "base_url" else settings[k])
                      for k in SAMPLING_KEYS if k in settings},
         "draw": int(draw),
     }
+    if repeat is not None:
+        payload["repeat"] = int(repeat)
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_logprobs(text: str | None) -> list[dict[str, Any]] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # a damaged entry loses its confidence, not its answer
+    return value if isinstance(value, list) else None
 
 
 class AnswerCache:
@@ -122,6 +144,9 @@ class AnswerCache:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute(SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(answers)")}
+        if "logprobs" not in columns:
+            db.execute(ADD_LOGPROBS)
         return db
 
     def _set_aside(self, exc: Exception) -> None:
@@ -147,7 +172,8 @@ class AnswerCache:
         with self._lock:
             try:
                 row = self._db.execute(
-                    "SELECT text, tokens_in, tokens_out, seconds FROM answers WHERE key = ?",
+                    "SELECT text, tokens_in, tokens_out, seconds, logprobs FROM answers "
+                    "WHERE key = ?",
                     (key,)).fetchone()
             except sqlite3.DatabaseError as exc:
                 self._disable(exc)
@@ -156,7 +182,9 @@ class AnswerCache:
                 self.misses += 1
                 return None
             self.hits += 1
-            return CachedAnswer(*row)
+            text, tokens_in, tokens_out, seconds, logprobs = row
+            return CachedAnswer(text, tokens_in, tokens_out, seconds,
+                                _read_logprobs(logprobs))
 
     def put(self, key: str, model: str, answer: CachedAnswer) -> None:
         """Store an answer (the first one stored for a key stays)."""
@@ -165,9 +193,11 @@ class AnswerCache:
         with self._lock:
             try:
                 self._db.execute(
-                    "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO answers (key, model, text, tokens_in, tokens_out, "
+                    "seconds, created, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (key, model, answer.text, answer.tokens_in, answer.tokens_out,
-                     answer.seconds, time.time()))
+                     answer.seconds, time.time(),
+                     None if answer.logprobs is None else json.dumps(answer.logprobs)))
                 self.writes += 1
             except sqlite3.DatabaseError as exc:
                 self._disable(exc)

@@ -17,4 +17,6 @@ RECORDED_METHOD = "kgcheck_recorded"
 STEP = "kgcheck_step"
 # Which of k independent draws of the same call this is (self-consistency's sample index).
 SAMPLE = "kgcheck_sample"
+# Which repeat of a run with --repeats asks (0, 1, ...); absent in a run without repeats.
+REPEAT = "kgcheck_repeat"
 RUN_ID = "kgcheck_run_id"

@@ -22,6 +22,9 @@ from kgcheck.web.guard import SECURITY_HEADERS, Guard, Served, ServeError, bind,
 
 __all__ = ["SECURITY_HEADERS", "ServeError", "Served", "bind", "create_app", "serve"]
 
+__all__ = ["ASSETS", "DecisionIn", "SECURITY_HEADERS", "STALE", "ServeError", "Served",
+           "TOKEN_HEADER", "UndoIn", "bind", "create_app", "serve"]
+
 TOKEN_HEADER = "X-Review-Token"
 ASSETS = {"review.js": "text/javascript", "review.css": "text/css",
           "favicon.svg": "image/svg+xml"}
@@ -35,6 +38,8 @@ class DecisionIn(BaseModel):
     fact_id: str = Field(max_length=1_000)
     label: str = Field(max_length=10)
     note: str = Field(default="", max_length=10_000)
+    correction: str = Field(default="", max_length=10)
+    corrected_value: str = Field(default="", max_length=1_000)
 
 
 class UndoIn(BaseModel):
@@ -49,7 +54,8 @@ def _asset(name: str) -> str:
 
 def _state(session: ReviewSession) -> dict[str, Any]:
     return {"run": session.run_dir.resolve().name, "labels": str(session.labels_path),
-            "progress": session.progress(), "items": [i.as_json() for i in session.items]}
+            "annotator": session.annotator, "progress": session.progress(),
+            "estimate": session.estimate(), "items": [i.as_json() for i in session.items]}
 
 
 def create_app(session: ReviewSession, token: str, hosts: set[str]) -> FastAPI:
@@ -76,11 +82,13 @@ def create_app(session: ReviewSession, token: str, hosts: set[str]) -> FastAPI:
     @app.post("/api/decide")
     async def decide(decision: DecisionIn) -> Response:
         try:
-            review = await session.decide(decision.fact_id, decision.label, decision.note)
+            review = await session.decide(decision.fact_id, decision.label, decision.note,
+                                          correction=decision.correction,
+                                          corrected_value=decision.corrected_value)
         except ReviewError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"saved": True, "fact_id": decision.fact_id, "review": review,
-                             "progress": session.progress()})
+                             "progress": session.progress(), "estimate": session.estimate()})
 
     @app.post("/api/undo")
     async def undo(request: UndoIn) -> Response:
@@ -89,7 +97,8 @@ def create_app(session: ReviewSession, token: str, hosts: set[str]) -> FastAPI:
         except ReviewError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         item = session.item(fact_id).as_json() if fact_id else None
-        return JSONResponse({"undone": fact_id, "item": item, "progress": session.progress()})
+        return JSONResponse({"undone": fact_id, "item": item, "progress": session.progress(),
+                             "estimate": session.estimate()})
 
     return app
 

@@ -42,6 +42,8 @@ from contextlib import asynccontextmanager
 from kgcheck.arguments import Arg, ArgumentError
 from kgcheck.failures import is_overload
 
+__all__ = ["AdaptiveLimit", "FixedLimit", "Held", "Limit", "parse_concurrency"]
+
 
 class FixedLimit:
     """A fixed number of facts in flight."""

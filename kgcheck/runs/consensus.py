@@ -18,6 +18,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from kgcheck.arguments import Arg
 from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import has_recordings
 from kgcheck.evals.metrics import consensus_alignment, f1_true_false, tie_rate
@@ -36,6 +37,9 @@ from kgcheck.providers.resolve import reach_model
 from kgcheck.runs.concurrency import Limit
 from kgcheck.runs.engines import Engine, LocalEngine
 from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, RunResult, Warn, check_facts
+
+__all__ = ["VOTES_DIR", "alignment_of", "consensus_context", "consensus_summary", "member_scores",
+           "run_consensus", "vote_maps"]
 
 VOTES_DIR = "votes"
 
@@ -115,7 +119,7 @@ def _check_replay_judge(spec: str | None, data_dir: str, dataset: str,
         raise ConsensusError(
             f"judge {spec} has no recorded {method} tie-breaks for {dataset}: the study "
             "recorded only the judges it picked over whole datasets, for DKA, GIV-Z and GIV-F; "
-            "use --judge none, a recorded judge, or a live model"
+            "use {judge}, a recorded judge, or a live model", judge=Arg("judge", "none")
         )
 
 

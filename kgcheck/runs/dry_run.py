@@ -27,6 +27,9 @@ from kgcheck.graphs.strategies.giv import GIVContext, first_prompt
 from kgcheck.graphs.strategies.rag import TRIPLE_FIELDS, VERIFY_FIELDS, RAGContext
 from kgcheck.providers.pricing import Pricing, default_pricing
 
+__all__ = ["CHARS_PER_TOKEN", "CallPlan", "Estimate", "TIKTOKEN_ENCODING", "TIKTOKEN_SHA256",
+           "TIKTOKEN_URL", "count_tokens", "estimate", "fact_calls", "tokenizer_name"]
+
 TIKTOKEN_ENCODING = "o200k_base"
 TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 TIKTOKEN_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"

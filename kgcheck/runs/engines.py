@@ -17,6 +17,8 @@ from langchain_core.runnables import RunnableConfig
 from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
 from kgcheck.registry import Registry, UnknownNameError
 
+__all__ = ["ENGINES", "Engine", "LocalEngine", "UnknownEngineError", "make_engine"]
+
 
 class UnknownEngineError(UnknownNameError):
     """No engine is registered under that name."""

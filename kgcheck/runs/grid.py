@@ -36,6 +36,9 @@ from typing import Any
 
 import yaml
 
+__all__ = ["CELLS_DIR", "Cell", "DEFAULT_PROMPT", "GRID_KEYS", "SweepConfig", "SweepConfigError",
+           "TOP_KEYS", "load_sweep"]
+
 TOP_KEYS = {"out", "parallel", "concurrency", "limit", "data", "grid", "judge"}
 GRID_KEYS = {"strategies", "models", "prompts", "datasets", "triples", "settings"}
 DEFAULT_PROMPT = "default"

@@ -28,6 +28,9 @@ from kgcheck.data.labels import LabelsError, iter_rows, label_word
 from kgcheck.graphs.parsing import parse_verdict
 from kgcheck.runs.runner import RunInfo, RunResult, check_facts
 
+__all__ = ["IMPORT_STRATEGY", "ImportedVerdict", "STUDY_NAME", "VerdictFile",
+           "VerdictImportError", "describe_name", "import_run", "read_verdict_file"]
+
 STUDY_NAME = re.compile(
     r"^(?P<dataset>[^_]+)_(?P<mode>open-source|open_source|commercial)_(?P<model>.+?)_"
     r"(?P<method>dka|giv-z|giv-f|rag)(?P<vote>_majority-vote)?(?:_(?P<stamp>\d{8}-\d{6}))?$",

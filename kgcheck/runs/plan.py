@@ -22,6 +22,7 @@ from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, liter
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
+from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
@@ -36,6 +37,7 @@ from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
+from kgcheck.evals.stats.tables import run_intervals
 from kgcheck.graphs.consensus.graph import settings_class
 from kgcheck.graphs.consensus.judges import CONS_JUDGES, JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
@@ -44,6 +46,7 @@ from kgcheck.graphs.registry import GraphKey, Strategy, get_strategy
 from kgcheck.prompts import prompt_path
 from kgcheck.providers import reach_model, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
+from kgcheck.providers.metadata import REPEAT
 from kgcheck.providers.pricing import load_pricing
 from kgcheck.providers.resolve import model_note
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit, parse_concurrency
@@ -51,6 +54,7 @@ from kgcheck.runs.consensus import run_consensus
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.dry_run import estimate as _cost_estimate
 from kgcheck.runs.engines import Engine, make_engine
+from kgcheck.runs.repeats import run_repeats
 from kgcheck.runs.runner import (
     RECURSION_LIMIT,
     RunInfo,
@@ -60,6 +64,13 @@ from kgcheck.runs.runner import (
     input_fingerprint,
     public_settings,
 )
+
+__all__ = ["CacheChoice", "EngineOnDemand", "FactLike", "FactSource", "KgcheckWarning",
+           "ParallelReadChoice", "RunPlan", "SettingsError", "Warn", "as_facts", "as_facts_lazy",
+           "cache_path", "check_models", "check_prompt_files", "check_replay",
+           "check_run_arguments", "default_out_dir", "dry_run_of", "execute", "fact_source",
+           "make_context", "merged_settings", "open_engine", "own_kg_name", "parse_setting_pairs",
+           "plan_run", "prompt_digests", "recordable", "setting_fields"]
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
@@ -230,6 +241,10 @@ class RunPlan:
     notes: list[str]
     # Shards the input was read in, in parallel (0: one pass in this process).
     input_shards: int = 0
+    # Bootstrap intervals of the scores in summary.json.
+    ci: bool = False
+    # Times each fact is checked (kgcheck.runs.repeats); 1: once.
+    repeats: int = 1
 
 
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
@@ -244,7 +259,7 @@ def default_out_dir(source: str, strategy: str, models: Sequence[str]) -> Path:
 
 
 @dataclass
-class _Source:
+class FactSource:
     """Where a run's facts come from: a re-readable stream and how to name its terms."""
 
     open: Callable[[], Iterable[Fact]]
@@ -255,10 +270,11 @@ class _Source:
     sharded: ShardedReader | None = None
 
 
-def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
-            graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
-            data: str | Path | None, as_dataset: str | None = None,
-            parallel: ParallelReadChoice = None) -> _Source:
+def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | None,
+                graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
+                data: str | Path | None, as_dataset: str | None = None,
+                parallel: ParallelReadChoice = None) -> FactSource:
+    """Say where a run's facts come from (exactly one of the inputs is given)."""
     if triples is not None:
         path = check_input(triples)
         _, suffix = base_name(path)
@@ -273,24 +289,24 @@ def _source(dataset: str | None, triples: str | Path | None, sparql: str | None,
         if chosen is not None:
             sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
-            return _Source(lambda: iter(sharded), stem, str(path.resolve()), own,
+            return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
         if reader is not None:
-            return _Source(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
-        return _Source(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
+            return FactSource(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
+        return FactSource(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
         location = " ".join(x for x in (redact_endpoint(sparql), graph and f"<{graph}>", where)
                             if x)
-        return _Source(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
+        return FactSource(lambda: iter(endpoint), endpoint.dataset, location, True, endpoint.named)
     if facts is not None:
         loaded = as_facts(facts)
         name = loaded[0].dataset if loaded and loaded[0].dataset else "facts"
-        return _Source(lambda: loaded, name, "memory", False)
+        return FactSource(lambda: loaded, name, "memory", False)
     src = as_source(data)
     name = canonical_dataset(src, dataset or "")
     rows = load_facts(name, src)
-    return _Source(lambda: rows, name, src.location, False)
+    return FactSource(lambda: rows, name, src.location, False)
 
 
 def check_run_arguments(*, dataset: str | None = None, triples: str | Path | None = None,
@@ -364,7 +380,7 @@ def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
         key, sep, raw = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep:
-            raise SettingsError("{pair}: expected key=value",
+            raise SettingsError("{pair}: expected NAME=VALUE",
                                 pair=Arg("settings", [pair]))
         if key not in fields:
             raise SettingsError(f"{{key}}: unknown setting; known: {', '.join(sorted(fields))}",
@@ -401,6 +417,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              as_dataset: str | None = None,
              pricing: str | Path | None = None,
              parallel_read: ParallelReadChoice = None,
+             predicates: str | Sequence[str] | None = None,
+             exclude_predicates: str | Sequence[str] | None = None,
+             ci: bool = False, repeats: int = 1,
              **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
@@ -418,7 +437,19 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     ``open_engine("ray").parallel_read``, or a function returning it, called only for such a
     file) reads an N-Triples, N-Quads or JSON Lines file in parallel shards when every fact
     of it is read (no ``limit``): the same facts in the same order as one pass.
+    ``predicates`` keeps only facts whose predicate matches one of these patterns and
+    ``exclude_predicates`` drops those matching one (IRIs, prefixed names such as
+    ``rdf:type``, plain names, globs; see ``kgcheck.data.predicates``), while the input is
+    read; a SPARQL endpoint chooses its triples with ``where`` instead. ``ci`` adds
+    bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1 to the summary
+    (``intervals``). ``repeats`` checks each fact that many times (``kgcheck.runs.repeats``):
+    the majority is its verdict.
     """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise SettingsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
+    if repeats > 1 and consensus and len(consensus) > 1:
+        raise SettingsError("repeats apply to one model; a consensus run already asks "
+                            "several: drop --repeats or --consensus")
     values = merged_settings(settings, strategy_settings)
     check_run_arguments(dataset=dataset, triples=triples, sparql=sparql, facts=facts,
                         graph=graph, where=where, as_dataset=as_dataset, limit=limit,
@@ -430,21 +461,42 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     for spec in members + fixed_judge:
         split_spec(spec)
 
+    if sparql is not None and (predicates is not None or exclude_predicates is not None):
+        raise SettingsError("{predicates} and {exclude} choose the facts of a file; a {sparql} "
+                            "endpoint chooses its triples with {where} (e.g. FILTER(?p != "
+                            "rdf:type))", predicates=Arg("predicates"),
+                            exclude=Arg("exclude_predicates"), sparql=Arg("sparql"),
+                            where=Arg("where"))
+    try:
+        by_predicate = PredicateFilter.of(predicates, exclude_predicates)
+    except PredicateFilterError as exc:
+        raise SettingsError(literal(str(exc))) from None
     gold = read_gold(labels) if labels is not None else None
-    origin = _source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
+    origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
                      parallel_read if limit is None else None)
-    selection: Selection = _select_facts(origin.open, limit=limit, sample=sample, seed=seed,
+    # Filtered while the input streams past: the facts left out are never kept.
+    opener = origin.open
+    if by_predicate is not None:
+        chooser = by_predicate
+        opener = lambda: chooser.apply(origin.open())  # noqa: E731 - a fresh pass each call
+    selection: Selection = _select_facts(opener, limit=limit, sample=sample, seed=seed,
                                          stratify=stratify, per_stratum=per_stratum, ids=ids)
     loaded = origin.named(selection.facts)
     if gold is not None:
         loaded = gold.apply(loaded)
     source_name, source = origin.name, origin.location
+    if not loaded and by_predicate is not None:
+        raise SettingsError(f"{literal(origin.location)}: no fact has a predicate that "
+                            f"{{predicates}} keeps and {{exclude}} does not drop (of "
+                            f"{by_predicate.seen:,} read)", predicates=Arg("predicates"),
+                            exclude=Arg("exclude_predicates"))
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
     # What a resume must match: the facts by content (each verdict keeps its fact's digest).
     fingerprint = {**input_fingerprint(loaded),
-                   "drawn": drawn_from(selection, limit=limit, sample=sample, seed=seed,
-                                       stratify=stratify, per_stratum=per_stratum, ids=ids)}
+                   "drawn": {**drawn_from(selection, limit=limit, sample=sample, seed=seed,
+                                          stratify=stratify, per_stratum=per_stratum, ids=ids),
+                             **(by_predicate.describe() if by_predicate else {})}}
     check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
@@ -453,6 +505,10 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     check_prompt_files(ctx)
     check_models(members + fixed_judge, ctx)
     notes = list(selection.notes)
+    if by_predicate is not None and by_predicate.unmatched():
+        notes.append(f"{', '.join(by_predicate.unmatched())}: no predicate of the "
+                     f"{by_predicate.seen:,} facts read matched (prefixes known: "
+                     f"{', '.join(PREFIXES)}; or give the whole IRI)")
     if gold is not None and not any(f.label is not None for f in loaded):
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
     if triples is not None and not as_dataset and origin.name != base_name(Path(triples))[0]:
@@ -469,7 +525,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
                    pricing=prices)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
-                   out_dir, notes, origin.sharded.shards if origin.sharded else 0)
+                   out_dir, notes, origin.sharded.shards if origin.sharded else 0, ci=ci,
+                   repeats=repeats)
 
 
 def open_engine(name: str = "local", *, cache: CacheChoice = True,
@@ -544,8 +601,19 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     try:
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
-            result = await _execute(plan, runner, concurrency=limit, resume=resume,
-                                    fresh=fresh, show_progress=show_progress, warn=warn)
+            if plan.repeats > 1:
+                async def one(repeat: int, folder: Path) -> RunResult:
+                    sub = dataclasses.replace(plan, out_dir=folder,
+                                              info=dataclasses.replace(plan.info))
+                    return await _execute(sub, runner, concurrency=limit, resume=resume,
+                                          fresh=fresh, show_progress=show_progress, warn=warn,
+                                          repeat=repeat)
+
+                result = await run_repeats(plan.out_dir, plan.info, plan.repeats, one,
+                                           resume=resume, fresh=fresh, asked=len(plan.facts))
+            else:
+                result = await _execute(plan, runner, concurrency=limit, resume=resume,
+                                        fresh=fresh, show_progress=show_progress, warn=warn)
         stats = runner.stats()
     finally:
         engines.close()
@@ -558,13 +626,16 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         asked = stats["cache"]["hits"] + stats["cache"]["misses"]
         extra["cache"] = {"path": str(path), **stats["cache"],
                           "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
+    if plan.ci:
+        extra["intervals"] = run_intervals(result.records)
     result.summary.update(extra)
     amend_summary(result.out_dir, extra)
     return result
 
 
 async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume: bool,
-                   fresh: bool, show_progress: bool, warn: Warn | None) -> RunResult:
+                   fresh: bool, show_progress: bool, warn: Warn | None,
+                   repeat: int | None = None) -> RunResult:
     if len(plan.members) > 1:
         return await run_consensus(
             plan.facts, strategy=plan.strategy, members=plan.members, judge=plan.judge,
@@ -575,6 +646,9 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
     key: GraphKey = ("strategy", plan.strategy.name)
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
                               "metadata": {"kgcheck_run_id": plan.info.run_id}}
+    if repeat is not None:
+        # Every call of the graph sees it: a cache key and a sample of its own per repeat.
+        config["metadata"][REPEAT] = repeat
 
     async def invoke(fact: Fact) -> dict[str, Any]:
         return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)

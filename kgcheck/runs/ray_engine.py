@@ -42,6 +42,9 @@ from kgcheck.data.shards import (
 from kgcheck.data.sources import TriplesError
 from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
 from kgcheck.providers.cache import AnswerCache, serving
+from kgcheck.runs.ray_cluster import LocalCluster
+
+__all__ = ["GraphWorker", "INSTALL_HINT", "RayEngine", "RayEngineError", "check_reachable"]
 
 try:
     import ray
@@ -122,14 +125,21 @@ class RayEngine:
             raise RayEngineError(f"shard_bytes must be at least 1, got {shard_bytes}")
         self.shard_bytes = shard_bytes
         self._started = not ray.is_initialized()
+        self._local: LocalCluster | None = None
         if self._started:
             if address and address != "auto":
                 check_reachable(address)
             try:
-                ray.init(address=address, num_cpus=None if address else num_cpus,
-                         include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, ignore_reinit_error=True)
+                if not address:
+                    # Our own cluster, in its own session with a watchdog on this process:
+                    # a kill -9 of the driver leaves no Ray process behind.
+                    self._local = LocalCluster.start(num_cpus)
+                ray.init(address=self._local.address if self._local else address,
+                         log_to_driver=False, configure_logging=False,
+                         ignore_reinit_error=True)
             except (ConnectionError, RayError, ValueError, RuntimeError) as exc:
+                if self._local is not None:
+                    self._local.stop()
                 where = address or "a local cluster"
                 raise RayEngineError(f"cannot start or reach the Ray cluster at {where}: "
                                      f"{exc}") from None
@@ -207,6 +217,9 @@ class RayEngine:
         self._workers = []
         if self._started:
             ray.shutdown()
+        if self._local is not None:
+            self._local.stop()
+            self._local = None
 
 
 def _shard_result(ref: Any) -> ShardFacts:

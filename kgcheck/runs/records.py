@@ -13,6 +13,8 @@ from typing import Any
 
 from kgcheck.data.facts import Fact
 
+__all__ = ["checked_now", "verdict_record"]
+
 
 def checked_now() -> str:
     """Return the current UTC time in ISO 8601, to the second (``2026-12-01T20:18:08Z``)."""
@@ -27,4 +29,7 @@ def verdict_record(fact: Fact, verdict: dict[str, Any], run_id: str,
               "object": fact.object, "checked_at": checked_now()}
     if fact.rdf:
         record["rdf"] = dict(fact.rdf)
+    if fact.names:
+        # The KG's own names of the terms (rdfs:label ...), for exports and the review page.
+        record["names"] = dict(fact.names)
     return record

@@ -21,6 +21,8 @@ from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
 from kgcheck.runs.grid import CELLS_DIR, Cell, SweepConfig, SweepConfigError, load_sweep
 from kgcheck.runs.plan import CacheChoice, RunPlan, SettingsError, execute, plan_run
 
+__all__ = ["OnCell", "SWEEP_INFO", "SweepResult", "asweep", "leaderboard", "plan_sweep", "sweep"]
+
 SWEEP_INFO = "sweep.json"
 OnCell = Callable[[Cell, dict[str, Any]], None]
 
@@ -76,6 +78,7 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
         "parallel": parallel or sweep.parallel, "concurrency": sweep.concurrency,
     }, indent=1) + "\n", encoding="utf-8")
     gate = asyncio.Semaphore(parallel or sweep.parallel)
+    verdicts: dict[str, list[dict[str, Any]]] = {}
 
     async def one(cell: Cell, plan: RunPlan) -> dict[str, Any]:
         row = _describe(cell)
@@ -85,6 +88,7 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
                 result = await execute(plan, concurrency=sweep.concurrency, resume=True,
                                        cache=cache)
                 row = leaderboard_row(row, result.summary, result.records)
+                verdicts[row["cell"]] = result.records
                 if result.aborted:
                     row["error"] = result.aborted
             except (RunError, SettingsError, OSError) as exc:
@@ -95,8 +99,9 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
         return row
 
     rows = await asyncio.gather(*(one(c, p) for c, p in plans))
-    files = write_leaderboard(rows, out_dir, f"Sweep {sweep.path.name}", plots=plots)
-    return SweepResult(out_dir, ranked(rows), files)
+    files = write_leaderboard(rows, out_dir, f"Sweep {sweep.path.name}", plots=plots,
+                              verdicts=verdicts)
+    return SweepResult(out_dir, ranked(rows, verdicts), files)
 
 
 def _stored_summary(out_dir: Path) -> dict[str, Any]:
@@ -120,11 +125,12 @@ def leaderboard(out_dir: str | Path, *, plots: bool = True) -> SweepResult:
     if not info_path.is_file():
         raise SweepConfigError(f"{out_dir} is not a sweep folder (no {SWEEP_INFO})")
     info = json.loads(info_path.read_text(encoding="utf-8"))
-    rows = []
+    rows, verdicts = [], {}
     for cell in info["cells"]:
         folder = out_dir / CELLS_DIR / cell["cell"]
         records = list(read_verdicts(folder / VERDICTS).values())
         rows.append(leaderboard_row(cell, _stored_summary(folder), records))
+        verdicts[cell["cell"]] = records
     files = write_leaderboard(rows, out_dir, f"Sweep {Path(info['config']).name}",
-                              plots=plots)
-    return SweepResult(out_dir, ranked(rows), files)
+                              plots=plots, verdicts=verdicts)
+    return SweepResult(out_dir, ranked(rows, verdicts), files)

@@ -41,8 +41,12 @@ def _split(value: str | None) -> list[str]:
 
 
 def create_app(explorer: Explorer, token: str, hosts: set[str], *,
-               studio: str = DEFAULT_STUDIO) -> FastAPI:
-    """Build the explorer app; ``hosts`` are the ``Host`` values it answers."""
+               studio: str = DEFAULT_STUDIO, review: str | None = None) -> FastAPI:
+    """Build the explorer app; ``hosts`` are the ``Host`` values it answers.
+
+    ``studio`` is where ``kgcheck studio`` serves; ``review`` the address a running
+    ``kgcheck review`` printed (the fact page links to both).
+    """
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     Guard(token, frozenset(hosts), TOKEN_HEADER, STALE).install(app)
     page = _asset("view.html").replace("__TOKEN__", html.escape(token, quote=True))
@@ -96,6 +100,7 @@ def create_app(explorer: Explorer, token: str, hosts: set[str], *,
         def build() -> dict[str, Any]:
             found = explorer.fact(run, id)
             found["studio"] = STUDIO_PAGE + studio
+            found["review_url"] = review if review and review.startswith("http") else None
             found["review_command"] = (f"kgcheck review {explorer.run(run).folder} "
                                        f"--only {found['record'].get('label')}")
             return found
@@ -111,8 +116,9 @@ def create_app(explorer: Explorer, token: str, hosts: set[str], *,
 
 
 async def serve(explorer: Explorer, *, host: str = "127.0.0.1", port: int = 8766,
-                studio: str = DEFAULT_STUDIO,
+                studio: str = DEFAULT_STUDIO, review: str | None = None,
                 on_ready: Callable[[Served], None] | None = None) -> None:
     """Serve the explorer until the server is stopped (Ctrl-C)."""
-    await serve_app(lambda token, hosts: create_app(explorer, token, hosts, studio=studio),
+    await serve_app(lambda token, hosts: create_app(explorer, token, hosts, studio=studio,
+                                                    review=review),
                     host=host, port=port, on_ready=on_ready)

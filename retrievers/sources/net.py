@@ -35,7 +35,7 @@ import httpcore
 import httpx
 
 from kgcheck.data.httpbody import ACCEPT_ENCODING, BodyDecodeError, aread_capped
-from kgcheck.failures import TRANSIENT_STATUS
+from kgcheck.failures import TRANSIENT_STATUS, Failure, classify
 
 USER_AGENT = "kgcheck-evidence/1.0 (+https://github.com/kgcheck)"
 MAX_REDIRECTS = 5
@@ -342,7 +342,7 @@ def _short(url: str) -> str:
 
 
 def _describe(exc: Exception | None) -> str:
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+    if exc is not None and classify(exc) is Failure.TIMEOUT:
         return "timed out"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect ({exc})" if str(exc) else "cannot connect"

@@ -8,6 +8,7 @@ stubs answer through ``send_body`` so that kgcheck's clients meet both on every 
 from __future__ import annotations
 
 import gzip
+import zlib
 from http.server import BaseHTTPRequestHandler
 
 # Bytes per chunk: small enough that a body of a few KB comes in several.
@@ -51,3 +52,10 @@ def send_body(handler: BaseHTTPRequestHandler, status: int, body: bytes, content
     except OSError:
         handler.close_connection = True  # the client stopped reading: what a cap does
     return gzipped
+
+
+def gzip_bomb(megabytes: int) -> bytes:
+    """Return ``megabytes`` MB of zeros gzip-compressed (about 1 KB a MB), made a MB at a time."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    zeros = bytes(2**20)
+    return b"".join([*(packer.compress(zeros) for _ in range(megabytes)), packer.flush()])

@@ -24,11 +24,15 @@ def report(
     data: Annotated[str | None, typer.Option(
         help="FactCheck data for --with-recorded (default: the vendored copy).")] = None,
     plots: Annotated[bool, typer.Option(help="Draw the figures (PNG and SVG).")] = True,
+    ci: Annotated[bool, typer.Option(
+        "--ci", help="Add 95% bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.")]
+    = False,
 ) -> None:
     """Build tables 5 to 8 (and the figures) from run folders."""
     from kgcheck.api import report as build_report
 
-    written = build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots)
+    written = build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots,
+                           ci=ci)
     console.print(f"{len(run_dirs)} runs, {len(written.records)} figures")
     console.print(f"tables: {written.markdown}  {written.json}")
     if written.plots:

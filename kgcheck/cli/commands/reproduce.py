@@ -30,6 +30,9 @@ def reproduce(
     out: Annotated[Path, typer.Option(help="Folder for tables.md, tables.json and plots/.")]
     = Path("runs/reproduce"),
     plots: Annotated[bool, typer.Option(help="Draw the figures (PNG and SVG).")] = True,
+    ci: Annotated[bool, typer.Option(
+        "--ci", help="Add 95% bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1 "
+        "after the tables (their values stay the study's points).")] = False,
 ) -> None:
     """Recompute the study's tables and figures from its recorded answers."""
     from kgcheck import api
@@ -38,7 +41,7 @@ def reproduce(
         err_console.print(f"[bold yellow]warning:[/] {message}", highlight=False)
 
     written = api.reproduce(out, data=data, datasets=split_names(datasets), plots=plots,
-                            warn=warn)
+                            warn=warn, ci=ci)
     shown = sorted({(r["dataset"], r["method"]) for r in written.records})
     console.print(f"{len(shown)} dataset/method pairs, {len(written.records)} figures")
     console.print(f"tables: {written.markdown}  {written.json}")

@@ -67,9 +67,28 @@ def print_summary(summary: dict[str, Any]) -> None:
                   + (f", tokens in {summary['tokens_in']:,}" if summary.get("tokens_in") else "")
                   + (f", out {summary['tokens_out']:,}" if summary.get("tokens_out") else ""),
                   highlight=False)
+    intervals = summary.get("intervals")
+    if intervals:
+        names = {"accuracy": "acc", "f1_true": "F1(T)", "f1_false": "F1(F)",
+                 "macro_f1": "macro-F1"}
+        cells = [f"{name} [{intervals[k]['low']:.3f}, {intervals[k]['high']:.3f}]"
+                 for k, name in names.items() if intervals[k]["low"] is not None]
+        console.print(f"{intervals['confidence']:.0%} bootstrap intervals: " + ", ".join(cells),
+                      highlight=False)
+    repeats = summary.get("repeats")
+    if repeats:
+        macro = repeats["scores"]["macro_f1"]
+        spread = ("" if macro["mean"] is None else f"; macro-F1 {macro['mean']:.3f} mean, "
+                  f"{macro['min']:.3f} to {macro['max']:.3f}")
+        console.print(f"{repeats['count']} repeats: {repeats['flipped_facts']} of "
+                      f"{repeats['facts']} facts flipped, mean flip rate "
+                      f"{repeats['mean_flip_rate']:.3f}, mean entropy "
+                      f"{repeats['mean_entropy']:.3f} bits{spread} (verdicts: the majority)",
+                      highlight=False)
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    _print_explained(summary)
     matrix = summary.get("confusion")
     if matrix:
         console.print("confusion matrix (rows: gold, columns: verdict)")
@@ -95,6 +114,24 @@ def print_summary(summary: dict[str, Any]) -> None:
     _print_predicates(summary.get("by_predicate") or [])
     if consensus:
         _print_consensus(summary, members)
+
+
+def _print_explained(summary: dict[str, Any]) -> None:
+    """Print coverage (with NEI verdicts), confidence scores and answer problems, if any."""
+    if summary.get("nei"):
+        console.print(f"coverage {_score(summary.get('coverage'))} (NEI {summary['nei']}), "
+                      f"accuracy over covered facts {_score(summary.get('accuracy_covered'))}",
+                      highlight=False)
+    scores = (summary.get("calibration") or {}).get("scores")
+    if scores:
+        console.print(f"confidence over {scores['n']} labelled verdicts: AUROC "
+                      f"{_score(scores['auroc'])}, AUPRC {_score(scores['auprc'])}, Brier "
+                      f"{_score(scores['brier'])}, ECE {_score(scores['ece'])}",
+                      highlight=False)
+    problems = summary.get("answer_problems") or {}
+    if problems:
+        console.print("answer problems: " + "; ".join(f"{k} ({v})" for k, v in problems.items()),
+                      highlight=False, markup=False)
 
 
 def _print_predicates(rows: list[dict[str, Any]]) -> None:
@@ -191,6 +228,11 @@ def run(
     graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
     where: Annotated[str | None, Opt(help="With --sparql: a pattern binding ?s ?p ?o, e.g. "
                                      "'?s a <http://ex.org/Person> . ?s ?p ?o'.")] = None,
+    predicates: Annotated[str | None, Opt(help="Check only facts with these predicates, "
+                                          "comma-separated: IRIs, prefixed names (dbo:*), "
+                                          "plain names or globs.")] = None,
+    exclude_predicates: Annotated[str | None, Opt(help="Leave out facts with these "
+                                                  "predicates, e.g. 'rdf:type,owl:*'.")] = None,
     labels: Annotated[Path | None, Opt(help="Gold labels: .csv/.jsonl with id or subject, "
                                        "predicate, object, and label.")] = None,
     sample: Annotated[int | None, Opt(help="Check a uniform random sample of N facts (one "
@@ -252,6 +294,12 @@ def run(
                                         "cost.")] = None,
     dry_run: Annotated[bool, Opt(help="Print how many facts and calls the run will make and "
                                  "the estimated tokens and cost, then exit.")] = False,
+    ci: Annotated[bool, Opt("--ci", help="Add 95% bootstrap intervals of accuracy, F1(T), "
+                            "F1(F) and macro-F1 to summary.json.")] = False,
+    repeats: Annotated[int, Opt(help="Check each fact N times (temperature above 0; no "
+                                "cached answer is reused across repeats): the majority is "
+                                "the verdict; flip rates and score spread go to "
+                                "summary.json.")] = 1,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck import api
@@ -276,7 +324,8 @@ def run(
         strategy=strategy, model=model, consensus=members, judge=judge, data=data,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
-        settings=values, as_dataset=as_dataset, pricing=pricing)
+        settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
+        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats)
     # The arguments alone first, so that a wrong combination fails before the input is read.
     api.check_run_arguments(
         **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",
@@ -306,6 +355,11 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
     for warning in plan.notes:
         say_warning(warning)
     out_dir = plan.out_dir
+    if cache is not False and not dry_run:
+        # Said once: answers are kept across runs, which a user may not expect.
+        where = api.cache_path(cache)
+        err_console.print(f"answer cache: {where} (--no-cache asks the model every time)",
+                          soft_wrap=True, markup=False, highlight=False)
     if dry_run:
         print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
         return

@@ -62,17 +62,20 @@ def sweep(
         result = asyncio.run(sweeps.asweep(spec, out_dir, parallel=parallel,
                                            cache=not no_cache, plots=plots, on_cell=done))
     table = Table(title=f"leaderboard: {config.name}")
-    for column in ("#", "strategy", "model", "prompt", "input"):
+    for column in ("#", "group", "strategy", "model", "prompt", "input"):
         table.add_column(column, overflow="fold")
     for column in ("n", "macro-F1", "F1(T)", "F1(F)", "acc", "NA"):
         table.add_column(column, justify="right", no_wrap=True)
     for i, row in enumerate(result.rows, 1):
-        table.add_row(str(i), row["strategy"], row["model"], Path(row["prompt"]).name,
+        table.add_row(str(i), row.get("group") or "-", row["strategy"], row["model"],
+                      Path(row["prompt"]).name,
                       row["input"], str(row["n"]), _score(row["macro_f1"]),
                       _score(row["f1_true"]), _score(row["f1_false"]),
                       _score(row["accuracy"]),
                       "-" if row["na_rate"] is None else f"{row['na_rate']:.3f}")
     console.print(table)
+    console.print("cells that share a group letter are not significantly different "
+                  "(McNemar, Holm)", highlight=False)
     console.print(f"leaderboard: {out_dir / 'tables.md'}  {out_dir / 'leaderboard.json'}")
     for row in result.failed:
         err_console.print(f"[bold red]error:[/] cell {row['cell']}: {row['error']}")

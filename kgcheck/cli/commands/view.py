@@ -31,6 +31,9 @@ def view(
     studio: Annotated[str, typer.Option(
         help="Where `kgcheck studio` serves the graphs (the fact page links to it).")]
     = "http://127.0.0.1:2024",
+    review: Annotated[str | None, typer.Option(
+        help="The address a running `kgcheck review` printed (the fact page links to "
+        "it).")] = None,
 ) -> None:
     """Serve a local explorer of runs; its address (with its token) is the first line printed."""
     # Imported here, as in every command: the CLI starts light.
@@ -48,7 +51,8 @@ def view(
         print("Ctrl-C stops the explorer (it only reads the run folders)", flush=True)
 
     try:
-        asyncio.run(serve(explorer, host=host, port=port, studio=studio, on_ready=ready))
+        asyncio.run(serve(explorer, host=host, port=port, studio=studio, review=review,
+                          on_ready=ready))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:

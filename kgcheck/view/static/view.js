@@ -288,14 +288,16 @@ function timeline(fact) {
   if (Array.isArray(d.votes) && d.votes.length) {
     steps.push(step("votes", d.decision ? `decision: ${d.decision}` : null,
       el("table", { class: "votes" }, el("thead", {}, el("tr", {},
-        ["model", "vote", "raw", "seconds"].map((h) => el("th", {}, h)))),
+        ["model", "vote", "raw", "seconds", "tokens in/out"].map((h) => el("th", {}, h)))),
         el("tbody", {}, d.votes.map((v) => el("tr", {}, el("td", {}, v.model ?? ""),
-          labelCell(v.label), el("td", {}, v.raw ?? ""), el("td", { class: "num" }, fmt(v.seconds, 2)))))),
+          labelCell(v.label), el("td", {}, v.raw ?? ""), el("td", { class: "num" }, fmt(v.seconds, 2)),
+          el("td", { class: "num" }, `${fmt(v.tokens_in)} / ${fmt(v.tokens_out)}`))))),
       d.counts ? kv(Object.entries(d.counts)) : null));
   }
   if (d.judge || d.judge_called !== undefined) {
     steps.push(step("judge", d.judge_called ? "called on a tie" : "not called",
-      kv([["judge", d.judge], ["label", d.judge_label], ["raw", d.judge_raw]])));
+      kv([["judge", d.judge], ["label", d.judge_label], ["raw", d.judge_raw],
+          ["error", d.judge_error]])));
   }
   const explanation = r.explanation ?? d.explanation ?? fact.explanation;
   steps.push(step("verdict", null, kv([
@@ -320,8 +322,10 @@ async function renderFact(main, params) {
     el("h2", {}, `Fact ${r.fact_id} in ${fact.name}`),
     el("p", {}, el("a", { href: link("facts", { run }) }, "← facts of this run"), " · ",
       el("a", { href: fact.studio, target: "_blank", rel: "noopener", id: "studio-link" },
-         `open ${fact.strategy ?? "the graph"} in Studio`), " (input below) · review it: ",
-      el("code", { id: "review-command" }, fact.review_command)),
+         `open ${fact.strategy ?? "the graph"} in Studio`), " (input below) · ",
+      fact.review_url ? [el("a", { href: fact.review_url, target: "_blank", rel: "noopener",
+                                   id: "review-link" }, "the review page"), " · "] : null,
+      "review it: ", el("code", { id: "review-command" }, fact.review_command)),
     fact.others.length ? el("p", { id: "others" }, "other runs: ", fact.others.map((o, i) => [
       i ? ", " : "", el("a", { href: link("fact", { run: o.run, id: r.fact_id }) }, o.name),
       " ", el("span", { class: `label-${o.label}` }, o.label)])) : null,
@@ -359,7 +363,7 @@ async function renderDiff(main, params) {
       `Of ${fmt(m.n)} labelled: both right ${fmt(m.table[0][0])}, only A ${fmt(m.only_a)}, ` +
       `only B ${fmt(m.only_b)}, neither ${fmt(m.table[1][1])}. ` +
       (m.p_value === null ? (m.missing || "No discordant pair: nothing to test.")
-        : `McNemar ${m.exact ? "exact" : "χ²"} p = ${m.p_value.toPrecision(3)}.`)),
+        : `McNemar's exact test: p = ${m.p_value.toPrecision(3)}.`)),
     el("div", { class: "pager" },
       el("button", { id: "prev", disabled: page <= 0,
         onclick: () => { location.hash = link("diff", { ...params, page: page - 1 }); } }, "← previous"),

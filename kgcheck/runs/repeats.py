@@ -1,0 +1,108 @@
+"""Repeated runs: every fact checked N times, the majority as its verdict.
+
+``kgcheck run --repeats N`` runs the plan N times, each repeat into its own run folder
+``OUT/repeats/<i>`` (resumable like any run). Every model call of repeat ``i`` carries the
+repeat index in its metadata and in its answer-cache key, so no cached answer is reused
+across repeats: with a temperature above 0 each repeat samples anew. ``OUT`` itself then
+holds one verdict per fact, the majority over the repeats, with the fact's labels, flip
+rate and label entropy in ``details.repeats``, and a summary whose ``repeats`` section gives
+the mean flip rate and entropy and each score's mean and spread across the repeats
+(``kgcheck.evals.stats.repeats``). Tokens (and so cost) are summed over the repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from kgcheck.data.runfolder import RUN_INFO, SUMMARY, VERDICTS, RunError, exclusive
+from kgcheck.evals.stats.repeats import repeat_summary
+from kgcheck.runs.runner import (
+    RunInfo,
+    RunResult,
+    _write_atomic,
+    prepare_out_dir,
+    summarize,
+)
+
+__all__ = ["REPEATS_DIR", "MAX_LISTED", "combine_repeats", "repeat_folder", "run_repeats"]
+
+REPEATS_DIR = "repeats"
+# Facts that flipped listed in summary.json (most uncertain first); all are in verdicts.jsonl.
+MAX_LISTED = 1000
+
+RunOne = Callable[[int, Path], Awaitable[RunResult]]
+
+
+def repeat_folder(out_dir: Path, repeat: int) -> Path:
+    """Return the run folder of repeat ``repeat`` (0-based) of the run in ``out_dir``."""
+    return Path(out_dir) / REPEATS_DIR / str(repeat + 1)
+
+
+def _sum(values: list[Any]) -> int | None:
+    present = [int(v) for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def combine_repeats(results: list[RunResult]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Return the majority verdict records and the summary's ``repeats`` section."""
+    by_fact = [{str(r["fact_id"]): r for r in res.records} for res in results]
+    per_fact, section = repeat_summary(by_fact)
+    records = []
+    for fid, stability in per_fact.items():
+        copies = [rep[fid] for rep in by_fact if fid in rep]
+        base = copies[0]
+        seconds = [c["seconds"] for c in copies if c.get("seconds")]
+        records.append({
+            **base,
+            "label": stability["majority"],
+            "raws": [raw for c in copies for raw in (c.get("raws") or [c.get("raw")])],
+            "seconds": sum(seconds) / len(seconds) if seconds else base.get("seconds"),
+            "tokens_in": _sum([c.get("tokens_in") for c in copies]),
+            "tokens_out": _sum([c.get("tokens_out") for c in copies]),
+            # An error of one repeat is not the fact's error when others answered.
+            "error": base.get("error") if all(c.get("error") for c in copies) else None,
+            "details": {**(base.get("details") or {}), "repeats": stability},
+        })
+    flipped = sorted(((fid, s) for fid, s in per_fact.items() if s["flip_rate"]),
+                     key=lambda item: (-item[1]["entropy"], item[0]))
+    section["flipped"] = [{"fact_id": fid, "flip_rate": s["flip_rate"],
+                           "entropy": s["entropy"], "counts": s["counts"]}
+                          for fid, s in flipped[:MAX_LISTED]]
+    return records, section
+
+
+async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOne, *,
+                      resume: bool, fresh: bool, asked: int) -> RunResult:
+    """Run ``run_one(i, folder)`` for each repeat, then write the majority into ``out_dir``."""
+    out_dir = Path(out_dir)
+    started = time.perf_counter()
+    with exclusive(out_dir):
+        prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
+        info_path = out_dir / RUN_INFO
+        stored = json.loads(info_path.read_text(encoding="utf-8"))
+        before = stored.get("repeats")
+        if resume and before is not None and before != repeats:
+            raise RunError(f"cannot resume {out_dir}: it ran {before} repeats, not {repeats}; "
+                           f"start over with --fresh --out {out_dir}, or use another --out")
+        _write_atomic(info_path, json.dumps({**stored, "repeats": repeats}, indent=1) + "\n")
+    results = []
+    for repeat in range(repeats):
+        results.append(await run_one(repeat, repeat_folder(out_dir, repeat)))
+        if results[-1].aborted:
+            break
+    with exclusive(out_dir):
+        records, section = combine_repeats(results)
+        _write_atomic(out_dir / VERDICTS, "".join(json.dumps(r) + "\n" for r in records))
+        summary = summarize(records, info, seconds=time.perf_counter() - started,
+                            ran=sum(int(r.summary.get("ran_this_time") or 0) for r in results))
+        summary["asked"] = asked
+        summary["repeats"] = section
+        aborted = next((r.aborted for r in results if r.aborted), None)
+        if aborted:
+            summary["aborted"] = f"repeat {len(results)} of {repeats}: {aborted}"
+        _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+    return RunResult(out_dir, records, summary, summary.get("aborted"))
