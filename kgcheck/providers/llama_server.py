@@ -105,6 +105,9 @@ class LlamaServer:
                 except subprocess.TimeoutExpired:
                     self.process.kill()
                     self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
         self.log_path.unlink(missing_ok=True)
 
 
