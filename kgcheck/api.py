@@ -130,12 +130,32 @@ __all__ = [
     # What the command line uses besides (one import layer: kgcheck.cli -> kgcheck.api).
     "VERDICTS", "read_verdicts", "parse_ids", "is_defect", "redact_logs", "redact_text",
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
-    "served_graphs", "langgraph_config", "serve_review", "Served", "serve_explorer",
+    "served_graphs", "langgraph_config", "write_studio_config", "serve_review", "Served",
+    "serve_explorer",
     "plan_sweep", "asweep",
     "index_evidence", "Indexed", "search_index_choice", "search_server", "comparison_text",
 ]
 
 T = TypeVar("T")
+
+
+def write_studio_config(path: str | Path | None = None) -> Path:
+    """Write the ``langgraph.json`` that serves every registered graph; return its path.
+
+    Args:
+        path: Where to write it; by default ``langgraph.json`` in the ``.kgcheck`` home
+            (``$KGCHECK_HOME``, else ``./.kgcheck``).
+
+    """
+    import json
+
+    from kgcheck.data.atomic import write_text_atomic
+    from kgcheck.data.paths import kgcheck_home
+
+    target = Path(path) if path is not None else kgcheck_home() / "langgraph.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(target, json.dumps(langgraph_config(), indent=2) + "\n")
+    return target
 
 
 def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
@@ -373,6 +393,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                settings: Mapping[str, Any] | None = None,
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
+               prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
                ci: bool = False, repeats: int = 1,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
@@ -390,6 +411,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     ``engine_options``) or an engine object the caller keeps open across runs. ``ci`` adds
     bootstrap intervals of the scores to the summary; ``repeats`` checks each fact that many
     times, the majority being its verdict (flip rates and score spread in the summary).
+    ``prefilter="schema"`` checks each fact against ``rules`` (``{"ontology": FILE,
+    "shapes": FILE, ...}``, the schema strategy's settings) first: a refuted fact is F
+    without a model call.
     """
     arguments = dict(locals())  # the arguments alone, before any other name is bound
     check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
@@ -423,6 +447,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         settings: Mapping[str, Any] | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
+        prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
         ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
@@ -598,10 +623,12 @@ def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
 
 def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
            only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
-    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt`` or ``ttl`` (see ``evals.export``).
+    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt``, ``ttl`` or ``factcheck``, or changes.
 
     ``sparql`` and ``patch`` write the changes instead: a SPARQL 1.1 Update (or an RDF
     Patch) deleting the triples judged or labelled false and inserting accepted corrections.
+    ``factcheck`` is the FactCheck study's result file (see ``evals.export``); given a folder
+    as ``out``, it is written there under the name FactCheck gives it.
 
     ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
     ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
