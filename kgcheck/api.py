@@ -518,6 +518,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                settings: Mapping[str, Any] | None = None,
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
+               prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
                ci: bool = False, repeats: int = 1,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
@@ -568,6 +569,10 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
             ``shard_bytes``).
         predicates: Check only facts of these predicates (comma-separated or a list).
         exclude_predicates: Leave out facts of these predicates.
+        prefilter: ``"schema"``: check each fact against ``rules`` first; a refuted fact
+            is F without a model call.
+        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
+            "shapes": FILE, ...}``).
         ci: Add bootstrap intervals of the scores to the summary.
         repeats: Check each fact this many times; the majority is its verdict (flip rates
             and score spread in the summary).
@@ -592,7 +597,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                            as_dataset=as_dataset, pricing=pricing, settings=settings,
                            parallel_read=runner.parallel_read, predicates=predicates,
                            exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
-                           **strategy_settings)
+                           prefilter=prefilter, rules=rules, **strategy_settings)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -619,6 +624,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         settings: Mapping[str, Any] | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
+        prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
         ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, for scripts without an event loop (see ``arun``).
@@ -669,6 +675,10 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
             ``shard_bytes``).
         predicates: Check only facts of these predicates (comma-separated or a list).
         exclude_predicates: Leave out facts of these predicates.
+        prefilter: ``"schema"``: check each fact against ``rules`` first; a refuted fact
+            is F without a model call.
+        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
+            "shapes": FILE, ...}``).
         ci: Add bootstrap intervals of the scores to the summary.
         repeats: Check each fact this many times; the majority is its verdict (flip rates
             and score spread in the summary).
@@ -690,7 +700,8 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
         show_progress=show_progress, warn=warn, cache=cache, engine=engine,
         engine_options=engine_options, settings=settings, predicates=predicates,
-        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
+        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
+        rules=rules,
         **strategy_settings), "arun")
 
 
@@ -1043,10 +1054,12 @@ def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = No
 
     Args:
         run_dir: The run folder.
-        format: ``csv``, ``jsonl``, ``nt`` or ``ttl`` (the verdicts); ``sparql`` (a SPARQL
-            1.1 Update) or ``patch`` (an RDF Patch) deleting the triples judged or labelled
-            false and inserting accepted corrections.
-        out: The file to write; None writes to standard output.
+        format: ``csv``, ``jsonl``, ``nt`` or ``ttl`` (the verdicts); ``factcheck`` (the
+            FactCheck study's result file); ``sparql`` (a SPARQL 1.1 Update) or ``patch``
+            (an RDF Patch) deleting the triples judged or labelled false and inserting
+            accepted corrections.
+        out: The file to write (for ``factcheck``, a folder takes the file under the name
+            FactCheck gives it); None writes to standard output.
         only: Keep these verdicts only (``"F"`` or ``["T", "NA"]``).
         rdf: ``annotated`` (reified verdicts with model, method and time) or ``plain``
             (the triples).

@@ -14,7 +14,7 @@ import asyncio
 import json
 import operator
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -174,6 +174,19 @@ def examples_path(name: str, dataset: str) -> Path:
         if path.name.lower() == wanted:
             return path
     return EXAMPLES_DIR / DEFAULT_EXAMPLES
+
+
+def examples_notice(facts: Sequence[Fact], ctx: GIVFContext) -> list[str]:
+    """Say which KGs of a run have no worked examples of their own (the default ones serve)."""
+    if ctx.examples:
+        return []
+    lacking = sorted(d for d in {f.dataset for f in facts}
+                     if examples_path("", d).name == DEFAULT_EXAMPLES)
+    if not lacking:
+        return []
+    return [f"giv-f: no worked examples in the vocabulary of {', '.join(lacking)} "
+            f"(prompts/examples/<kg>.json); using the KG-independent ones ({DEFAULT_EXAMPLES}). "
+            "Give your own with --set examples=FILE."]
 
 
 def load_examples(path: Path) -> list[Example]:
@@ -398,6 +411,6 @@ GIV_Z = register(Strategy(
 GIV_F = register(Strategy(
     "giv-f", GIVFContext, build,
     description="Guided iterative verification, few-shot: GIV-Z plus six worked examples "
-    "in the KG's vocabulary (prompts/examples/<kg>.json)."))
+    "in the KG's vocabulary (prompts/examples/<kg>.json).", preflight=examples_notice))
 builder = GIV_Z.builder
 graph = builder.compile(name="giv-z")

@@ -38,6 +38,7 @@ from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.data.labels import LabelsError
 from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 
@@ -92,10 +93,6 @@ class RunError(ArgumentMessage, RuntimeError):
 
 class RunFolderError(ArgumentMessage, ValueError):
     """A folder that is not a run folder, or one whose files are malformed."""
-
-
-class LabelsError(ValueError):
-    """A labels file that cannot be read, or that belongs to another run."""
 
 
 def short_repr(value: Any, limit: int = 60) -> str:
