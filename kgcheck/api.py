@@ -145,6 +145,9 @@ def write_studio_config(path: str | Path | None = None) -> Path:
         path: Where to write it; by default ``langgraph.json`` in the ``.kgcheck`` home
             (``$KGCHECK_HOME``, else ``./.kgcheck``).
 
+    Returns:
+        The path written.
+
     """
     import json
 
