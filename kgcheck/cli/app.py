@@ -39,7 +39,8 @@ class Listed:
 COMMANDS = {
     "run": Listed("run", "Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, "
                   "scores to summary.json."),
-    "datasets": Listed("datasets", "List the datasets with their fact counts and true share."),
+    "datasets": Listed("datasets", "List the datasets with their fact counts and gold "
+                       "accuracy (share of true facts)."),
     "settings": Listed("settings", "List the settings `kgcheck run --strategy STRATEGY --set "
                        "KEY=VALUE` accepts."),
     "review": Listed("review", "Serve a review page for a run; decisions go to "
