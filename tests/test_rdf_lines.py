@@ -14,8 +14,8 @@ import kgcheck
 import kgcheck.data.rdf_lines as rdf_lines
 from kgcheck.cli import app
 from kgcheck.data.rdf import RdfReader
-from kgcheck.data.rdf_lines import LineSampler
-from kgcheck.data.sampling import largest_remainder, select_facts
+from kgcheck.data.rdf_lines import LineSampler, TriplesLineSampler, line_source
+from kgcheck.data.sampling import _reservoir, largest_remainder, reservoir_indices, select_facts
 from kgcheck.data.sources import TriplesError
 
 LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
@@ -45,12 +45,41 @@ def _kg(path: Path, n: int = 600, quads: bool = False) -> Path:
     return path
 
 
-def _both(path: Path, seed: int, **kwargs):
+def _both(path: Path, seed: int, sampler: type[LineSampler] = LineSampler, **kwargs):
     streamed = RdfReader(path)
     by_facts = select_facts(lambda: iter(streamed), seed=seed, **kwargs)
     raw = RdfReader(path)
-    by_lines = select_facts(LineSampler(raw, block_bytes=1000), seed=seed, **kwargs)
+    by_lines = select_facts(sampler(raw, block_bytes=1000), seed=seed, **kwargs)
     return (streamed.named(by_facts.facts), by_facts), (raw.named(by_lines.facts), by_lines)
+
+
+def test_the_kept_indices_follow_from_the_count_alone() -> None:
+    for total, size, seed in [(0, 5, 0), (3, 5, 1), (5, 5, 2), (1000, 7, 3), (5000, 100, 4)]:
+        items, _ = _reservoir(enumerate(range(total)), size, random.Random(seed))
+        assert sorted(reservoir_indices(total, size, random.Random(seed))) == sorted(n for n, _ in items)
+
+
+def test_n_triples_are_counted_and_picked_by_block(tmp_path) -> None:
+    assert type(line_source(RdfReader(_kg(tmp_path / "kg.nt")))) is TriplesLineSampler
+    assert type(line_source(RdfReader(_kg(tmp_path / "kg.nq", quads=True)))) is LineSampler
+    path = tmp_path / "odd.nt"
+    # Indented facts and comments, blank and whitespace lines, CRLF, no final line end.
+    path.write_bytes(b"# head\r\n\r\n   <http://e.org/a> <http://e.org/p> \"1\" .\r\n  # note\r\n"
+                     + b"".join(b"<http://e.org/s%d> <http://e.org/p> <http://e.org/o> .\r\n\t\r\n" % i
+                                for i in range(300))
+                     + b'<http://e.org/s1> <http://www.w3.org/2000/01/rdf-schema#label> "One" .\r\n'
+                     + b"<http://e.org/z> <http://e.org/p> _:end .")
+    for name in (path, _kg(tmp_path / "kg.nt")):
+        for block in (64, 1000, 1 << 20):
+            for sample in (1, 50, 10_000):
+                for seed in range(2):
+                    streamed = RdfReader(name)
+                    by_facts = select_facts(lambda r=streamed: iter(r), sample=sample, seed=seed)
+                    raw = RdfReader(name)
+                    by_lines = select_facts(TriplesLineSampler(raw, block_bytes=block), sample=sample, seed=seed)
+                    assert by_lines.seen == by_facts.seen
+                    assert ([f.model_dump() for f in raw.named(by_lines.facts)]
+                            == [f.model_dump() for f in streamed.named(by_facts.facts)])
 
 
 @pytest.mark.parametrize("name", ["kg.nt", "kg.nq"])

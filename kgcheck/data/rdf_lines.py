@@ -15,7 +15,8 @@ Lines that are not chosen are not parsed: a syntax error on one of them goes unn
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ _NAME_HINTS = (b"#label>", b"#prefLabel>", b"schema.org/name>")
 # (see ``rdf.rdf_terms``): a chosen line holding one is only named right by the full parse.
 _RENUMBERED_BNODE = re.compile(rb"_:[0-9a-f]{20,32}(?![0-9A-Za-z_.-])")
 
+# A line that may hold no triple (a comment, a blank, indentation) starts with neither.
+_ODD_START = re.compile(rb"\n[^<_]")
+# What the naming predicates end with: one search finds rdfs:label and skos:prefLabel.
+_NAME_ENDS = (b"abel>", b"/name>")
+
 # A line holding a fact: its line number and its bytes (without the line end).
 Line = tuple[int, bytes]
 
@@ -44,22 +50,71 @@ def can_sample_lines(reader: RdfReader) -> bool:
     return reader.format in LINE_FORMATS
 
 
-def file_lines(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[Line]:
-    """Yield every line of a file with its number, reading blocks cut at line ends."""
-    number = 0
+def file_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """Yield a file in blocks of about ``block_bytes``, each cut at a line end."""
     try:
         with open_binary(path) as fh:
             while block := fh.read(block_bytes):
                 if not block.endswith(b"\n"):
                     block += fh.readline()  # to the end of the line the cut fell in
-                lines = block.split(b"\n")
-                if not lines[-1]:
-                    lines.pop()
-                for line in lines:
-                    number += 1
-                    yield number, line
+                yield block
     except (OSError, EOFError) as exc:
-        raise TriplesError(f"{path}, line {number + 1}: cannot be read ({exc})") from None
+        raise TriplesError(f"{path}: cannot be read ({exc})") from None
+
+
+def file_lines(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[Line]:
+    """Yield every line of a file with its number (without its line end)."""
+    number = 0
+    for block in file_blocks(path, block_bytes):
+        lines = block.split(b"\n")
+        if not lines[-1]:
+            lines.pop()
+        for line in lines:
+            number += 1
+            yield number, line
+
+
+def _line_count(block: bytes) -> int:
+    return block.count(b"\n") + (not block.endswith(b"\n"))
+
+
+def _line_at(block: bytes, start: int) -> bytes:
+    end = block.find(b"\n", start)
+    return block[start:] if end < 0 else block[start:end]
+
+
+def _no_fact_lines(block: bytes) -> tuple[array[int], list[tuple[int, int]]]:
+    """Find, in a block, the lines holding no fact (names, comments, blanks).
+
+    Returns their indices, and the start and subject hash of each naming line. Found with
+    two substring searches (the ends of the naming predicates) and one regular expression
+    (a line starting with anything but the ``<`` or ``_`` a triple starts with); only the
+    lines found are looked at.
+    """
+    starts: set[int] = set()
+    named: list[tuple[int, int]] = []
+    for needle in _NAME_ENDS:
+        at = block.find(needle)
+        while at >= 0:
+            start = block.rfind(b"\n", 0, at) + 1
+            fields = _fields(_line_at(block, start))
+            if len(fields) > 1 and fields[1] in NAME_FIELDS and start not in starts:
+                starts.add(start)
+                named.append((start, hash(fields[0])))
+            at = block.find(needle, at + len(needle))
+    odd = [] if block[:1] in (b"<", b"_") else [0]
+    odd += [match.start() + 1 for match in _ODD_START.finditer(block)]
+    for start in odd:
+        text = _line_at(block, start).strip()
+        if not text or text.startswith(b"#"):
+            starts.add(start)
+    indices, counted, line = array("I"), 0, 0
+    for start in sorted(starts):
+        line += block.count(b"\n", counted, start)
+        counted = start
+        indices.append(line)
+    named.sort()
+    return indices, named
 
 
 def _fields(line: bytes) -> list[bytes]:
@@ -193,6 +248,77 @@ class LineSampler:
                 number += block.count(b"\n", counted)
 
 
+class TriplesLineSampler(LineSampler):
+    """An N-Triples file, whose facts a plain sample counts and picks block by block.
+
+    N-Triples needs no per-line step (no graph to deduplicate): the facts of a block are its
+    lines less those the byte searches of ``_no_fact_lines`` find, so counting them takes
+    a few searches per block, and the chosen ones are picked from a second read (the blocks
+    holding one are split into lines).
+    """
+
+    _lines: list[int]
+    _no_facts: list[array[int]]
+    _name_at: array[int]
+    _name_subject: array[int]
+
+    def count_records(self) -> int:
+        """Count the file's facts (its lines holding a triple).
+
+        Keeps, per block, its line count and the indices of its lines holding no fact
+        (4 bytes per naming, comment or blank line) for ``pick``, and where each naming
+        line is with a hash of its subject (16 bytes each) to name the chosen facts.
+        """
+        self._lines, self._no_facts = [], []
+        self._name_at, self._name_subject = array("q"), array("q")
+        offset = 0
+        for block in file_blocks(self.reader.path, self.block_bytes):
+            skipped, named = _no_fact_lines(block)
+            self._lines.append(_line_count(block))
+            self._no_facts.append(skipped)
+            for start, subject in named:
+                self._name_at.append(offset + start)
+                self._name_subject.append(subject)
+            offset += len(block)
+        return sum(self._lines) - sum(map(len, self._no_facts))
+
+    def _name_lines(self, subjects: set[bytes]) -> Iterator[Line]:
+        """Yield the naming lines of ``subjects``, found by the count pass (number 0)."""
+        hashes = {hash(subject) for subject in subjects}
+        with open_binary(self.reader.path) as fh:
+            for at, subject in zip(self._name_at, self._name_subject, strict=True):
+                if subject in hashes:
+                    fh.seek(at)
+                    line = fh.readline().rstrip(b"\r\n")
+                    if _fields(line)[0] in subjects:  # not another term of the same hash
+                        yield 0, line
+
+    def pick(self, indices: Sequence[int]) -> list[tuple[int, Any]]:
+        """Return ``(index, (line number, line))`` for the facts at these indices."""
+        picked: list[tuple[int, Any]] = []
+        wanted = iter(indices)
+        index = next(wanted, None)
+        first_fact = first_line = 0
+        for block, count, skipped in zip(file_blocks(self.reader.path, self.block_bytes),
+                                         self._lines, self._no_facts, strict=False):
+            facts = count - len(skipped)
+            if index is not None and index < first_fact + facts:
+                lines = block.split(b"\n")
+                passed = 0
+                while index is not None and index < first_fact + facts:
+                    line = index - first_fact + passed
+                    while passed < len(skipped) and skipped[passed] <= line:
+                        passed += 1
+                        line = index - first_fact + passed
+                    picked.append((index, (first_line + line + 1, lines[line])))
+                    index = next(wanted, None)
+            first_fact += facts
+            first_line += count
+            if index is None:
+                break
+        return picked
+
+
 def _field(line: bytes, index: int) -> bytes:
     fields = _fields(line)
     return fields[index] if len(fields) > index else b""
@@ -205,9 +331,11 @@ def _is_name_line(line: bytes) -> bool:
 
 def line_source(reader: RdfReader) -> Callable[[], Iterator[Fact]]:
     """Return the stream of a file's facts: a ``LineSampler`` where lines can be sampled."""
+    if reader.format == ox.RdfFormat.N_TRIPLES:
+        return TriplesLineSampler(reader)
     if can_sample_lines(reader):
         return LineSampler(reader)
     return lambda: iter(reader)
 
 
-__all__ = ["LineSampler", "can_sample_lines", "file_lines", "line_source"]
+__all__ = ["LineSampler", "TriplesLineSampler", "can_sample_lines", "file_lines", "line_source"]

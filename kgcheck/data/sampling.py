@@ -95,6 +95,34 @@ def _stratum_key(name: str) -> Callable[[Fact], str]:
                              stratify=Arg("stratify", name)) from None
 
 
+@runtime_checkable
+class CountedRecords(RawRecords, Protocol):
+    """Raw records that can be counted, and picked by index, without a step per record."""
+
+    def count_records(self) -> int:
+        """Return how many records (facts) there are, in one fresh pass."""
+        ...
+
+    def pick(self, indices: Sequence[int]) -> list[tuple[int, Any]]:
+        """Return ``(index, record)`` for the records at these indices (ascending)."""
+        ...
+
+
+def reservoir_indices(total: int, size: int, rng: random.Random) -> list[int]:
+    """Return the indices ``_reservoir`` keeps of ``total`` items, from the count alone.
+
+    Algorithm R draws the same random numbers whatever the items are (one per item past
+    the first ``size``), so the kept positions follow from how many items there are.
+    """
+    kept = list(range(min(size, total)))
+    below = rng._randbelow  # what randrange(n) calls for one positive argument
+    for seen in range(size + 1, total + 1):
+        slot = below(seen)
+        if slot < size:
+            kept[slot] = seen - 1
+    return kept
+
+
 def _reservoir(items: Iterable[tuple[int, Item]], size: int, rng: random.Random
                ) -> tuple[list[tuple[int, Item]], int]:
     """Keep a uniform sample of ``size`` items (Algorithm R); return it and the count seen."""
@@ -268,6 +296,9 @@ def _draw_records(records: RawRecords, rng: random.Random, stratify: str | None,
     if stratify is not None:
         chosen, seen = _stratified(records.records, records.record_key(stratify), rng,
                                    total=sample, per_stratum=per_stratum, notes=notes)
+    elif isinstance(records, CountedRecords):
+        seen = records.count_records()
+        chosen = records.pick(sorted(reservoir_indices(seen, sample or 0, rng)))
     else:
         chosen, seen = _reservoir(enumerate(records.records()), sample or 0, rng)
     facts = records.parse_chosen(sorted(chosen, key=lambda item: item[0]))
@@ -303,4 +334,5 @@ def _by_ids(facts: Iterator[Fact], wanted: set[str]) -> Iterator[Fact]:
                 return
 
 
-__all__ = ["STRATA", "RawRecords", "Selection", "SelectionError", "parse_ids", "select_facts"]
+__all__ = ["STRATA", "CountedRecords", "RawRecords", "Selection", "SelectionError", "parse_ids",
+           "reservoir_indices", "select_facts"]
