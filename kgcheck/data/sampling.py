@@ -115,7 +115,9 @@ def reservoir_indices(total: int, size: int, rng: random.Random) -> list[int]:
     the first ``size``), so the kept positions follow from how many items there are.
     """
     kept = list(range(min(size, total)))
-    below = rng._randbelow  # what randrange(n) calls for one positive argument
+    # randrange(n) of one positive argument is _randbelow(n): called directly, without the
+    # argument checks, in a loop that may run a hundred million times.
+    below = rng._randbelow  # type: ignore[attr-defined]
     for seen in range(size + 1, total + 1):
         slot = below(seen)
         if slot < size:
