@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,11 @@ from pathlib import Path
 from kgcheck.evals.stats.paired import compare_runs
 
 KGCHECK = [sys.executable, "-m", "kgcheck.cli"]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -45,11 +52,15 @@ def main() -> None:
                             "--no-progress", "--concurrency", "16"],
                            check=True, capture_output=True)
             runs.append(out)
+        # CPU time as well as wall time: on a shared machine the wall time measures the load.
+        cpu_before = _children_cpu()
         started = time.perf_counter()
         subprocess.run([*KGCHECK, "compare", str(runs[0]), str(runs[1]), "--json",
                                str(Path(tmp) / "cmp.json"), "--resamples",
                                str(args.resamples)], check=True, capture_output=True)
         results["cli_seconds"] = round(time.perf_counter() - started, 3)
+        results["cli_cpu_seconds"] = round(_children_cpu() - cpu_before, 3)
+        results["load_average"] = os.getloadavg()[0]
         started = time.perf_counter()
         comparison = compare_runs(runs[0], runs[1], resamples=args.resamples)
         results["in_process_seconds"] = round(time.perf_counter() - started, 3)

@@ -7,6 +7,7 @@ Two pages are written from the code while the site builds, so they cannot drift 
 - ``<!-- generate: settings -->`` becomes every setting of every registered graph, read
   from the Context dataclasses (``kgcheck.settings`` for strategies).
 
+- ``<!-- generate: label_columns -->`` becomes ``labels.csv``'s header;
 - ``<!-- generate: api -->`` becomes a mkdocstrings ``:::`` entry for every name of
   ``kgcheck.__all__``, at the module that defines it.
 
@@ -260,7 +261,15 @@ def api_reference() -> str:
     return "\n".join(out)
 
 
-GENERATORS = {"cli": cli_reference, "settings": settings_reference, "api": api_reference}
+def label_columns() -> str:
+    """Return ``labels.csv``'s header, as the run folder module declares it."""
+    from kgcheck.data.runfolder import LABEL_COLUMNS
+
+    return f"`{','.join(LABEL_COLUMNS)}`"
+
+
+GENERATORS = {"cli": cli_reference, "settings": settings_reference, "api": api_reference,
+              "label_columns": label_columns}
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

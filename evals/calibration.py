@@ -1,21 +1,43 @@
-"""Calibration of a run's confidences: are verdicts given with confidence p right p of the time.
+"""How well verdicts' confidences rank and calibrate: AUROC, AUPRC, Brier, ECE, curves.
 
-The bins are scikit-learn's ``calibration_curve`` (uniform bins over [0, 1]); the figure is
-a reliability diagram with the diagonal of perfect calibration and each bin's count.
+A verdict's ``confidence`` is the probability that its fact is true (``kgcheck.graphs.
+explain``); a truth comes from a person's review (``labels.csv``, T or F) or, failing that,
+from the gold label. Only facts with both count. The figures:
+
+- ``auroc`` and ``auprc`` (average precision, true facts as the positive class) and the
+  ``brier`` score: scikit-learn's;
+- ``ece``, the expected calibration error over ``bins`` equal-width bins of the confidence:
+  the bins' mean |share true - mean confidence|, weighted by their sizes; the bins are
+  those of ``sklearn.calibration.calibration_curve(strategy="uniform")``, whose points the
+  ``reliability`` rows hold (with each bin's count);
+- ``precision_coverage``: the verdicts ordered from most to least certain (certainty
+  ``max(p, 1 - p)``); at each coverage (share of facts kept, the most certain first) the
+  share of kept verdicts that are right (``p >= 0.5`` reads as T).
+
+``review_threshold`` picks the certainty below which the least certain share of verdicts go
+to a person (``kgcheck review --order uncertainty`` puts them first).
+
+The verdicts' own side, for the explorer: ``reliability`` bins confidences in a verdict
+against whether it was right (scikit-learn's ``calibration_curve`` bins) and
+``calibration_figure`` draws them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # Files only: never open a window.
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["calibration_figure", "reliability"]
+__all__ = ["calibration_figure", "calibration_report", "certainty", "confidence_sources",
+           "expected_calibration_error", "precision_coverage", "reliability",
+           "reliability_rows", "review_threshold", "run_calibration", "summary_calibration",
+           "truth_pairs", "verdict_confidence"]
 
 
 class CalibrationInputError(ValueError):
@@ -65,3 +87,173 @@ def calibration_figure(confidence: Sequence[float], correct: Sequence[bool], tit
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
+
+
+# --- confidence that a fact is true, against truths --------------------------------
+
+DEFAULT_BINS = 10
+TRUTH = {"T": 1, "F": 0}
+
+
+def truth_pairs(records: Iterable[Mapping[str, Any]],
+                review: Mapping[str, Mapping[str, Any]] | None = None,
+                ) -> tuple[list[int], list[float]]:
+    """Return (truth, confidence) for the verdicts that have both.
+
+    A person's T/F decision counts before the gold label; a skipped review leaves the gold.
+    """
+    review = review or {}
+    truth: list[int] = []
+    scores: list[float] = []
+    for record in records:
+        confidence = record.get("confidence")
+        if confidence is None:
+            continue
+        decision = str((review.get(str(record.get("fact_id"))) or {}).get("label") or "")
+        mark = decision if decision in TRUTH else str(record.get("gold") or "")
+        if mark in TRUTH:
+            truth.append(TRUTH[mark])
+            scores.append(float(confidence))
+    return truth, scores
+
+
+def bin_ids(scores: np.ndarray, bins: int) -> np.ndarray:
+    """Put each score into one of ``bins`` equal-width bins of [0, 1] (scikit-learn's rule)."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    return np.searchsorted(edges[1:-1], scores)
+
+
+def reliability_rows(truth: Sequence[int], scores: Sequence[float],
+                bins: int = DEFAULT_BINS) -> list[dict[str, Any]]:
+    """Return the non-empty bins: range, count, mean confidence and share true."""
+    y = np.asarray(truth, dtype=float)
+    p = np.asarray(scores, dtype=float)
+    ids = bin_ids(p, bins)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    rows = []
+    for b in range(bins):
+        inside = ids == b
+        count = int(inside.sum())
+        if count:
+            rows.append({"lower": float(edges[b]), "upper": float(edges[b + 1]),
+                         "count": count, "mean_confidence": float(p[inside].mean()),
+                         "fraction_true": float(y[inside].mean())})
+    return rows
+
+
+def expected_calibration_error(truth: Sequence[int], scores: Sequence[float],
+                               bins: int = DEFAULT_BINS) -> float | None:
+    """Return the ECE: the bins' |share true - mean confidence|, weighted by their sizes."""
+    rows = reliability_rows(truth, scores, bins)
+    total = sum(r["count"] for r in rows)
+    if not total:
+        return None
+    return sum(r["count"] * abs(r["fraction_true"] - r["mean_confidence"])
+               for r in rows) / total
+
+
+def precision_coverage(truth: Sequence[int], scores: Sequence[float]) -> list[dict[str, Any]]:
+    """Return, per number of facts kept (most certain first), the coverage and precision.
+
+    Ties in certainty keep the verdicts' order, so the curve is reproducible.
+    """
+    y = np.asarray(truth, dtype=int)
+    p = np.asarray(scores, dtype=float)
+    if not len(y):
+        return []
+    certainty = np.maximum(p, 1.0 - p)
+    order = np.argsort(-certainty, kind="stable")
+    right = ((p[order] >= 0.5).astype(int) == y[order]).astype(float)
+    kept = np.arange(1, len(y) + 1)
+    precision = np.cumsum(right) / kept
+    return [{"coverage": float(k / len(y)), "precision": float(prec),
+             "certainty": float(certainty[order][k - 1])}
+            for k, prec in zip(kept, precision, strict=True)]
+
+
+def review_threshold(scores: Sequence[float], share: float) -> float | None:
+    """Return the certainty below which the least certain ``share`` of verdicts fall.
+
+    Send a verdict to a person when ``max(p, 1 - p)`` is below the threshold (or has no
+    confidence at all). ``share`` is a fraction in [0, 1].
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share must be within [0, 1], got {share}")
+    p = np.asarray([s for s in scores if s is not None], dtype=float)
+    if not len(p):
+        return None
+    return float(np.quantile(np.maximum(p, 1.0 - p), share))
+
+
+def verdict_confidence(record: Mapping[str, Any]) -> float | None:
+    """Return the confidence that a verdict is right: ``p`` for T, ``1 - p`` for F.
+
+    None for NA and NEI verdicts and for verdicts without a confidence.
+    """
+    value = record.get("confidence")
+    label = record.get("label")
+    if value is None or label not in ("T", "F"):
+        return None
+    return float(value) if label == "T" else 1.0 - float(value)
+
+
+def certainty(record: Mapping[str, Any]) -> float | None:
+    """Return how sure a verdict is, ``max(p, 1 - p)`` (None: no confidence)."""
+    value = record.get("confidence")
+    return None if value is None else max(float(value), 1.0 - float(value))
+
+
+def calibration_report(truth: Sequence[int], scores: Sequence[float],
+                       bins: int = DEFAULT_BINS) -> dict[str, Any] | None:
+    """Score confidences against truths; None when no verdict has both.
+
+    AUROC and AUPRC need both classes among the truths (None otherwise).
+    """
+    if not truth:
+        return None
+    from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
+
+    both = len(set(truth)) == 2
+    return {
+        "n": len(truth),
+        "auroc": float(roc_auc_score(truth, scores)) if both else None,
+        "auprc": float(average_precision_score(truth, scores)) if both else None,
+        "brier": float(brier_score_loss(truth, scores, pos_label=1)),
+        "ece": expected_calibration_error(truth, scores, bins),
+        "bins": bins,
+        "reliability": reliability_rows(truth, scores, bins),
+        "precision_coverage": precision_coverage(truth, scores),
+    }
+
+
+def confidence_sources(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Count the verdicts by where their confidence came from (``none``: without one)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        source = str(record.get("confidence_source") or "none")
+        counts[source] = counts.get(source, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def run_calibration(records: Sequence[Mapping[str, Any]],
+                    review: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Return a run's calibration section: sources of confidence and, with truths, scores."""
+    truth, scores = truth_pairs(records, review)
+    return {"sources": confidence_sources(records),
+            "scores": calibration_report(truth, scores)}
+
+
+# Points of the precision-coverage curve a run's summary keeps (the report draws them all).
+SUMMARY_CURVE_POINTS = 20
+
+
+def summary_calibration(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Return the calibration section of a run's summary (gold labels; a thinned curve)."""
+    section = run_calibration(records)
+    scores = section["scores"]
+    if scores:
+        curve = scores["precision_coverage"]
+        step = max(1, len(curve) // SUMMARY_CURVE_POINTS)
+        scores["precision_coverage"] = curve[step - 1::step] + (
+            [curve[-1]] if len(curve) % step else [])
+    return section

@@ -1,4 +1,8 @@
-"""Export a run's verdicts for a curator: CSV, JSONL, or RDF (N-Triples, Turtle).
+"""Export a run's verdicts for a curator: CSV, JSONL, RDF (N-Triples, Turtle), or changes.
+
+``sparql`` and ``patch`` write the changes the verdicts call for (``kgcheck.evals.patch``):
+a SPARQL 1.1 Update or an RDF Patch deleting the triples judged false and inserting
+corrections a person accepted.
 
 CSV and JSONL hold one row per fact: the triple as given, the verdict, the model and
 method, the model's reason (or the evidence documents, for RAG), the time it was checked,
@@ -16,6 +20,13 @@ A fact read from RDF keeps its own terms (``rdf`` in the verdict record). Terms 
 IRIs (YAGO and FactBench names, your CSV's strings) get IRIs minted under
 ``urn:kgcheck:term:<dataset>:``; a non-IRI object of a triple whose subject is an IRI (a
 DBpedia value such as ``221.0``) becomes a literal. RDF is written by pyoxigraph.
+
+``factcheck`` writes the run as the FactCheck study code writes its results, so its
+evaluation and consensus scripts read it: a JSON list of ``{id, method, response,
+response_time, success, timestamp}`` (RAG adds ``full_answer``) named
+``<Dataset>_open-source_<model>_<method>.json``; a consensus run as its majority-vote file,
+``{"metadata", "statistics", "results": [{id, majority_decision, individual_votes, ...}]}``
+named ``<Dataset>_majority-vote_<YYYYmmdd-HHMMSS>.json``.
 """
 
 from __future__ import annotations
@@ -44,16 +55,21 @@ from kgcheck.data.runfolder import (
     LabelRow,
     parse_only,
     read_labels,
+    read_run_info,
     read_verdicts,
 )
 
-FORMATS = ("csv", "jsonl", "nt", "ttl")
+FORMATS = ("csv", "jsonl", "nt", "ttl", "sparql", "patch", "factcheck")
+# Formats that write the changes the verdicts call for, not the verdicts.
+CHANGE_FORMATS = ("sparql", "patch")
 RDF_FORMATS = {"nt": ox.RdfFormat.N_TRIPLES, "ttl": ox.RdfFormat.TURTLE}
 RDF_SHAPES = ("annotated", "plain")
 COLUMNS = ("fact_id", "subject", "predicate", "object", "subject_name", "predicate_name",
            "object_name", "verdict", "method", "model", "reason",
            "evidence", "checked_at", "gold", "error", "review_label", "review_note", "reviewer",
-           "reviewed_at", "dataset", "run_id")
+           "reviewed_at", "dataset", "run_id", "confidence", "confidence_source", "rationale",
+           "cited", "correction_part", "correction_value", "review_correction",
+           "review_corrected_value")
 # Longest reason text kept in an export; raw answers with reasoning can be long.
 MAX_REASON_CHARS = 2000
 
@@ -70,7 +86,7 @@ PROV = "http://www.w3.org/ns/prov#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 # A verdict label as a resource of the vocabulary.
-LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable"}
+LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable", "NEI": "NotEnoughEvidence"}
 
 
 class ExportError(ArgumentMessage, ValueError):
@@ -130,6 +146,15 @@ def rows(records: Iterable[Mapping[str, Any]],
             "reviewed_at": seen.get("reviewed_at") or None,
             "dataset": record.get("dataset"),
             "run_id": record.get("run_id"),
+            "confidence": record.get("confidence"),
+            "confidence_source": record.get("confidence_source"),
+            "rationale": record.get("rationale"),
+            "cited": " ".join(str(c.get("url") or c.get("doc_id"))
+                              for c in record.get("citations") or []) or None,
+            "correction_part": (record.get("correction") or {}).get("part"),
+            "correction_value": (record.get("correction") or {}).get("value"),
+            "review_correction": seen.get("correction") or None,
+            "review_corrected_value": seen.get("corrected_value") or None,
             "rdf": record.get("rdf"),
         }
 
@@ -237,6 +262,11 @@ def annotated_triples(row: Mapping[str, Any],
                       ("review_note", "reviewNote"), ("reviewer", "reviewer")):
         if row.get(key):
             yield ox.Triple(node, _kgc(name), ox.Literal(str(row[key])))
+    if row.get("confidence") is not None:
+        yield ox.Triple(node, _kgc("confidence"),
+                        ox.Literal(str(row["confidence"]), datatype=ox.NamedNode(XSD + "double")))
+    if row.get("rationale"):
+        yield ox.Triple(node, _kgc("rationale"), ox.Literal(str(row["rationale"])))
     if row.get("gold") in ("T", "F"):
         yield ox.Triple(node, _kgc("goldLabel"), _kgc(LABEL_TERMS[row["gold"]]))
     review = str(row.get("review_label") or "").strip().upper()
@@ -279,10 +309,15 @@ def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterato
 # --- writing --------------------------------------------------------------------------
 
 
-def _target(out: str | Path | None) -> Path | None:
+def _target(out: str | Path | None, name: str | None = None) -> Path | None:
     if out is None or str(out) == "-":
         return None
     path = Path(out)
+    if path.is_dir() and name:
+        return path / name
+    if name and str(out).endswith(("/", "\\")):
+        raise ExportError(f"{{out}}: folder {literal(str(path))} does not exist",
+                          out=Arg("out", str(out)))
     if path.is_dir():
         raise ExportError("{out} is a folder; give a file name", out=Arg("out", str(path)))
     if not path.parent.is_dir():
@@ -343,19 +378,164 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
     labels = parse_only(only, error=ExportError)
+    if labels and fmt in CHANGE_FORMATS:
+        raise ExportError(f"--only does not apply to --format {fmt}: it deletes the facts "
+                          "judged (or labelled) false and inserts accepted corrections")
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
-    records = [r for r in read_verdicts(folder / VERDICTS).values()
-               if not labels or r.get("label", "NA") in labels]
+    every = read_verdicts(folder / VERDICTS)
+    records = [r for r in every.values() if not labels or r.get("label", "NA") in labels]
+    if fmt == "factcheck":
+        return _export_factcheck(folder, records, out)
+
+    def write(sink: IO[bytes]) -> int:
+        if fmt in CHANGE_FORMATS:
+            from kgcheck.evals.patch import write_changes
+
+            return write_changes(rows(records, review), every, review, fmt, sink)
+        return write_rows(rows(records, review), fmt, sink, shape=shape)
+
     path = _target(out)
     if path is None:
-        count = write_rows(rows(records, review), fmt, sys.stdout.buffer, shape=shape)
+        count = write(sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return Exported(None, fmt, count)
     try:
         # Whole or not at all: a full disk or a kill part way leaves the old export intact.
         with atomic_output(path) as sink:
-            count = write_rows(rows(records, review), fmt, sink, shape=shape)
+            count = write(sink)
     except OSError as exc:
         raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
                           "an existing file there is unchanged") from None
     return Exported(path, fmt, count)
+
+
+# --- FactCheck's result files ---------------------------------------------------------
+
+
+def upstream_model(spec: str) -> str:
+    """Return a model as FactCheck names it: ``replay:gemma2:9b`` -> ``gemma2:9b``."""
+    from kgcheck.providers.resolve import PROVIDERS
+
+    provider, sep, name = spec.partition(":")
+    return name if sep and name and provider in PROVIDERS else spec
+
+
+def _stamp(checked_at: Any) -> str:
+    # FactCheck's timestamps: "2025-05-27 10:37:10" (local time there, UTC here).
+    text = str(checked_at or "")
+    return text.replace("T", " ").removesuffix("Z")[:19]
+
+
+def _is_consensus(info: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> bool:
+    return len(info.get("models") or []) > 1 or any(
+        (r.get("details") or {}).get("strategy") == "consensus" for r in records)
+
+
+def factcheck_name(info: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
+    """Return the file name FactCheck gives a run's results (its scripts read it from there)."""
+    dataset = str(info.get("dataset") or "kgcheck").replace("_", "-") or "kgcheck"
+    if _is_consensus(info, records):
+        last = max((str(r.get("checked_at") or "") for r in records), default="")
+        digits = "".join(c for c in last if c.isdigit())[:14].ljust(14, "0")
+        return f"{dataset}_majority-vote_{digits[:8]}-{digits[8:]}.json"
+    models = info.get("models") or [records[0].get("model") if records else "unknown"]
+    model = upstream_model(str(models[0])).replace("_", "-").replace("/", "-")
+    method = str(info.get("method") or "dka").lower()
+    return f"{dataset}_open-source_{model}_{method}.json"
+
+
+def _response(label: str) -> str:
+    # An unreadable answer stays unreadable for FactCheck's scripts too ("NA" -> UNKNOWN).
+    return label if label in ("T", "F") else "NA"
+
+
+def factcheck_record(record: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """Return one verdict as a record of FactCheck's result file."""
+    label = str(record.get("label") or "NA")
+    row: dict[str, Any] = {"id": str(record["fact_id"]), "method": method}
+    if method == "RAG":
+        row["full_answer"] = str(record.get("raw") or "")
+    row.update({
+        "response": _response(label),
+        "response_time": float(record.get("seconds") or 0.0),
+        # A failed call is not a verdict; an unreadable answer is a successful call.
+        "success": not record.get("error"),
+        "timestamp": _stamp(record.get("checked_at")),
+    })
+    return row
+
+
+def _majority_vote(info: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                   name: str) -> dict[str, Any]:
+    method = str(info.get("method") or "DKA")
+    results: list[dict[str, Any]] = []
+    ties = 0
+    for record in records:
+        details = record.get("details") or {}
+        votes = details.get("votes") or []
+        counts = details.get("counts") or {}
+        top = max((int(counts.get(k) or 0) for k in ("T", "F")), default=0)
+        label = str(record.get("label") or "NA")
+        tie = bool(votes) and counts.get("T") == counts.get("F")
+        ties += tie
+        level = ("tie" if tie else "unanimous" if votes and top == len(votes)
+                 else "strong_majority" if votes and top >= 0.75 * len(votes)
+                 else "weak_majority")
+        results.append({
+            "id": str(record["fact_id"]),
+            "method": "MajorityVote",
+            "majority_decision": label if label in ("T", "F") else "UNKNOWN",
+            "confidence": top / len(votes) if votes else 0.0,
+            "consensus_level": level,
+            "tie_broken": bool(details.get("judge_decided")),
+            "tie_breaker_info": ({"final_tie_breaker_used": details.get("judge_setting"),
+                                  "model": upstream_model(str(details.get("judge")))}
+                                 if details.get("judge_called") else None),
+            "individual_votes": [{
+                "model_name": upstream_model(str(v.get("model") or "")),
+                "method": method.lower(),
+                "response": str(v.get("raw") or _response(str(v.get("label")))),
+                "normalized_response": (v.get("label") if v.get("label") in ("T", "F")
+                                        else "UNKNOWN"),
+                "success": not v.get("error"),
+                "response_time": float(v.get("seconds") or 0.0),
+                "timestamp": _stamp(record.get("checked_at")),
+                "source_file": "",
+            } for v in votes],
+            "success": label in ("T", "F"),
+        })
+    decided = sum(1 for r in results if r["success"])
+    return {
+        "metadata": {"dataset": info.get("dataset"), "source_files": [name],
+                     "majority_threshold": 3, "total_facts": len(results),
+                     "decidable_facts": decided,
+                     "members": [upstream_model(str(m)) for m in info.get("models") or []]},
+        "statistics": {"facts_with_majority": len(results) - ties, "ties_encountered": ties,
+                       "ties_resolved": sum(1 for r in results if r["tie_broken"]),
+                       "tie_percentage": 100.0 * ties / len(results) if results else 0.0},
+        "results": results,
+    }
+
+
+def _export_factcheck(folder: Path, records: list[dict[str, Any]],
+                      out: str | Path | None) -> Exported:
+    info = read_run_info(folder, ExportError)
+    name = factcheck_name(info, records)
+    if _is_consensus(info, records):
+        document: Any = _majority_vote(info, records, name)
+    else:
+        method = str(info.get("method") or "DKA").upper()
+        document = [factcheck_record(r, method) for r in records]
+    text = json.dumps(document, indent=4, ensure_ascii=False) + "\n"
+    path = _target(out, name)
+    if path is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return Exported(None, "factcheck", len(records))
+    try:
+        with atomic_output(path) as sink:
+            sink.write(text.encode("utf-8"))
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot write the export ({exc.strerror or exc}); "
+                          "an existing file there is unchanged") from None
+    return Exported(path, "factcheck", len(records))

@@ -8,6 +8,12 @@ NA answers are neither T nor F: each counts as a miss for its gold class in F1 (
 negative, never a false positive), and is also reported on its own (``invalid``). A class
 absent from the gold labels has no precision, recall or F1 (None, printed "-"), not 0.
 
+NEI (not enough evidence, from the abstaining prompt variants) is counted the study's way
+in the study's scores: like NA, a miss for its gold class. Beside them, ``coverage`` is the
+share of answers that are not NEI, and ``accuracy_covered`` / ``f1_*_covered`` score only
+the covered facts (those a model did not abstain on), so a model that abstains where it
+does not know is not scored as if it had guessed wrong.
+
 Consensus: a fact's votes are tallied by ``kgcheck.graphs.votes.tally``, the same rule the
 consensus graph and self-consistency use (a strict majority of the T/F votes; an even split
 is a tie; NA votes take no side).
@@ -15,6 +21,7 @@ is a tie; NA votes take no side).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -135,6 +142,33 @@ def invalid_rate(pred: Sequence[str]) -> float:
     return _ratio(invalid_count(pred), len(pred))
 
 
+def nei_count(pred: Iterable[str]) -> int:
+    """Count the answers that abstain (NEI)."""
+    return sum(1 for p in pred if p == "NEI")
+
+
+def coverage(pred: Sequence[str]) -> float | None:
+    """Share of answers that are not NEI (None for no answers)."""
+    return 1.0 - nei_count(pred) / len(pred) if pred else None
+
+
+def covered(gold: Sequence[bool | None],
+            pred: Sequence[str]) -> tuple[list[bool | None], list[str]]:
+    """Keep the facts that were not answered NEI."""
+    _check_lengths(gold, pred)
+    kept = [(g, p) for g, p in zip(gold, pred, strict=True) if p != "NEI"]
+    return [g for g, _ in kept], [p for _, p in kept]
+
+
+def covered_scores(gold: Sequence[bool | None], pred: Sequence[str]) -> dict[str, Any]:
+    """Coverage, and accuracy and F1 over the covered facts (labelled ones; NA stays a miss)."""
+    golds, preds = covered(gold, pred)
+    f1_t, f1_f = f1_true_false(golds, preds)
+    return {"nei": nei_count(pred), "coverage": coverage(pred),
+            "accuracy_covered": accuracy(golds, preds), "f1_true_covered": f1_t,
+            "f1_false_covered": f1_f}
+
+
 def classification_report(gold: Sequence[bool | None],
                           pred: Sequence[str]) -> dict[str, Any]:
     """Per-class precision, recall and F1, accuracies, macro-F1, confusion and NA counts.
@@ -155,8 +189,10 @@ def classification_report(gold: Sequence[bool | None],
     report["balanced_accuracy"] = balanced_accuracy(golds, preds)
     report["macro_f1"] = macro_f1(golds, preds)
     report["confusion"] = confusion_matrix(golds, preds)
+    # ``invalid`` stays the study's count of answers that are not T/F (NEI included).
     report["invalid"] = invalid_count(preds)
     report["invalid_rate"] = invalid_rate(preds)
+    report.update(covered_scores(golds, preds))
     return report
 
 
@@ -176,6 +212,7 @@ def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         gold = [GOLD.get(str(r.get("gold"))) for r in members]
         scored = sum(1 for g in gold if g is not None)
         f1_t, f1_f = f1_true_false(gold, labels)
+        cover = covered_scores(gold, labels)
         rows.append({
             "predicate": predicate,
             "n": len(members),
@@ -186,6 +223,9 @@ def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "accuracy": accuracy(gold, labels),
             "f1_true": f1_t,
             "f1_false": f1_f,
+            "nei": cover["nei"],
+            "coverage": cover["coverage"],
+            "accuracy_covered": cover["accuracy_covered"],
         })
     return sorted(rows, key=lambda r: (-r["n"], r["predicate"]))
 
@@ -205,12 +245,36 @@ def score_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     scored = [r for r in records if r.get("gold") in ANSWER_LABELS]
     report = classification_report([r["gold"] == "T" for r in scored],
                                     [str(r.get("label", "NA")) for r in scored])
+    labels = [str(r.get("label", "NA")) for r in records]
     return {
         "scored": len(scored),
         **{k: report[k] for k in SUMMARY_SCORES},
+        # Coverage over every verdict; the covered scores over the labelled ones.
+        "nei": nei_count(labels),
+        "coverage": coverage(labels),
+        **{k: report[k] for k in ("accuracy_covered", "f1_true_covered", "f1_false_covered")},
         "confusion": report["confusion"] if scored else None,
         "by_predicate": by_predicate(records),
     }
+
+
+# --- explained verdicts ---------------------------------------------------------------
+
+_WHO = re.compile(r"^(?:sample \d+|judge|[^\s]+): (?=\S)")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def problem_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Count the verdicts' answer problems by kind (an invented id, a missing reason, ...).
+
+    Who had the problem (a sample, a member) and quoted values are left out of the kind.
+    """
+    counts: dict[str, int] = {}
+    for record in records:
+        for problem in record.get("answer_problems") or []:
+            kind = _QUOTED.sub("'...'", _WHO.sub("", str(problem)))
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 # --- consensus -------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from kgcheck.data.runfolder import (
     read_verdicts,
 )
 from kgcheck.data.upstream import DataError, DataSource, open_data
+from kgcheck.evals.calibration import run_calibration
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
 from kgcheck.evals.stats.report import groups_markdown
 from kgcheck.evals.stats.tables import interval_records, intervals_markdown
@@ -297,6 +298,51 @@ def review_section(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _review_of(run: RunFolder) -> dict[str, LabelRow]:
+    path = run.path / LABELS_FILE
+    return read_labels(path) if path.is_file() else {}
+
+
+def confidence_section(runs: Sequence[RunFolder]) -> str:
+    """Markdown of each run's coverage (NEI) and, where verdicts have confidences, their scores.
+
+    Truths are the person's review labels where given, else the gold labels.
+    """
+    lines = ["## Coverage and confidence", "",
+             "Coverage: share of verdicts that are not NEI (not enough evidence). Confidence "
+             "scores: over the verdicts with a confidence and a review or gold label.", "",
+             "| run | facts | NEI | coverage | accuracy (covered) | confidence from | scored "
+             "| AUROC | AUPRC | Brier | ECE |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in runs:
+        scores = score_summary(run.records)
+        calibration = run_calibration(run.records, _review_of(run))
+        figures = calibration["scores"] or {}
+        sources = ", ".join(f"{k} {v:,}" for k, v in calibration["sources"].items())
+        cells = [run.name, f"{len(run.records):,}", str(scores["nei"]),
+                 _cell(scores["coverage"]), _cell(scores["accuracy_covered"]), sources,
+                 str(figures.get("n", 0)), *(_cell(figures.get(k)) for k in
+                                            ("auroc", "auprc", "brier", "ece"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def confidence_plots(runs: Sequence[RunFolder], out_dir: Path) -> list[Path]:
+    """Draw a reliability diagram and a precision-coverage curve per run with scores."""
+    from kgcheck.evals.calibration_plots import plot_precision_coverage, plot_reliability
+
+    paths: list[Path] = []
+    for run in runs:
+        figures = run_calibration(run.records, _review_of(run))["scores"]
+        if not figures:
+            continue
+        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.name)
+        paths += plot_reliability(figures, out_dir, f"reliability-{stem}", run.name)
+        paths += plot_precision_coverage(figures, out_dir, f"precision-coverage-{stem}",
+                                         run.name)
+    return paths
+
+
 def predicate_section(runs: Sequence[RunFolder]) -> str:
     """Markdown breaking each run down per predicate: facts, share judged true, scores."""
     parts = ["## Per predicate", ""]
@@ -408,8 +454,11 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                             extra=[run_section(runs),
                                    groups_markdown([(r.name, r.records) for r in runs]),
                                    repeats_section(runs),
-                                   predicate_section(runs), review_section(reviews)])
+                                   predicate_section(runs), confidence_section(runs),
+                                   review_section(reviews)])
     written.reviews = reviews
+    if plots:
+        written.plots += confidence_plots(runs, Path(out_dir) / PLOTS_DIR)
     return written
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact
 from kgcheck.graphs.context import Context
+from kgcheck.graphs.explain import compact_logprobs
 from kgcheck.graphs.parsing import answer_format
 from kgcheck.providers import metadata
 from kgcheck.providers.cache import CachedAnswer, active_cache, answer_key
@@ -51,6 +52,8 @@ class CallRecord(TypedDict):
     seconds: float
     tokens_in: int | None
     tokens_out: int | None
+    # The answer tokens' log-probabilities, when the server returned them.
+    logprobs: NotRequired[list[dict[str, Any]] | None]
 
 
 @dataclass
@@ -64,11 +67,15 @@ class ModelReply:
     tokens_out: int | None
     # Served from the answer cache: nothing was sent, nothing was paid.
     cached: bool = False
+    logprobs: list[dict[str, Any]] | None = None
 
     def record(self) -> CallRecord:
         """Return the JSON-plain record of this call."""
-        return CallRecord(text=self.text, seconds=self.seconds,
-                          tokens_in=self.tokens_in, tokens_out=self.tokens_out)
+        record = CallRecord(text=self.text, seconds=self.seconds,
+                            tokens_in=self.tokens_in, tokens_out=self.tokens_out)
+        if self.logprobs is not None:
+            record["logprobs"] = self.logprobs
+        return record
 
 
 def reply_text(message: BaseMessage) -> str:
@@ -134,7 +141,8 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
         hit = await cache.aget(key)
         if hit is not None:
             return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,
-                              tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True)
+                              tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True,
+                              logprobs=hit.logprobs)
     await aprepare_model(spec, ctx)
     chat: Any = ctx.chat_model(model)
     if fmt is not None:
@@ -152,8 +160,10 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
         seconds=float(recorded) if recorded is not None else elapsed,
         tokens_in=usage.get("input_tokens"),
         tokens_out=usage.get("output_tokens"),
+        logprobs=compact_logprobs(
+            ((message.response_metadata or {}).get("logprobs") or {}).get("content")),
     )
     if key is not None and cache is not None:
         await cache.aput(key, spec, CachedAnswer(reply.text, reply.tokens_in, reply.tokens_out,
-                                                 reply.seconds))
+                                                 reply.seconds, reply.logprobs))
     return reply

@@ -34,6 +34,9 @@ class Context(ModelSettings):
 
     METHOD: ClassVar[str] = ""
     REPLAYS: ClassVar[str | None] = None
+    # The not-enough-evidence variants: setting -> value used when ``abstain`` is on and
+    # the setting still has its default (the study's prompt or parser).
+    ABSTAIN: ClassVar[dict[str, str]] = {}
 
     model: Annotated[str, LLM_HINT] = field(
         default=DEFAULT_MODEL,
@@ -54,6 +57,43 @@ class Context(ModelSettings):
                   "or after a label), last-line (the verdict on the last line, after any "
                   "reasoning), yes-no-json ({\"output\": \"yes\"|\"no\"})."},
     )
+
+    abstain: bool = field(
+        default=False,
+        metadata={"description": "Let the model answer NEI (not enough evidence) beside T "
+                  "and F: the method's default prompt and parser become their "
+                  "not-enough-evidence variants. Off: the study's prompts and outcomes."},
+    )
+    reasons: bool = field(
+        default=False,
+        metadata={"description": "Ask for a one- or two-sentence reason in the same call "
+                  "(a line 'Reason: ...' after the verdict, read apart from the label)."},
+    )
+    citations: bool = field(
+        default=False,
+        metadata={"description": "Evidence strategies: ask which passages (by the ids the "
+                  "prompt gives them) support or refute the fact."},
+    )
+    corrections: bool = field(
+        default=False,
+        metadata={"description": "For a fact judged false, ask which part is wrong "
+                  "(subject, predicate or object) and the value the model believes right."},
+    )
+    transcript: bool = field(
+        default=True,
+        metadata={"description": "Keep the exact conversation (every message sent and "
+                  "received) in each verdict."},
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.abstain, str):
+            self.abstain = self.abstain.strip().lower() in ("1", "true", "yes", "on")
+        if self.abstain:
+            # Only settings still at the class's default switch: a chosen prompt stays.
+            defaults = {f.name: f.default for f in fields(self)}
+            for name, variant in self.ABSTAIN.items():
+                if getattr(self, name) == defaults.get(name):
+                    setattr(self, name, variant)
 
     constrain: bool = field(
         default=False,

@@ -11,6 +11,9 @@ kind (``kgcheck.registry``):
 - ``last-line``: chain-of-thought answers, whose reasoning may mention both letters; only
   the last non-blank line counts, read strictly.
 - ``yes-no-json`` (RAG): a JSON ``{"output": "yes"|"no"}`` somewhere in the text.
+- ``strict-nei`` and ``yes-no-nei-json``: the same readers for the not-enough-evidence
+  prompt variants, where ``NEI`` (``"output": "not enough evidence"``) is an answer of its
+  own: the model abstains. The study's parsers never give NEI.
 
 Each built-in parser also has an answer format (``ANSWER_FORMATS``): what a model is held
 to when a run asks for constrained output (``constrain``), written so that the parser reads
@@ -43,6 +46,7 @@ NO_VERDICT = "no T/F verdict"
 BOTH = "says both T and F"
 UNDECIDED = "declines to decide"
 EMPTY = "empty answer"
+BOTH_NEI = "says both NEI and T/F"
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,54 @@ def read_yes_no_json(answer: str | None) -> Reading:
     return Reading("NA", NO_OUTPUT)
 
 
+# What an abstaining answer may say instead of T/F (or yes/no) in the NEI variants.
+_NEI_WORDS = {"nei", "not enough evidence", "not enough information", "abstain",
+              "insufficient evidence", "not enough info"}
+_NEI_OUTPUT = re.compile(
+    r"""["']?\boutput\b["']?\s*[:=]\s*["']?\s*(nei|not enough (?:evidence|information|info)"""
+    r"""|insufficient evidence|abstain)\b""", re.IGNORECASE)
+_NEI_LABELLED = re.compile(
+    r"\b(?:judg(?:e)?ment|answer|verdict|label|reply|response)[*_`\"']*(?:\s+is)?\s*[:=\-]"
+    r"\s*[*_`\"'(\[]*\s*(nei|not enough (?:evidence|information))\b", re.IGNORECASE)
+
+
+def _says_nei_line(answer: str) -> bool:
+    return any(_DECORATION.sub("", line).strip().lower() in _NEI_WORDS
+               for line in answer.splitlines()) or bool(_NEI_LABELLED.search(answer))
+
+
+def read_verdict_nei(answer: str | None) -> Reading:
+    """Read T, F or NEI (the abstain variants of DKA and GIV); anything else as ``strict``.
+
+    NEI counts when it is the only verdict the answer gives (``NEI`` on a line of its own,
+    ``Answer: NEI``, ``not enough information``); NEI beside a T or F says both: NA.
+    """
+    reading = read_verdict(answer)
+    if not answer or not _says_nei_line(answer):
+        return reading
+    if reading.problem in (NO_VERDICT, UNDECIDED):
+        return Reading("NEI")
+    return Reading("NA", BOTH_NEI)
+
+
+def read_yes_no_nei_json(answer: str | None) -> Reading:
+    """Read ``{"output": "yes"|"no"|"not enough evidence"}``: T, F or NEI.
+
+    The evidence strategies' variant that tells "the documents refute it" (F) from "the
+    documents do not say" (NEI).
+    """
+    reading = read_yes_no_json(answer)
+    if not answer or not _NEI_OUTPUT.search(answer):
+        if reading.problem == NO_OUTPUT and _BARE_NEI.match(answer or ""):
+            return Reading("NEI")
+        return reading
+    if reading.problem is None:
+        return Reading("NA", CONTRADICTS)  # an NEI output beside a yes/no output
+    return Reading("NEI")
+
+
+_BARE_NEI = re.compile(r"^\W*(nei|not enough (?:evidence|information))\W*$", re.IGNORECASE)
+
 Reader = Callable[[str | None], Reading]
 
 
@@ -148,6 +200,8 @@ PARSERS: Registry[Reader] = Registry("verdict parser", group="kgcheck.parsers",
 PARSERS.register("strict", read_verdict)
 PARSERS.register("last-line", read_last_line)
 PARSERS.register("yes-no-json", read_yes_no_json)
+PARSERS.register("strict-nei", read_verdict_nei)
+PARSERS.register("yes-no-nei-json", read_yes_no_nei_json)
 
 
 def read_with(parser: str, answer: str | None) -> Reading:
@@ -172,6 +226,18 @@ ANSWER_FORMATS: dict[str, AnswerFormat] = {
     "yes-no-json": AnswerFormat(
         "output", 'root ::= "{\\"output\\": \\"" ("yes" | "no") "\\"}"',
         {"type": "object", "properties": {"output": {"type": "string", "enum": ["yes", "no"]}},
+         "required": ["output"], "additionalProperties": False}),
+    "strict-nei": AnswerFormat(
+        "verdict_or_nei", 'root ::= "T" | "F" | "NEI"',
+        {"type": "object",
+         "properties": {"verdict": {"type": "string", "enum": ["T", "F", "NEI"]}},
+         "required": ["verdict"], "additionalProperties": False}),
+    "yes-no-nei-json": AnswerFormat(
+        "output_or_nei",
+        'root ::= "{\\"output\\": \\"" ("yes" | "no" | "not enough evidence") "\\"}"',
+        {"type": "object",
+         "properties": {"output": {"type": "string",
+                                   "enum": ["yes", "no", "not enough evidence"]}},
          "required": ["output"], "additionalProperties": False}),
 }
 

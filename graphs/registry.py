@@ -67,6 +67,8 @@ class Strategy:
             around one (``around``), ``review`` for a graph that pauses for a person
             (served, never run as a method).
         around: For ``consensus``: build the graph around a strategy, by its name.
+        calls_model: False for a strategy that asks no model (``schema``): its runs need
+            no model, and its verdicts name none.
 
     """
 
@@ -78,6 +80,7 @@ class Strategy:
     preflight: Preflight | None = field(default=None, repr=False)
     kind: Kind = STRATEGY
     around: Callable[[str], AnyStateGraph] | None = field(default=None, repr=False)
+    calls_model: bool = True
 
     @property
     def label(self) -> str:

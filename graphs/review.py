@@ -26,13 +26,16 @@ from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import FactInput, VerdictDict
+from kgcheck.data.runfolder import VERDICT_LABELS
 from kgcheck.graphs.context import Context, bind, context_of
+from kgcheck.graphs.explain import value_problem
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.state import read_fact
 
 Decision = Literal["T", "F", "skip"]
 DECISIONS: tuple[Decision, ...] = ("T", "F", "skip")
-ANSWER_SHAPE = '{"label": "T" | "F" | "skip", "note": "... (optional)"}'
+ANSWER_SHAPE = ('{"label": "T" | "F" | "skip", "note": "... (optional)", "correction": '
+                '"accept" | "edit" | "reject" (optional), "corrected_value": "... (for edit)"}')
 # A note is for a sentence or two; a pasted page is cut rather than stored whole.
 MAX_NOTE_CHARS = 2_000
 
@@ -57,6 +60,14 @@ class ReviewInput(TypedDict):
     verdict: VerdictDict
 
 
+class CorrectionDecision(TypedDict):
+    """What a person did with a suggested correction, and the value they accepted."""
+
+    decision: Literal["accept", "edit", "reject"]
+    part: str
+    value: str | None
+
+
 class Review(TypedDict):
     """A person's decision on a verdict."""
 
@@ -64,6 +75,7 @@ class Review(TypedDict):
     note: str
     reviewer: str | None
     reviewed_at: str
+    correction: NotRequired[CorrectionDecision | None]
 
 
 class ReviewOutput(TypedDict):
@@ -223,6 +235,13 @@ def question_for(fact_input: FactInput, verdict: Mapping[str, Any]) -> dict[str,
         "model": {"label": verdict.get("label", "NA"), "method": verdict.get("method"),
                   "model": verdict.get("model"), "raw": verdict.get("raw"),
                   "error": verdict.get("error")},
+        "explanation": {"confidence": verdict.get("confidence"),
+                        "confidence_source": verdict.get("confidence_source"),
+                        "rationale": verdict.get("rationale"),
+                        "problems": list(verdict.get("answer_problems") or [])},
+        "citations": list(verdict.get("citations") or []),
+        "suggestion": verdict.get("correction"),
+        "conversation": list(verdict.get("conversation") or []),
         "evidence": _evidence(details),
         "votes": _votes(details),
         "tie": is_tie(verdict),
@@ -239,9 +258,32 @@ class Answer(TypedDict):
     note: str
     reviewer: str | None
     reviewed_at: str | None
+    correction: NotRequired[CorrectionDecision | None]
 
 
-def read_answer(value: Any) -> Answer:
+def read_correction(value: Mapping[str, Any],
+                    suggestion: Mapping[str, Any] | None) -> CorrectionDecision | None:
+    """Read what the person did with the suggested correction (None: nothing)."""
+    decision = str(value.get("correction") or "").strip().lower()
+    if not decision:
+        return None
+    if decision not in ("accept", "edit", "reject"):
+        raise MalformedAnswer(f"correction {decision!r:.40} is not accept, edit or reject")
+    if not suggestion:
+        raise MalformedAnswer("correction: the verdict suggests no correction to decide on")
+    part = str(suggestion.get("part") or "")
+    if decision == "reject":
+        return CorrectionDecision(decision="reject", part=part, value=None)
+    chosen = (str(value.get("corrected_value") or "").strip() if decision == "edit"
+              else str(suggestion.get("value") or ""))
+    problem = value_problem(chosen)
+    if problem:
+        raise MalformedAnswer(f"corrected value {chosen!r:.60} is not a valid term: {problem}")
+    return CorrectionDecision(decision="edit" if decision == "edit" else "accept", part=part,
+                              value=chosen)
+
+
+def read_answer(value: Any, suggestion: Mapping[str, Any] | None = None) -> Answer:
     """Read a resume value; raise MalformedAnswer if it is not a decision.
 
     A bare ``"T"`` / ``"F"`` / ``"skip"`` is accepted too (what a person types in Studio).
@@ -272,7 +314,8 @@ def read_answer(value: Any) -> Answer:
             raise MalformedAnswer(f"reviewed_at {when!r:.40} is not an ISO 8601 time") from None
     return Answer(label=label, note=note.strip()[:MAX_NOTE_CHARS],
                   reviewer=(reviewer or "").strip() or None,
-                  reviewed_at=str(when) if when else None)
+                  reviewed_at=str(when) if when else None,
+                  correction=read_correction(value, suggestion))
 
 
 def now() -> str:
@@ -283,9 +326,9 @@ def now() -> str:
 async def prepare(state: ReviewState) -> dict[str, Any]:
     """Check the input and lay out the question once, before the pause."""
     verdict = state.get("verdict")
-    if not isinstance(verdict, Mapping) or verdict.get("label") not in ("T", "F", "NA"):
+    if not isinstance(verdict, Mapping) or verdict.get("label") not in VERDICT_LABELS:
         raise MalformedAnswer('the review graph takes {"fact": {...}, "verdict": {...}} with '
-                              'the verdict a run wrote (its "label" T, F or NA)')
+                              'the verdict a run wrote (its "label" T, F, NA or NEI)')
     return {"question": question_for(state["fact"], verdict)}
 
 
@@ -298,14 +341,15 @@ async def ask_person(state: ReviewState, runtime: Runtime[ReviewContext], *,
         # On resume the node runs again from the top: earlier answers replay in order.
         answer = interrupt(question)
         try:
-            read = read_answer(answer)
+            read = read_answer(answer, state["verdict"].get("correction"))
         except MalformedAnswer as exc:
             question = {**question, "problem": str(exc)}
             continue
         break
     review = Review(label=read["label"], note=read["note"],
                     reviewer=read["reviewer"] or ctx.reviewer or None,
-                    reviewed_at=read["reviewed_at"] or now())
+                    reviewed_at=read["reviewed_at"] or now(),
+                    correction=read.get("correction"))
     return {"verdict": {**state["verdict"], "review": review}}
 
 
@@ -324,4 +368,5 @@ def build(context: type[ReviewContext] = ReviewContext) -> AnyStateGraph:
 strategy = register(Strategy(
     "review", ReviewContext, build, kind="review",
     description="Human review: pauses with the fact, the model's answer and its evidence; "
-                'resume with {"label": "T" | "F" | "skip", "note": "..."}.'))
+                'resume with {"label": "T" | "F" | "skip", "note": "...", "correction": '
+                '"accept" | "edit" | "reject", "corrected_value": "..."}.'))

@@ -42,16 +42,22 @@ def call_fields(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def answered(fact: Fact, method: str, model: str, label: Label,
-             calls: Sequence[Mapping[str, Any]], **details: Any) -> VerdictDict:
-    """Return the verdict after one or more model calls, summing their time and tokens."""
+             calls: Sequence[Mapping[str, Any]], *, extras: Mapping[str, Any] | None = None,
+             **details: Any) -> VerdictDict:
+    """Return the verdict after one or more model calls, summing their time and tokens.
+
+    ``extras`` are the verdict's own fields beside its label (``confidence``,
+    ``rationale``, ``citations``, ``correction``, ``conversation``, ``answer_problems``).
+    """
     return _dump(Verdict(fact_id=fact.id, label=label, method=method, model=model,
-                         details=details, **call_fields(calls)))
+                         details=details, **call_fields(calls), **(extras or {})))
 
 
-def unanswered(fact: Fact, method: str, model: str, reason: str, **details: Any) -> VerdictDict:
-    """Return NA without a model answer, saying why (e.g. no evidence was found)."""
-    return _dump(Verdict(fact_id=fact.id, label="NA", method=method, model=model,
-                         details={**details, "reason": reason}))
+def unanswered(fact: Fact, method: str, model: str, reason: str, *, label: Label = "NA",
+               extras: Mapping[str, Any] | None = None, **details: Any) -> VerdictDict:
+    """Return NA (or NEI) without a model answer, saying why (e.g. no evidence was found)."""
+    return _dump(Verdict(fact_id=fact.id, label=label, method=method, model=model,
+                         details={**details, "reason": reason}, **(extras or {})))
 
 
 def error_text(exc: BaseException) -> str:
@@ -62,14 +68,14 @@ def error_text(exc: BaseException) -> str:
 
 def failed(fact_id: str, method: str, model: str, error: BaseException | str, *,
            error_type: str | None = None, calls: Sequence[Mapping[str, Any]] = (),
-           **details: Any) -> VerdictDict:
+           extras: Mapping[str, Any] | None = None, **details: Any) -> VerdictDict:
     """Return the NA verdict of a failed call or graph, keeping the error and earlier calls."""
     if isinstance(error, BaseException):
         error_type = error_type or type(error).__name__
         error = error_text(error)
     return _dump(Verdict(fact_id=fact_id, label="NA", method=method, model=model, error=error,
                          details={**details, "error_type": error_type or "Error"},
-                         **call_fields(calls)))
+                         **call_fields(calls), **(extras or {})))
 
 
 def defect(fact: Fact, method: str, model: str) -> VerdictDict:
@@ -81,7 +87,7 @@ def defect(fact: Fact, method: str, model: str) -> VerdictDict:
 def combined(fact_id: str, method: str, model: str, label: Label,
              parts: Sequence[Mapping[str, Any]], *, seconds: float, raw: str | None,
              error: str | None = None, error_type: str | None = None,
-             **details: Any) -> VerdictDict:
+             extras: Mapping[str, Any] | None = None, **details: Any) -> VerdictDict:
     """Return a verdict made of other verdicts: their raw answers, attempts and tokens summed.
 
     ``seconds`` is given, since parts that ran at the same time do not add up.
@@ -95,7 +101,7 @@ def combined(fact_id: str, method: str, model: str, label: Label,
         seconds=seconds,
         tokens_in=_total([part.get("tokens_in") for part in parts]),
         tokens_out=_total([part.get("tokens_out") for part in parts]),
-        error=error, details=details))
+        error=error, details=details, **(extras or {})))
 
 
 def is_defect(verdict: Mapping[str, Any]) -> bool:

@@ -1,7 +1,9 @@
 """The one vote tally: consensus members, self-consistency samples and the metrics use it.
 
-A strict majority of the T/F votes decides; an even split (0-0 included) is a tie; NA votes
-are counted but take no side. With four voters: >= 3 T is T, <= 1 T is F, 2-2 is a tie.
+A strict majority of the T/F votes decides; an even split (0-0 included) is a tie; NA and
+NEI votes are counted (NEI within NA) but take no side. When no voter says T or F and some
+say NEI, the outcome is NEI (``undecided``), not a tie to break. With four voters: >= 3 T
+is T, <= 1 T is F, 2-2 is a tie.
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ def tally(labels: Iterable[str]) -> Tally:
     elif counts["F"] > counts["T"]:
         decision = "F"
     return Tally(counts=counts, decision=decision)
+
+
+def undecided(labels: Iterable[str]) -> Label:
+    """Label a vote without a majority: NEI when no vote says T or F and one says NEI."""
+    seen = set(labels)
+    return "NEI" if "NEI" in seen and not seen & {"T", "F"} else "NA"
+
+
+def vote_share(labels: Iterable[str]) -> float | None:
+    """Share of the T/F votes that say T: the vote's confidence that the fact is true."""
+    counts = tally(labels)["counts"]
+    decided = counts["T"] + counts["F"]
+    return counts["T"] / decided if decided else None
 
 
 def decide(labels: Iterable[str], judge: str | None = None) -> Label:

@@ -21,6 +21,7 @@ API = (
     "read_triples", "report", "reproduce", "run", "select_facts", "settings", "strategies",
     "strategy", "KgcheckWarning", "SettingsError", "ArgumentError", "RunError", "sample",
     "import_verdicts", "aimport_verdicts", "estimate", "analyse_errors", "open_explorer",
+    "compare", "agreement", "explain",
 )
 MODELS = ("Fact", "Verdict")
 SWEEPS = ("sweep", "asweep", "leaderboard")

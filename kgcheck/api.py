@@ -38,7 +38,14 @@ from kgcheck.arguments import (
 )
 from kgcheck.data.datasets import DatasetInfo, describe_datasets, load_facts
 from kgcheck.data.facts import Fact, Verdict
-from kgcheck.data.runfolder import VERDICTS, RunError, checked_facts, read_run_info, read_verdicts
+from kgcheck.data.runfolder import (
+    VERDICTS,
+    RunError,
+    checked_facts,
+    read_run_info,
+    read_verdict,
+    read_verdicts,
+)
 from kgcheck.data.sampling import parse_ids
 from kgcheck.data.sampling import select_facts as _select_facts
 from kgcheck.data.sparql import SparqlClient, SparqlReader
@@ -110,7 +117,7 @@ __all__ = [
     # Strategies and their settings.
     "strategies", "strategy", "settings", "parse_setting_pairs", "evidence_sources",
     # Runs out: scores, tables, samples, estimates, exports.
-    "report", "reproduce", "sample", "estimate", "export", "fetched_evidence",
+    "report", "reproduce", "sample", "estimate", "export", "explain", "fetched_evidence",
     "FetchedEvidence", "analyse_errors", "ErrorAnalysis", "open_explorer", "Explorer",
     "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
@@ -349,6 +356,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                settings: Mapping[str, Any] | None = None,
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
+               prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
                ci: bool = False, repeats: int = 1,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
@@ -366,6 +374,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     ``engine_options``) or an engine object the caller keeps open across runs. ``ci`` adds
     bootstrap intervals of the scores to the summary; ``repeats`` checks each fact that many
     times, the majority being its verdict (flip rates and score spread in the summary).
+    ``prefilter="schema"`` checks each fact against ``rules`` (``{"ontology": FILE,
+    "shapes": FILE, ...}``, the schema strategy's settings) first: a refuted fact is F
+    without a model call.
     """
     check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
                         concurrency=concurrency, max_concurrency=max_concurrency)
@@ -379,7 +390,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                            as_dataset=as_dataset, pricing=pricing, settings=settings,
                            parallel_read=runner.parallel_read, predicates=predicates,
                            exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
-                           **strategy_settings)
+                           prefilter=prefilter, rules=rules, **strategy_settings)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -406,6 +417,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         settings: Mapping[str, Any] | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
+        prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
         ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
@@ -417,7 +429,8 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
         show_progress=show_progress, warn=warn, cache=cache, engine=engine,
         engine_options=engine_options, settings=settings, predicates=predicates,
-        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
+        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
+        rules=rules,
         **strategy_settings), "arun")
 
 
@@ -584,9 +597,27 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
         warn=warn, settings=settings, **strategy_settings), "adry_run")
 
 
+def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
+    """Return one verdict of a run, explained: the record ``kgcheck show`` prints.
+
+    It holds the label, confidence, reason, citations, correction, answer problems and the
+    exact conversation.
+
+    Raises:
+        RunFolderError: ``run_dir`` is no run folder, or holds no verdict of ``fact_id``.
+
+    """
+    return read_verdict(Path(run_dir), str(fact_id))
+
+
 def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
            only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
-    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt`` or ``ttl`` (see ``evals.export``).
+    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt``, ``ttl`` or ``factcheck``, or changes.
+
+    ``sparql`` and ``patch`` write the changes instead: a SPARQL 1.1 Update (or an RDF
+    Patch) deleting the triples judged or labelled false and inserting accepted corrections.
+    ``factcheck`` is the FactCheck study's result file (see ``evals.export``); given a folder
+    as ``out``, it is written there under the name FactCheck gives it.
 
     ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
     ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
@@ -689,11 +720,14 @@ def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
                 reviewer: str | None = None, annotator: str | None = None,
                 team: Sequence[str] = (), overlap: float = 0.0, adjudicate: bool = False,
                 stratify: str | None = None, until_moe: float | None = None,
-                on_reached: Callable[[dict[str, Any]], None] | None = None) -> Review:
+                on_reached: Callable[[dict[str, Any]], None] | None = None,
+                order: str = "run") -> Review:
     """Open a run for human review, with ``async with`` or, without an event loop, ``with``.
 
     The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"`` or
-    ``["F", "NA"]``), optionally a ``sample`` of them drawn with ``seed``.
+    ``["F", "NA"]``), optionally a ``sample`` of them drawn with ``seed``;
+    ``order="uncertainty"`` puts the least certain verdicts (NEI, then the lowest
+    ``max(p, 1 - p)``) first.
     ``async with kgcheck.open_review("runs/x") as review:`` gives the session
     (``await review.decide(fact_id, "T")``, ``await review.undo()``);
     ``with kgcheck.open_review("runs/x") as review:`` the same session with plain methods
@@ -712,7 +746,7 @@ def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
     return Review(lambda: ReviewSession.open(
         run_dir, only=filters, sample=sample, seed=seed, reviewer=reviewer,
         annotator=annotator, team=team, overlap=overlap, adjudicate=adjudicate,
-        stratify=stratify, until_moe=until_moe, on_reached=on_reached))
+        stratify=stratify, until_moe=until_moe, on_reached=on_reached, order=order))
 
 
 class Review:
@@ -766,10 +800,12 @@ class SyncReview:
         self.session = session
         self._loop = loop
 
-    def decide(self, fact_id: str, label: str, note: str = "",
-               reviewer: str | None = None) -> dict[str, Any]:
+    def decide(self, fact_id: str, label: str, note: str = "", reviewer: str | None = None,
+               *, correction: str = "", corrected_value: str = "") -> dict[str, Any]:
         """Record a person's verdict on a fact (see ``ReviewSession.decide``)."""
-        return self._loop.run(self.session.decide(fact_id, label, note, reviewer))
+        return self._loop.run(self.session.decide(fact_id, label, note, reviewer,
+                                                  correction=correction,
+                                                  corrected_value=corrected_value))
 
     def undo(self, fact_id: str | None = None) -> str | None:
         """Take back a decision, the last one by default (see ``ReviewSession.undo``)."""

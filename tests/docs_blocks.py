@@ -1,19 +1,24 @@
-"""Run a page's marked code blocks in order, in one process: ``python -m tests.docs_blocks FILE``.
+"""Run pages' marked code blocks: ``python -m tests.docs_blocks PLAN PARALLEL``.
 
-FILE is a JSON list of blocks (``page``, ``line``, ``lang``, ``code``, ``file``), as
-tests/test_docs.py extracts them. The current folder is the page's work folder. ``file``
-blocks are written there; ``python`` blocks are executed as ``__main__`` scripts;
-``bash`` blocks must hold ``kgcheck`` commands only (comments and ``\\`` continuations
-allowed), each run through the Typer app as the console script runs it. One process per
-page pays the imports once, which keeps the documentation tests fast.
+PLAN is a JSON list of pages, each ``blocks`` (``page``, ``line``, ``lang``, ``code``,
+``file``, as tests/test_docs.py extracts them), ``cwd`` (the page's work folder), ``env``
+(its environment) and ``errors`` (a file for what went wrong). ``file`` blocks are written
+into the work folder; ``python`` blocks are executed as ``__main__`` scripts; ``bash``
+blocks must hold ``kgcheck`` commands only (comments and ``\\`` continuations allowed), each
+run through the Typer app as the console script runs it.
 
-Exit status 0 when every block succeeded; else 1, with the failing block named on stderr.
+The process imports kgcheck once, then forks one child per page (PARALLEL at a time), which
+runs that page's blocks in order in its own folder and environment: a page starts without
+paying the imports again, which keeps the documentation tests fast. Prints a JSON object of
+each page's exit status (0 when every block succeeded; else 1, the failing block named in
+its ``errors`` file).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 import sys
 import traceback
@@ -77,15 +82,55 @@ def run_block(block: dict[str, Any]) -> str | None:
     return None
 
 
-def main() -> None:
-    """Run the blocks of the file named on the command line; exit 1 on the first failure."""
-    blocks = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    for block in blocks:
+def run_page(page: dict[str, Any]) -> int:
+    """Run one page's blocks in its folder and environment; 1 on the first failure."""
+    os.chdir(page["cwd"])
+    os.environ.clear()
+    os.environ.update(page["env"])
+    for block in page["blocks"]:
         problem = run_block(block)
         if problem:
-            print(f"{block['page']}, line {block['line']}:\n{block['code']}\n{problem}",
-                  file=sys.stderr)
-            sys.exit(1)
+            Path(page["errors"]).write_text(
+                f"{block['page']}, line {block['line']}:\n{block['code']}\n{problem}",
+                encoding="utf-8")
+            return 1
+    return 0
+
+
+def preload() -> None:
+    """Import what every page uses, once, before the pages fork."""
+    import kgcheck
+    from kgcheck.cli import app  # noqa: F401 - imported to be inherited by the children
+
+    kgcheck.strategies()  # the registry imports every built-in strategy's graph
+
+
+def main() -> None:
+    """Run the plan's pages, PARALLEL forked children at a time; print their statuses."""
+    pages = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    parallel = int(sys.argv[2])
+    preload()
+    running: dict[int, int] = {}
+    statuses: dict[int, int] = {}
+    waiting = list(range(len(pages)))
+    while waiting or running:
+        while waiting and len(running) < parallel:
+            index = waiting.pop(0)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the child: run the page, never return into the loop
+                status = 1
+                try:
+                    status = run_page(pages[index])
+                except BaseException:  # anything a page raises is that page's failure
+                    Path(pages[index]["errors"]).write_text(traceback.format_exc())
+                finally:
+                    os._exit(status)
+            running[pid] = index
+        pid, code = os.wait()
+        statuses[running.pop(pid)] = os.waitstatus_to_exitcode(code)
+    print(json.dumps({str(i): statuses[i] for i in sorted(statuses)}))
 
 
 if __name__ == "__main__":

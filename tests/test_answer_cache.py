@@ -57,7 +57,7 @@ def test_a_second_identical_run_makes_no_model_calls(server: OpenAIStub,
     second = run(server, tmp_path / "b")
     assert len(server.calls()) == calls, "the second run asked the server again"
     assert second["cache"]["hits"] == len(FACTS) and second["cache"]["misses"] == 0
-    assert second["verdicts"] == first["verdicts"] == {"T": 5, "F": 0, "NA": 0}
+    assert second["verdicts"] == first["verdicts"] == {"T": 5, "F": 0, "NA": 0, "NEI": 0}
     # Cached answers keep their token counts (what the calls cost when they were made).
     assert second["tokens_in"] == first["tokens_in"] == 30 * len(FACTS)
 

@@ -90,7 +90,7 @@ def test_unlabelled_triples_are_counted_not_scored(tmp_path, scripted) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["f1_true"] is None and summary["scored"] == 0
-    assert summary["verdicts"] == {"T": 1, "F": 1, "NA": 0}
+    assert summary["verdicts"] == {"T": 1, "F": 1, "NA": 0, "NEI": 0}
     assert "verdicts: T 1, F 1, NA 0" in result.output
 
 

@@ -3,8 +3,8 @@
 A fenced block in ``docs/`` preceded by ``<!-- run -->`` is executed: ``python`` blocks as
 a script, ``bash`` blocks of ``kgcheck`` commands through the CLI app; ``<!-- file: NAME
 -->`` writes the block to NAME first. The blocks of one page run in order, in one
-temporary folder and one process (tests/docs_blocks.py), so a page's walkthrough is run as
-a reader would run it. Live Ollama models are
+temporary folder and one process forked for the page (tests/docs_blocks.py), so a page's
+walkthrough is run as a reader would run it. Live Ollama models are
 served by the stub Ollama server (tests/stubs, the real wire protocol on 127.0.0.1):
 ``OLLAMA_HOST`` points there, as a reader's points at ``ollama serve``.
 """
@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ DOCS = ROOT / "docs"
 MARKER = re.compile(r"^<!--\s*(run|file:\s*(?P<name>[\w.\-/]+))\s*-->\s*$")
 FENCE = re.compile(r"^(?P<fence>```+)\s*(?P<lang>[\w+-]*)")
 PAGE_TIMEOUT = 300
-# Pages run side by side: most of a page's time is imports and model round trips.
+# Pages run side by side: much of a page's time is waiting on model round trips and disks.
 PARALLEL = max(2, min(4, os.cpu_count() or 2))
 
 
@@ -88,22 +87,6 @@ def ollama() -> Iterator[OllamaStub]:
         yield stub
 
 
-def _start_page(page: Path, folder: Path, ollama: OllamaStub) -> subprocess.Popen[str]:
-    """Start the process that runs one page's marked blocks in ``folder``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_",
-                                                                      "AZURE_", "KGCHECK_"))}
-    env.update(OLLAMA_HOST=ollama.url, KGCHECK_HOME=str(folder / ".kgcheck"),
-               KGCHECK_CACHE_DIR=str(folder / ".cache"), NO_COLOR="1", COLUMNS="100",
-               PYTHONPATH=str(ROOT))
-    work = folder / "work"
-    work.mkdir(parents=True)
-    blocks = folder / "blocks.json"
-    blocks.write_text(json.dumps([dataclasses.asdict(b) for b in marked_blocks(page)]))
-    return subprocess.Popen([sys.executable, "-m", "tests.docs_blocks", str(blocks)],
-                            cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
-
-
 @pytest.fixture(scope="module")
 def page_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
               ollama: OllamaStub) -> dict[Path, tuple[int, str]]:
@@ -112,20 +95,29 @@ def page_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     selected = [page for page in PAGES if any(
         getattr(item, "callspec", None) and item.callspec.params.get("page") == page
         for item in request.session.items)]
-
-    def one(index: int, page: Path) -> tuple[int, str]:
-        process = _start_page(page, root / str(index), ollama)
-        try:
-            _, err = process.communicate(timeout=PAGE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, err = process.communicate()
-            return -1, f"timed out after {PAGE_TIMEOUT} s\n{err[-3000:]}"
-        return process.returncode, err
-
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        futures = {page: pool.submit(one, i, page) for i, page in enumerate(selected)}
-        return {page: future.result() for page, future in futures.items()}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_",
+                                                                       "AZURE_", "KGCHECK_"))}
+    base.update(OLLAMA_HOST=ollama.url, NO_COLOR="1", COLUMNS="100", PYTHONPATH=str(ROOT))
+    plan = []
+    for index, page in enumerate(selected):
+        folder = root / str(index)
+        (folder / "work").mkdir(parents=True)
+        plan.append({"blocks": [dataclasses.asdict(b) for b in marked_blocks(page)],
+                     "cwd": str(folder / "work"), "errors": str(folder / "errors.txt"),
+                     "env": {**base, "KGCHECK_HOME": str(folder / ".kgcheck"),
+                             "KGCHECK_CACHE_DIR": str(folder / ".cache")}})
+    (root / "plan.json").write_text(json.dumps(plan))
+    done = subprocess.run([sys.executable, "-m", "tests.docs_blocks", str(root / "plan.json"),
+                           str(PARALLEL)], cwd=root, env=base, capture_output=True, text=True,
+                          timeout=PAGE_TIMEOUT * max(1, len(plan)), stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-6000:]
+    statuses = json.loads(done.stdout.strip().splitlines()[-1])
+    results = {}
+    for index, page in enumerate(selected):
+        errors = Path(plan[index]["errors"])
+        results[page] = (statuses[str(index)],
+                         errors.read_text(encoding="utf-8") if errors.exists() else "")
+    return results
 
 
 # The first page's test sets up page_runs, which runs every selected page: a loaded machine
@@ -211,10 +203,15 @@ def test_run_folder_reference_names_every_file_and_field(site: Path, tmp_path: P
     from kgcheck.data import runfolder
 
     text = html(site, "reference/run-folder")
-    for constant in ("RUN_INFO", "VERDICTS", "SUMMARY", "LABELS_FILE", "ESTIMATE",
-                     "REVIEW_DB", "LOCK"):
-        assert f"<code>{getattr(runfolder, constant)}</code>" in text, constant
+    # Every file name the run folder module declares (upper-case constants such as VERDICTS).
+    names = {k: v for k, v in vars(runfolder).items()
+             if k.isupper() and isinstance(v, str) and re.fullmatch(r"\.?[\w-]+\.\w+|\.lock", v)}
+    assert {"verdicts.jsonl", "run.json", "labels.csv", ".lock"} <= set(names.values())
+    for constant, name in names.items():
+        assert f"<code>{name}</code>" in text, constant
     assert ",".join(runfolder.LABEL_COLUMNS) in text
+    unexplained = [c for c in runfolder.LABEL_COLUMNS if f"<code>{c}</code>" not in text]
+    assert not unexplained, f"labels.csv columns the page does not explain: {unexplained}"
     out = tmp_path / "run"
     kgcheck.run(dataset="yago", strategy="dka", model="replay:gemma2:9b", limit=2, out=out)
     record = json.loads((out / runfolder.VERDICTS).read_text().splitlines()[0])

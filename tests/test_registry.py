@@ -110,9 +110,10 @@ def test_registries_of_every_plugin_kind() -> None:
     # The strategies, and the graphs of the other kinds: review (served, never run as a
     # method) and consensus (runs a strategy for several models).
     assert kinds["strategy"] == ("kgcheck.strategies", {"dka", "dka-sc", "giv-z", "giv-f",
-                                                        "rag", "review", "consensus"})
+                                                        "rag", "schema", "review",
+                                                        "consensus"})
     assert kinds["model provider"][1] >= {"ollama", "openai", "openai-compatible", "replay"}
-    assert kinds["verdict parser"][1] == {"strict", "last-line", "yes-no-json"}
+    assert kinds["verdict parser"][1] == {"strict", "last-line", "yes-no-json", "strict-nei", "yes-no-nei-json"}
     assert kinds["evidence source"][1] == {"folder", "tarball", "store", "search-api"}
     assert kinds["embedder"][1] >= {"minilm", "ollama", "openai", "hf"}
     assert kinds["document selector"][1] == {"fusion", "cross-encoder"}

@@ -81,7 +81,7 @@ async def test_only_and_sample_pick_the_queue_and_keep_other_decisions(run_dir: 
         picked = [i.fact_id for i in first.items]
     async with kgcheck.open_review(run_dir, sample=3, seed=7) as again:
         assert [i.fact_id for i in again.items] == picked and len(picked) == 3
-    with pytest.raises(ReviewError, match="unknown filter maybe; use any of F, T, NA, ties"):
+    with pytest.raises(ReviewError, match="unknown filter maybe; use any of F, T, NA, NEI, ties"):
         parse_only("F,maybe")
 
 
@@ -110,7 +110,8 @@ async def test_bad_input_gets_one_clear_line(run_dir: Path, tmp_path: Path) -> N
             pass
     (run_dir / "labels.csv").write_text("id,verdict\n1,T\n")
     with pytest.raises(LabelsError, match="expected the columns fact_id,label,note,reviewer,"
-                                          "reviewed_at,design,annotator, found id,verdict"):
+                                          "reviewed_at,design,annotator,correction,"
+                                          "corrected_value, found id,verdict"):
         read_labels(run_dir / "labels.csv")
     (run_dir / "labels.csv").write_text("fact_id,label,note,reviewer,reviewed_at\n1,yes,,,\n")
     with pytest.raises(LabelsError, match="row 2: label 'yes' is not one of T, F, skip"):

@@ -20,6 +20,14 @@ from kgcheck.evals.stats.precision import beta_hdi, running_estimate
 from kgcheck.review.session import ReviewError, ReviewSession, assigned
 from tests.review_runs import start_review, stop_review
 from tests.stats_runs import make_replay_run
+from tests.test_review_browser import (
+    _current,
+    _open,
+    _press,
+    _text,
+    _wait,
+    browser,  # noqa: F401 - the Chromium fixture
+)
 
 
 @pytest.fixture(scope="module")
@@ -151,5 +159,35 @@ def test_review_page_says_when_the_margin_is_reached(run_dir: Path, tmp_path: Pa
             time.sleep(0.1)
         said = [line for line in server.output if "margin of error" in line]
         assert said and re.search(rf"after {reached_after} labels", said[0]), server.output
+    finally:
+        stop_review(server)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_page_shows_the_running_estimate_and_when_to_stop(
+        browser, tmp_path: Path) -> None:  # noqa: F811 - the Chromium fixture
+    driver = browser
+    run = make_replay_run(tmp_path / "run", "gemma2:9b", limit=80)
+    gold = {f: r["gold"] for f, r in read_verdicts(run / "verdicts.jsonl").items()}
+    server = start_review(run, "--sample", "60", "--until-moe", "0.2")
+    try:
+        _open(driver, server.url)
+        assert "No labels yet" in (_text(driver, "#estimate") or "") or \
+            "0 labels" in (_text(driver, "#estimate") or "")
+        reached = None
+        for n in range(1, 61):
+            fact = _current(driver)
+            _press(driver, gold[fact].lower())
+            _wait(driver, lambda d, n=n: f"{n} labels" in (_text(d, "#estimate-text") or ""),
+                  f"the estimate did not count {n} labels")
+            if "reached" in (_text(driver, "#margin") or ""):
+                reached = n
+                break
+        assert reached is not None and reached >= 10
+        assert (_text(driver, "#est-wilson") or "").startswith("Wilson: ")
+        assert "%" in (_text(driver, "#est-beta") or "")
+        assert (_text(driver, "#est-ppi") or "").startswith("PPI with the verdicts: ")
+        assert "Margin of error ±" in (_text(driver, "#margin") or "")
     finally:
         stop_review(server)

@@ -331,8 +331,8 @@ def estimate_run(run_dir: Path, *, labels: Path | None = None, gold_sample: int 
         "estimates": [e.as_dict() for e in estimates],
         "true_accuracy": truth,
         "cost": cost_lines(run_dir, records, estimates, pricing),
-        "na_handling": "NA verdicts score 0.5 in ppi and are left out of llm; rows without a "
-                       "human label are left out and counted",
+        "na_handling": "NA and NEI verdicts score 0.5 in ppi and are left out of llm; rows "
+                       "without a human label are left out and counted",
     }
     if truth is not None:
         for item in report["estimates"]:

@@ -16,7 +16,7 @@ Three estimators, each an ``Interval``:
   information. Strata are estimated one by one and combined by their sizes; TWCS works on
   the drawn clusters' means.
 
-NA verdicts enter ``ppi`` as 0.5 (a fixed score, neither T nor F). PPI stays valid for any
+NA and NEI verdicts enter ``ppi`` as 0.5 (a fixed score, neither T nor F). PPI stays valid for any
 fixed scoring of the verdicts: only its width depends on how informative the score is.
 PPI's interval is a normal one, widened to Student's t with ``n - 1`` degrees of freedom
 (the tuned power and the variance come from the same few labels). Where the labels hold
@@ -42,7 +42,8 @@ from kgcheck.evals.accuracy.designs import DESIGNS
 MIN_CLASS = 5
 # Fewer usable labels than this give no interval at all.
 MIN_LABELS = 10
-VERDICT_SCORE = {"T": 1.0, "F": 0.0, "NA": 0.5}
+# NEI (the model abstained) is scored as NA: neither side, a fact for a person to label.
+VERDICT_SCORE = {"T": 1.0, "F": 0.0, "NA": 0.5, "NEI": 0.5}
 ESTIMATORS = ("llm", "human", "ppi")
 PPI_EXTRA = "estimate"
 
@@ -142,7 +143,8 @@ def llm_estimate(verdicts: Sequence[str], confidence: float) -> Interval:
     true = sum(v == "T" for v in decided)
     low, high = wilson(true, len(decided), confidence)
     return Interval("llm", true / len(decided), low, high, 0, len(verdicts), "wilson",
-                    biased=True, details={"na_verdicts": len(verdicts) - len(decided)})
+                    biased=True, details={"na_verdicts": len(verdicts) - len(decided),
+                             "nei_verdicts": sum(1 for v in verdicts if v == "NEI")})
 
 
 def _strata(labels: Sequence[Labeled]) -> dict[str, list[Labeled]]:

@@ -48,7 +48,7 @@ from kgcheck.graphs.registry import (
 )
 from kgcheck.graphs.routing import then, unless_decided
 from kgcheck.graphs.state import GraphOutput, read_fact
-from kgcheck.graphs.votes import TIE, Tally, tally
+from kgcheck.graphs.votes import TIE, Tally, tally, undecided, vote_share
 from kgcheck.providers import split_spec
 
 DEFAULT_METHOD = "dka"
@@ -130,6 +130,13 @@ class Vote(TypedDict):
     tokens_out: int | None
     error: str | None
     error_type: str | None
+    # The member verdict's own confidence, reason, citations, correction and conversation.
+    explained: NotRequired[dict[str, Any]]
+
+
+# The fields of a member's verdict that its vote keeps beside the label.
+EXPLAINED_FIELDS = ("confidence", "confidence_source", "rationale", "citations", "correction",
+                    "conversation", "answer_problems")
 
 
 class Plan(TypedDict):
@@ -250,13 +257,42 @@ def make_plan(ctx: ConsensusContext) -> Plan:
 def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
     details = verdict.get("details") or {}
     error = verdict.get("error")
+    explained = {k: verdict[k] for k in EXPLAINED_FIELDS if verdict.get(k) not in (None, [])}
     return Vote(
         index=index, model=spec, label=verdict.get("label", "NA"),
         raw=verdict.get("raw"), raws=list(verdict.get("raws") or []),
         attempts=int(verdict.get("attempts") or 0), seconds=float(verdict.get("seconds") or 0.0),
         tokens_in=verdict.get("tokens_in"), tokens_out=verdict.get("tokens_out"),
         error=error, error_type=details.get("error_type") if error else None,
+        explained=explained,
     )
+
+
+def consensus_extras(votes: list[Vote], label: Label,
+                     judge: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Combine the members' explanations: the vote share as confidence, every conversation.
+
+    The reason, citations and correction are those of the judge when it decided, else of
+    the first member that voted for the outcome.
+    """
+    extras: dict[str, Any] = {}
+    share = vote_share([v["label"] for v in votes])
+    if share is not None:
+        extras.update(confidence=round(share, 6), confidence_source="consensus")
+    own = [({**v.get("explained", {}), "label": v["label"]}, v["model"]) for v in votes]
+    if judge is not None:
+        own.insert(0, ({k: judge.get(k) for k in (*EXPLAINED_FIELDS, "label")}, "judge"))
+    source = next((e for e, _ in own if e.get("label") == label), {})
+    extras.update({k: source[k] for k in ("rationale", "citations", "correction")
+                   if source.get(k) is not None})
+    problems = [f"{who}: {p}" for e, who in own for p in e.get("answer_problems") or []]
+    if problems:
+        extras["answer_problems"] = problems
+    conversation = [{**turn, "member": who} for e, who in own
+                    for turn in e.get("conversation") or []]
+    if conversation:
+        extras["conversation"] = conversation
+    return extras
 
 
 def _error_vote(index: int, spec: str, exc: BaseException) -> Vote:
@@ -274,7 +310,8 @@ def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], result: 
     """
     fact = read_fact({"fact": fact_input})
     decision = result["decision"]
-    label: Label = decision if decision in ("T", "F") else "NA"
+    label: Label = decision if decision in ("T", "F") else undecided(
+        [v["label"] for v in votes])
     if judge is not None:
         label = judge.get("label", "NA")
     parts: list[Mapping[str, Any]] = [*votes, *([judge] if judge is not None else [])]
@@ -290,8 +327,11 @@ def final_verdict(fact_input: FactInput, plan: Plan, votes: list[Vote], result: 
         + (float(judge.get("seconds") or 0.0) if judge is not None else 0.0),
         raw=judge.get("raw") if judge is not None else None,
         error=error, error_type=error_type,
+        extras=consensus_extras(votes, label, judge),
         strategy="consensus",
         members=plan["members"],
+        # Each vote keeps its member's explanation (conversation included): a run that
+        # re-judges recorded votes (cons-up, cons-down) rebuilds the verdict from them.
         votes=votes,
         counts=result["counts"],
         decision=decision,

@@ -20,10 +20,9 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import FactInput, VerdictDict
-from kgcheck.graphs import verdicts
+from kgcheck.graphs import explain, verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import Context, bind, context_of
-from kgcheck.graphs.parsing import read_with
 from kgcheck.graphs.prompting import PLACEHOLDERS, render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
@@ -38,6 +37,7 @@ class DKAContext(Context):
 
     METHOD: ClassVar[str] = "DKA"
     REPLAYS: ClassVar[str | None] = "DKA"
+    ABSTAIN: ClassVar[dict[str, str]] = {"prompt": "dka-nei.txt", "parser": "strict-nei"}
 
     prompt: str = field(
         default="dka.txt",
@@ -63,7 +63,8 @@ async def build_prompt(state: DKAState, runtime: Runtime[DKAContext], *,
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
-    return {"messages": await render_messages(ctx.prompt, PROMPT_FIELDS, fact)}
+    messages = await render_messages(ctx.prompt, PROMPT_FIELDS, fact)
+    return {"messages": await explain.asking(messages, explain.Requests.of(ctx))}
 
 
 async def ask_model(state: DKAState, runtime: Runtime[DKAContext], *,
@@ -84,10 +85,15 @@ async def decide(state: DKAState, runtime: Runtime[DKAContext], *,
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     calls = state["calls"]
-    reading = read_with(ctx.parser, calls[-1]["text"])
+    requests = explain.Requests.of(ctx)
+    read = explain.read_answer(ctx.parser, calls[-1]["text"], requests)
+    reading = read.reading
     details = {"reason": reading.problem} if reading.problem else {}
+    conversation = explain.turns(state["messages"]) if ctx.transcript else []
+    extras = explain.verdict_fields(fact, read, calls, requests=requests,
+                                    conversation=conversation)
     return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, reading.label, calls,
-                                         **details)}
+                                         extras=extras, **details)}
 
 
 def build(context: type[DKAContext] = DKAContext) -> AnyStateGraph:

@@ -28,15 +28,14 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import FactInput, Label, VerdictDict
-from kgcheck.graphs import verdicts
+from kgcheck.graphs import explain, verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import bind, context_of, make_context
-from kgcheck.graphs.parsing import read_with
 from kgcheck.graphs.prompting import render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.state import GraphInput, GraphOutput, read_fact
 from kgcheck.graphs.strategies.dka import PROMPT_FIELDS, DKAContext
-from kgcheck.graphs.votes import TIE, tally
+from kgcheck.graphs.votes import TIE, tally, undecided, vote_share
 
 MAX_SAMPLES = 25
 
@@ -60,6 +59,7 @@ class DKASCContext(DKAContext):
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or not (
             1 <= self.samples <= MAX_SAMPLES
         ):
@@ -81,6 +81,8 @@ class Sample(TypedDict):
     call: CallRecord | None
     error: str | None
     error_type: str | None
+    # Confidence, reason, correction and problems of this sample's answer.
+    extras: NotRequired[dict[str, Any]]
 
 
 class DKASCState(TypedDict):
@@ -112,7 +114,8 @@ async def build_prompt(state: DKASCState, runtime: Runtime[DKASCContext], *,
     fact = read_fact(state)
     if fact.defect:
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
-    return {"messages": await render_messages(ctx.prompt, PROMPT_FIELDS, fact)}
+    messages = await render_messages(ctx.prompt, PROMPT_FIELDS, fact)
+    return {"messages": await explain.asking(messages, explain.Requests.of(ctx))}
 
 
 async def fan_out(state: DKASCState, runtime: Runtime[DKASCContext], *,
@@ -139,9 +142,46 @@ async def sample(state: SampleState, *, context: type[DKASCContext] = DKASCConte
         failed = Sample(index=state["index"], label="NA", call=None,
                         error=verdicts.error_text(exc), error_type=type(exc).__name__)
         return {"samples": [failed]}
-    answered = Sample(index=state["index"], label=read_with(ctx.parser, reply.text).label,
-                      call=reply.record(), error=None, error_type=None)
+    requests = explain.Requests.of(ctx)
+    read = explain.read_answer(ctx.parser, reply.text, requests)
+    extras = explain.verdict_fields(fact, read, [reply.record()], requests=requests)
+    answered = Sample(index=state["index"], label=read.reading.label, call=reply.record(),
+                      error=None, error_type=None, extras=extras)
     return {"samples": [answered]}
+
+
+def sample_extras(samples: list[Sample], label: Label, ctx: DKASCContext,
+                  messages: list[AnyMessage]) -> dict[str, Any]:
+    """Combine the samples' confidences, reasons and corrections into the verdict's.
+
+    Confidence: the mean of the samples' log-probability confidences when every answered
+    sample has one, else the share of T among the T/F votes. The reason and correction
+    are those of the first sample that voted for the outcome.
+    """
+    answered = [s for s in samples if s["call"] is not None]
+    scores = [(s.get("extras") or {}).get("confidence") for s in answered]
+    known = [float(v) for v in scores if v is not None]
+    extras: dict[str, Any] = {}
+    if answered and len(known) == len(scores):
+        extras.update(confidence=round(sum(known) / len(known), 6),
+                      confidence_source="logprobs")
+    else:
+        share = vote_share([s["label"] for s in samples])
+        if share is not None:
+            extras.update(confidence=round(share, 6), confidence_source="self-consistency")
+    agreeing = next((s for s in answered if s["label"] == label), None)
+    if agreeing is not None:
+        own = agreeing.get("extras") or {}
+        extras.update({k: own[k] for k in ("rationale", "correction") if k in own})
+    problems = [f"sample {s['index']}: {p}" for s in answered
+                for p in (s.get("extras") or {}).get("answer_problems", [])]
+    if problems:
+        extras["answer_problems"] = problems
+    if ctx.transcript:
+        extras["conversation"] = explain.turns(messages) + [
+            {"role": "assistant", "content": s["call"]["text"], "sample": s["index"]}
+            for s in answered if s["call"] is not None]
+    return extras
 
 
 async def vote(state: DKASCState, runtime: Runtime[DKASCContext], *,
@@ -165,8 +205,10 @@ async def vote(state: DKASCState, runtime: Runtime[DKASCContext], *,
         return {"verdict": verdicts.failed(
             fact.id, ctx.METHOD, ctx.model, (first["error"] if first else None) or "no samples",
             error_type=first["error_type"] if first else "NoSamples", **details)}
-    label: Label = "NA" if result["decision"] == TIE else result["decision"]
-    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, label, calls, **details)}
+    label: Label = undecided(labels) if result["decision"] == TIE else result["decision"]
+    extras = sample_extras(samples, label, ctx, state.get("messages", []))
+    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, label, calls,
+                                         extras=extras, **details)}
 
 
 def build(context: type[DKASCContext] = DKASCContext) -> AnyStateGraph:

@@ -14,7 +14,7 @@ import asyncio
 import json
 import operator
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -27,10 +27,9 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact, FactInput, VerdictDict, readable_term
-from kgcheck.graphs import verdicts
+from kgcheck.graphs import explain, verdicts
 from kgcheck.graphs.calls import CallRecord, ask
 from kgcheck.graphs.context import Context, bind, context_of
-from kgcheck.graphs.parsing import read_with
 from kgcheck.graphs.prompting import PLACEHOLDERS, fill_messages, quote_term, render_messages
 from kgcheck.graphs.registry import AnyStateGraph, Strategy, register
 from kgcheck.graphs.routing import then, unless_decided
@@ -57,6 +56,9 @@ class GIVContext(Context):
 
     METHOD: ClassVar[str] = "GIV-Z"
     REPLAYS: ClassVar[str | None] = "GIV-Z"
+    ABSTAIN: ClassVar[dict[str, str]] = {"prompt": "giv-z-nei.txt",
+                                         "retry_prompt": "giv-retry-nei.txt",
+                                         "parser": "strict-nei"}
     # Whether the prompt carries worked examples: what makes GIV-F a strategy of its own.
     FEW_SHOT: ClassVar[bool] = False
 
@@ -79,6 +81,7 @@ class GIVContext(Context):
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or not (
             1 <= self.max_attempts <= MAX_ATTEMPTS_CAP
         ):
@@ -94,6 +97,9 @@ class GIVFContext(GIVContext):
 
     METHOD: ClassVar[str] = "GIV-F"
     REPLAYS: ClassVar[str | None] = "GIV-F"
+    ABSTAIN: ClassVar[dict[str, str]] = {"prompt": "giv-f-nei.txt",
+                                         "retry_prompt": "giv-retry-nei.txt",
+                                         "parser": "strict-nei"}
     FEW_SHOT: ClassVar[bool] = True
 
     prompt: str = field(
@@ -168,6 +174,19 @@ def examples_path(name: str, dataset: str) -> Path:
         if path.name.lower() == wanted:
             return path
     return EXAMPLES_DIR / DEFAULT_EXAMPLES
+
+
+def examples_notice(facts: Sequence[Fact], ctx: GIVFContext) -> list[str]:
+    """Say which KGs of a run have no worked examples of their own (the default ones serve)."""
+    if ctx.examples:
+        return []
+    lacking = sorted(d for d in {f.dataset for f in facts}
+                     if examples_path("", d).name == DEFAULT_EXAMPLES)
+    if not lacking:
+        return []
+    return [f"giv-f: no worked examples in the vocabulary of {', '.join(lacking)} "
+            f"(prompts/examples/<kg>.json); using the KG-independent ones ({DEFAULT_EXAMPLES}). "
+            "Give your own with --set examples=FILE."]
 
 
 def load_examples(path: Path) -> list[Example]:
@@ -263,6 +282,7 @@ async def build_prompt(state: GIVState, runtime: Runtime[GIVContext], *,
         return {"verdict": verdicts.defect(fact, ctx.METHOD, ctx.model)}
     # Prompt and example files are blocking I/O; the dev server forbids it on the event loop.
     messages, examples_file = await asyncio.to_thread(first_prompt, ctx, fact)
+    messages = await explain.asking(messages, explain.Requests.of(ctx))
     update: dict[str, Any] = {"messages": messages, "attempts": 0}
     if examples_file:
         update["examples_file"] = examples_file
@@ -280,7 +300,8 @@ async def ask_model(state: GIVState, runtime: Runtime[GIVContext], *,
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         # Keep what the model said before it failed.
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc,
-                                           calls=state.get("calls", []))}
+                                           calls=state.get("calls", []),
+                                           extras={"conversation": _conversation(state, ctx)})}
     return {"messages": [reply.message], "calls": [reply.record()], "attempts": attempt}
 
 
@@ -288,7 +309,8 @@ async def check(state: GIVState, runtime: Runtime[GIVContext], *,
                 context: type[GIVContext] = GIVContext) -> dict:
     """Tell whether the last answer follows the guidelines (a clear T or F)."""
     ctx = context_of(runtime, context)
-    reading = read_with(ctx.parser, state["calls"][-1]["text"])
+    reading = explain.read_answer(ctx.parser, state["calls"][-1]["text"],
+                                  explain.Requests.of(ctx)).reading
     update: dict[str, Any] = {"compliant": reading.problem is None}
     if reading.problem:
         update["problems"] = [f"attempt {state['attempts']}: {reading.problem}"]
@@ -333,15 +355,23 @@ def _details(state: GIVState, ctx: GIVContext, compliant: bool) -> dict[str, Any
     return details
 
 
+def _conversation(state: GIVState, ctx: GIVContext) -> list[dict[str, Any]]:
+    # Every turn: the guidelines, the fact, each answer and each re-prompt.
+    return explain.turns(state.get("messages", [])) if ctx.transcript else []
+
+
 async def decide(state: GIVState, runtime: Runtime[GIVContext], *,
                  context: type[GIVContext] = GIVContext) -> dict:
     """Record the compliant answer's verdict with every attempt's raw answer."""
     ctx = context_of(runtime, context)
     fact = read_fact(state)
     calls = state["calls"]
-    label = read_with(ctx.parser, calls[-1]["text"]).label
-    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, label, calls,
-                                         **_details(state, ctx, compliant=True))}
+    requests = explain.Requests.of(ctx)
+    read = explain.read_answer(ctx.parser, calls[-1]["text"], requests)
+    extras = explain.verdict_fields(fact, read, calls, requests=requests,
+                                    conversation=_conversation(state, ctx))
+    return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, read.reading.label, calls,
+                                         extras=extras, **_details(state, ctx, compliant=True))}
 
 
 async def give_up(state: GIVState, runtime: Runtime[GIVContext], *,
@@ -349,8 +379,9 @@ async def give_up(state: GIVState, runtime: Runtime[GIVContext], *,
     """Record NA: no attempt gave a compliant answer."""
     ctx = context_of(runtime, context)
     fact = read_fact(state)
+    extras = {"conversation": _conversation(state, ctx)}
     return {"verdict": verdicts.answered(fact, ctx.METHOD, ctx.model, "NA", state["calls"],
-                                         **_details(state, ctx, compliant=False))}
+                                         extras=extras, **_details(state, ctx, compliant=False))}
 
 
 def build(context: type[GIVContext] = GIVContext) -> AnyStateGraph:
@@ -380,6 +411,6 @@ GIV_Z = register(Strategy(
 GIV_F = register(Strategy(
     "giv-f", GIVFContext, build,
     description="Guided iterative verification, few-shot: GIV-Z plus six worked examples "
-    "in the KG's vocabulary (prompts/examples/<kg>.json)."))
+    "in the KG's vocabulary (prompts/examples/<kg>.json).", preflight=examples_notice))
 builder = GIV_Z.builder
 graph = builder.compile(name="giv-z")

@@ -49,6 +49,8 @@ COMMANDS = {
                        "RUN/estimate.json."),
     "export": Listed("export", "Export verdicts with their triples, reasons, times and review "
                      "labels."),
+    "show": Listed("show", "Show one verdict: label, confidence, reason, citations, correction "
+                   "and conversation."),
     "import": Listed("importing", "Import verdicts into a run folder and score them like a "
                      "run."),
     "report": Listed("report", "Build tables 5 to 8 (and the figures) from run folders."),

@@ -9,11 +9,14 @@ from __future__ import annotations
 import math
 import re
 from typing import Any, Literal, NotRequired
+from urllib.parse import unquote
 
 from pydantic import BaseModel, Field, computed_field
 from typing_extensions import TypedDict
 
-Label = Literal["T", "F", "NA"]
+# NA: no usable answer. NEI: the model says the evidence (or its knowledge) is not enough
+# to decide, an answer only the not-enough-evidence prompt variants allow.
+Label = Literal["T", "F", "NA", "NEI"]
 
 # Longer terms are not sent to a model: upstream DBpedia holds a 1.5 M-character subject,
 # while its longest real terms (abstracts used as objects) stay under 10,000 characters.
@@ -21,17 +24,36 @@ MAX_TERM_CHARS = 20_000
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _DUP_SUFFIX = re.compile(r"__\d+$")
+# A term that is an IRI (any scheme with //), or a path of one (Freebase's /people/person/...).
+_IRI = re.compile(r"^(?:[A-Za-z][\w+.-]*:)?//|^/\S")
+# A prefixed name with no space (concept:city:paris, dbo:birthPlace, wd:Q42): the prefixes go.
+# Prefixes start lower-case so that a name such as "Paris:France" keeps its colon.
+_PREFIXED = re.compile(r"^(?:[a-z][\w.-]*:)+(?P<local>[^\s:]+)$")
+# Dotted identifier paths (people.person.place_of_birth): the last step names the term.
+_DOTTED = re.compile(r"^[a-z_][a-z_]*(?:\.[a-z_][\w]*)+$")
 
 
 def readable_term(raw: str) -> str:
-    """Render a KG term for a person: strip URI namespaces, split names, drop ``__1`` suffixes.
+    """Render a KG term for a person: strip namespaces and prefixes, split names.
 
+    The rules hold for any KG's spelling: IRIs keep their last path step or fragment
+    (percent-decoded), prefixed names lose their prefixes (``concept:city:new_york``,
+    ``dbo:birthPlace``), dotted paths keep their last step, underscores become spaces,
+    camelCase is split, YAGO's ``__1`` suffixes go.
     ``http://dbpedia.org/ontology/birthPlace`` -> ``birth place``;
-    ``Maria_Feodorovna__Dagmar_of_Denmark_`` -> ``Maria Feodorovna (Dagmar of Denmark)``.
+    ``Maria_Feodorovna__Dagmar_of_Denmark_`` -> ``Maria Feodorovna (Dagmar of Denmark)``;
+    ``concept:athletePlaysForTeam`` -> ``athlete plays for team``.
     """
     term = raw.strip()
-    if term.startswith(("http://", "https://")):
-        term = re.split(r"[/#]", term.rstrip("/"))[-1]
+    if term.startswith("<") and term.endswith(">"):
+        term = term[1:-1].strip()
+    if not any(c.isspace() for c in term):
+        if _IRI.match(term):
+            term = unquote(re.split(r"[/#]", term.rstrip("/#"))[-1])
+        elif prefixed := _PREFIXED.match(term):
+            term = prefixed["local"]
+        if _DOTTED.match(term):
+            term = term.rsplit(".", 1)[-1]
     term = _DUP_SUFFIX.sub("", term)
     # YAGO writes parentheses as "__X_": Maria_Feodorovna__Dagmar_of_Denmark_
     term = re.sub(r"__(.+?)_$", r" (\1)", term)
@@ -56,6 +78,7 @@ class Fact(BaseModel):
     sentence: str | None = Field(default=None, description="A natural-language rendering, if any.")
     defect: str | None = Field(default=None, description="Why the triple cannot be sent.")
     rdf: dict[str, str] | None = Field(default=None, description="The triple's RDF terms in N-Triples syntax, when read from RDF.")
+    rules: list[str] | None = Field(default=None, description="What the KG's rules say about the fact without deciding it, shown to the model as evidence.")
 
     @classmethod
     def from_triple(
@@ -118,6 +141,11 @@ class Fact(BaseModel):
             data["defect"] = self.defect
         if self.names:
             data["names"] = dict(self.names)
+        if self.rdf:
+            # The RDF terms (datatypes, languages) for graphs that read them: the rules.
+            data["rdf"] = dict(self.rdf)
+        if self.rules:
+            data["rules"] = list(self.rules)
         return data
 
 
@@ -136,6 +164,22 @@ class Verdict(BaseModel):
     tokens_out: int | None = None
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+    confidence: float | None = Field(
+        default=None, description="Probability in [0, 1] that the fact is true, when known.")
+    confidence_source: str | None = Field(
+        default=None, description="Where the confidence comes from: logprobs, "
+        "self-consistency or consensus (None: no confidence).")
+    rationale: str | None = Field(default=None, description="The model's reason, when asked.")
+    citations: list[dict[str, Any]] | None = Field(
+        default=None, description="The evidence passages the model cited, when asked.")
+    correction: dict[str, Any] | None = Field(
+        default=None, description="The model's suggested correction of a false fact: the "
+        "wrong part and the value it believes right, when asked.")
+    conversation: list[dict[str, Any]] = Field(
+        default_factory=list, description="Every message sent and received, in order.")
+    answer_problems: list[str] = Field(
+        default_factory=list, description="What was wrong with the model's answer beyond "
+        "its label (an invented passage id, an invalid correction, ...).")
 
 
 class FactInput(TypedDict):
@@ -149,6 +193,8 @@ class FactInput(TypedDict):
     sentence: NotRequired[str]
     defect: NotRequired[str]
     names: NotRequired[dict[str, str]]
+    rdf: NotRequired[dict[str, str]]
+    rules: NotRequired[list[str]]
 
 
 class VerdictDict(TypedDict, total=False):
@@ -166,3 +212,10 @@ class VerdictDict(TypedDict, total=False):
     tokens_out: int | None
     error: str | None
     details: dict[str, Any]
+    confidence: float | None
+    confidence_source: str | None
+    rationale: str | None
+    citations: list[dict[str, Any]] | None
+    correction: dict[str, Any] | None
+    conversation: list[dict[str, Any]]
+    answer_problems: list[str]

@@ -37,7 +37,7 @@ SAMPLE_COLUMNS = ("fact_id", "subject", "predicate", "object", "text", "label", 
 
 
 class LabelsError(ValueError):
-    """A labels file that cannot be read; the message names the file and the row."""
+    """A labels file that cannot be read, or that belongs to another run; says which row."""
 
 
 def label_word(value: Any, where: str, error: type[Exception] = LabelsError) -> bool | None:

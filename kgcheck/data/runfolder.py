@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -38,17 +38,19 @@ from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.data.labels import LabelsError
 from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 
 __all__ = [
-    "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS", "LOCK", "REVIEW_DB",
-    "RUN_INFO", "SUMMARY",
+    "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS",
+    "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
     "VIEW_INDEX", "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts",
     "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
-    "read_run_info", "read_summary", "read_verdict_at", "read_verdicts", "record_problem",
-    "scan_verdicts", "short_repr", "verdicts_stamp", "write_json", "write_labels",
+    "read_run_info", "read_summary", "read_verdict", "read_verdict_at", "read_verdicts",
+    "record_problem", "scan_verdicts", "short_repr", "verdicts_stamp", "write_json",
+    "write_labels",
 ]
 
 VERDICTS = "verdicts.jsonl"
@@ -60,21 +62,27 @@ REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 VIEW_INDEX = ".view-index.sqlite"
 # What a verdict record's ``label`` may be.
-VERDICT_LABELS = ("T", "F", "NA")
+VERDICT_LABELS = ("T", "F", "NA", "NEI")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
 # fact came to be reviewed (``REVIEW_DESIGNS``), which decides what the labels can estimate;
 # ``annotator`` names the person whose queue it is (``kgcheck review --annotator``; empty:
-# the run's one review).
-LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design", "annotator")
-# Files written before the design column (and the annotator column) were added: read as of
-# an unknown design and no named annotator.
-OLD_LABEL_COLUMNS = LABEL_COLUMNS[:-2]
+# the run's one review); ``correction`` is what the person did with the model's suggested
+# correction (accept, edit, reject or empty) and ``corrected_value`` the value accepted
+# (the suggestion's, or the person's edit).
+LABEL_COLUMNS = ("fact_id", "label", "note", "reviewer", "reviewed_at", "design", "annotator",
+                 "correction", "corrected_value")
+# Files written before the design column (and the later ones) were added: read as of an
+# unknown design, no named annotator and no correction decisions.
+OLD_LABEL_COLUMNS = LABEL_COLUMNS[:5]
 # Files written before the annotator column was added.
-LEGACY_LABEL_COLUMNS = LABEL_COLUMNS[:-1]
+LEGACY_LABEL_COLUMNS = LABEL_COLUMNS[:6]
+# Files written before the correction columns were added.
+ANNOTATED_LABEL_COLUMNS = LABEL_COLUMNS[:7]
 # How a review queue chose its facts: a seeded random sample of every verdict, every verdict
 # in the run's order, or the verdicts matching ``--only`` (``filtered:F,NA``).
 REVIEW_DESIGNS = ("srs", "queue", "filtered")
 REVIEW_LABELS = ("T", "F", "skip")
+CORRECTION_DECISIONS = ("accept", "edit", "reject")
 
 Warn = Callable[[str], None]
 
@@ -85,10 +93,6 @@ class RunError(ArgumentMessage, RuntimeError):
 
 class RunFolderError(ArgumentMessage, ValueError):
     """A folder that is not a run folder, or one whose files are malformed."""
-
-
-class LabelsError(ValueError):
-    """A labels file that cannot be read, or that belongs to another run."""
 
 
 def short_repr(value: Any, limit: int = 60) -> str:
@@ -107,7 +111,7 @@ def record_problem(record: Any) -> str | None:
     if "label" not in record:
         return "no label"
     if record["label"] not in VERDICT_LABELS:
-        return f"label {short_repr(record['label'])} is not T, F or NA"
+        return f"label {short_repr(record['label'])} is not T, F, NA or NEI"
     return None
 
 
@@ -142,6 +146,22 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
         warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
              "those facts keep their last good verdict or run again")
     return records
+
+
+def read_verdict(folder: Path, fact_id: str) -> dict[str, Any]:
+    """Return the verdict a run folder holds for one fact (its last valid record).
+
+    Raises:
+        RunFolderError: not a run folder, or no verdict of that fact (naming a few it has).
+
+    """
+    read_run_info(folder)
+    records = read_verdicts(folder / VERDICTS)
+    if str(fact_id) not in records:
+        some = ", ".join(list(records)[:5]) or "none"
+        raise RunFolderError(f"{folder}: no verdict of fact {fact_id!r} (it has {len(records):,}"
+                             f" verdicts, e.g. {some})")
+    return records[str(fact_id)]
 
 
 def scan_verdicts(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
@@ -344,6 +364,8 @@ class LabelRow(TypedDict):
     reviewed_at: str
     design: str
     annotator: str
+    correction: NotRequired[str]
+    corrected_value: NotRequired[str]
 
 
 def labels_file_name(annotator: str | None = None) -> str:
@@ -381,7 +403,8 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
         with path.open(encoding="utf-8-sig", newline="") as fh:
             reader = csv.DictReader(fh)
             header = tuple(reader.fieldnames or ())
-            if header not in (LABEL_COLUMNS, LEGACY_LABEL_COLUMNS, OLD_LABEL_COLUMNS):
+            if header not in (LABEL_COLUMNS, ANNOTATED_LABEL_COLUMNS, LEGACY_LABEL_COLUMNS,
+                              OLD_LABEL_COLUMNS):
                 raise LabelsError(f"{path}: expected the columns {','.join(LABEL_COLUMNS)}, "
                                   f"found {','.join(header) or 'none'}")
             for n, raw in enumerate(reader, start=2):
@@ -392,6 +415,9 @@ def read_labels(path: str | Path, run_fact_ids: Collection[str] | None = None
                 if row["label"] not in REVIEW_LABELS:
                     raise LabelsError(f"{path}, row {n}: label {row['label']!r} is not one of "
                                       f"{', '.join(REVIEW_LABELS)}")
+                if row["correction"] not in ("", *CORRECTION_DECISIONS):
+                    raise LabelsError(f"{path}, row {n}: correction {row['correction']!r} is "
+                                      f"not one of {', '.join(CORRECTION_DECISIONS)} or empty")
                 if row["fact_id"] in rows:
                     raise LabelsError(f"{path}, row {n}: fact {row['fact_id']} is labelled "
                                       "twice")

@@ -46,9 +46,12 @@ CREATE TABLE IF NOT EXISTS answers (
     tokens_in INTEGER,
     tokens_out INTEGER,
     seconds REAL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    logprobs TEXT
 )
 """
+# Caches written before answers kept their log-probabilities lack the column.
+ADD_LOGPROBS = "ALTER TABLE answers ADD COLUMN logprobs TEXT"
 
 
 class CacheWarning(UserWarning):
@@ -76,6 +79,8 @@ class CachedAnswer:
     tokens_in: int | None
     tokens_out: int | None
     seconds: float | None
+    # The answer tokens' log-probabilities, when the server gave them (JSON-plain).
+    logprobs: list[dict[str, Any]] | None = None
 
 
 def answer_key(model: str, messages: Sequence[BaseMessage], settings: Mapping[str, Any],
@@ -96,6 +101,16 @@ def answer_key(model: str, messages: Sequence[BaseMessage], settings: Mapping[st
         payload["repeat"] = int(repeat)
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read_logprobs(text: str | None) -> list[dict[str, Any]] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # a damaged entry loses its confidence, not its answer
+    return value if isinstance(value, list) else None
 
 
 class AnswerCache:
@@ -129,6 +144,9 @@ class AnswerCache:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute(SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(answers)")}
+        if "logprobs" not in columns:
+            db.execute(ADD_LOGPROBS)
         return db
 
     def _set_aside(self, exc: Exception) -> None:
@@ -154,7 +172,8 @@ class AnswerCache:
         with self._lock:
             try:
                 row = self._db.execute(
-                    "SELECT text, tokens_in, tokens_out, seconds FROM answers WHERE key = ?",
+                    "SELECT text, tokens_in, tokens_out, seconds, logprobs FROM answers "
+                    "WHERE key = ?",
                     (key,)).fetchone()
             except sqlite3.DatabaseError as exc:
                 self._disable(exc)
@@ -163,7 +182,9 @@ class AnswerCache:
                 self.misses += 1
                 return None
             self.hits += 1
-            return CachedAnswer(*row)
+            text, tokens_in, tokens_out, seconds, logprobs = row
+            return CachedAnswer(text, tokens_in, tokens_out, seconds,
+                                _read_logprobs(logprobs))
 
     def put(self, key: str, model: str, answer: CachedAnswer) -> None:
         """Store an answer (the first one stored for a key stays)."""
@@ -172,9 +193,11 @@ class AnswerCache:
         with self._lock:
             try:
                 self._db.execute(
-                    "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO answers (key, model, text, tokens_in, tokens_out, "
+                    "seconds, created, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (key, model, answer.text, answer.tokens_in, answer.tokens_out,
-                     answer.seconds, time.time()))
+                     answer.seconds, time.time(),
+                     None if answer.logprobs is None else json.dumps(answer.logprobs)))
                 self.writes += 1
             except sqlite3.DatabaseError as exc:
                 self._disable(exc)

@@ -105,6 +105,9 @@ class LlamaServer:
                 except subprocess.TimeoutExpired:
                     self.process.kill()
                     self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
         self.log_path.unlink(missing_ok=True)
 
 
@@ -217,11 +220,15 @@ def _wait_ready(server: LlamaServer) -> None:
     reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(START_TIMEOUT)
-    if not lines or not lines[0].startswith(b"ready"):
-        if server.process.poll() is None:
-            raise LocalServerError(f"the llama.cpp server for {server.key.model} did not "
-                                   f"start within {START_TIMEOUT:g} s")
-        server.process.wait()
+    if reader.is_alive():
+        raise LocalServerError(f"the llama.cpp server for {server.key.model} did not "
+                               f"start within {START_TIMEOUT:g} s")
+    if not lines[0].startswith(b"ready"):
+        # Its output ended: the child is exiting (it may not be reaped yet).
+        try:
+            server.process.wait(timeout=HEALTH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
         raise _start_failure(server)
     deadline = time.monotonic() + HEALTH_TIMEOUT
     health = f"http://{HOST}:{server.port}/health"

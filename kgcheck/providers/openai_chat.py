@@ -31,6 +31,8 @@ from kgcheck.providers.transports import (
     reach,
 )
 
+# Alternatives per answer token asked for with logprobs (OpenAI allows up to 20).
+TOP_LOGPROBS = 5
 # Slack per client retry in the bound of a whole call: the client pauses between retries.
 RETRY_PAUSE_SLACK = 2.0
 
@@ -139,6 +141,10 @@ def openai_api_model(spec: str, name: str, settings: ModelSettings, *, base_url:
         }
     else:
         kwargs["max_completion_tokens"] = settings.max_tokens
+    if settings.wants_logprobs(compatible):
+        # The verdict token's probabilities give the verdict's confidence.
+        kwargs["logprobs"] = True
+        kwargs["top_logprobs"] = TOP_LOGPROBS
     # The class is made at first use, so its extra pydantic fields are not known statically.
     chat_openai: Callable[..., BaseChatModel] = chat_class or explained_chat_openai()
     kwargs.update(openai_http_clients(settings))

@@ -44,6 +44,12 @@ class ModelSettings:
         default="",
         metadata={"description": "FactCheck data in the upstream layout (replay reads its "
                   "recorded answers there); empty = $KGCHECK_DATA or the vendored copy."})
+    logprobs: str = field(
+        default="auto",
+        metadata={"description": "Ask the server for the answer tokens' log-probabilities "
+                  "(top 5), from which a verdict's confidence is read: auto (OpenAI-compatible "
+                  "servers such as llama.cpp and vLLM, where it is free), on (also OpenAI), "
+                  "off."})
     local_n_ctx: int = field(
         default=2048,
         metadata={"description": "local: models only: the llama.cpp server's context size "
@@ -72,6 +78,13 @@ class ModelSettings:
         if type(settings) is ModelSettings:
             return settings
         return ModelSettings(**{name: getattr(settings, name) for name in _NAMES})
+
+    def wants_logprobs(self, compatible: bool) -> bool:
+        """Tell whether a call asks for log-probabilities (``auto``: compatible servers)."""
+        mode = str(self.logprobs).strip().lower()
+        if mode in ("on", "true", "1", "yes"):
+            return True
+        return compatible and mode == "auto"
 
     def key(self) -> tuple[Any, ...]:
         """Return a hashable value, equal for equal settings (to cache built models)."""

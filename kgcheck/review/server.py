@@ -38,6 +38,8 @@ class DecisionIn(BaseModel):
     fact_id: str = Field(max_length=1_000)
     label: str = Field(max_length=10)
     note: str = Field(default="", max_length=10_000)
+    correction: str = Field(default="", max_length=10)
+    corrected_value: str = Field(default="", max_length=1_000)
 
 
 class UndoIn(BaseModel):
@@ -80,7 +82,9 @@ def create_app(session: ReviewSession, token: str, hosts: set[str]) -> FastAPI:
     @app.post("/api/decide")
     async def decide(decision: DecisionIn) -> Response:
         try:
-            review = await session.decide(decision.fact_id, decision.label, decision.note)
+            review = await session.decide(decision.fact_id, decision.label, decision.note,
+                                          correction=decision.correction,
+                                          corrected_value=decision.corrected_value)
         except ReviewError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"saved": True, "fact_id": decision.fact_id, "review": review,

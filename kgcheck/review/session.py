@@ -1,7 +1,7 @@
 """A review of a run: a queue of its verdicts, each a paused ``review`` graph thread.
 
 ``ReviewSession.open(RUN)`` locks the run folder for reviewing and picks the queue (all
-verdicts, or ``only`` F / NA / ties, optionally a seeded sample). Each fact has a thread of
+verdicts, or ``only`` F / NA / NEI / ties, optionally a seeded sample). Each fact has a thread of
 the ``review`` graph in ``RUN/review.sqlite`` (langgraph-checkpoint-sqlite): ``decide``
 starts it, where it pauses at ``interrupt()`` with the question, and resumes it with
 ``Command(resume=...)``; ``undo`` deletes it. Until its first decision a fact shows the
@@ -46,6 +46,7 @@ from kgcheck.data.runfolder import (
 from kgcheck.data.runfolder import parse_only as parse_verdict_filter
 from kgcheck.evals.accuracy.designs import Unit, draw, pooled_strata
 from kgcheck.evals.accuracy.estimators import EstimateError, Labeled
+from kgcheck.evals.calibration import certainty
 from kgcheck.evals.stats.precision import running_estimate
 from kgcheck.graphs.registry import compile_graph
 from kgcheck.graphs.review import DECISIONS, is_tie, question_for, read_answer
@@ -55,7 +56,9 @@ __all__ = ["CHECKPOINTS", "FILTERS", "REVIEW_GRAPH", "REVIEW_LOCK", "ReviewError
 
 CHECKPOINTS = REVIEW_DB
 REVIEW_LOCK = ".review.lock"
-FILTERS = ("F", "T", "NA", "ties")
+FILTERS = ("F", "T", "NA", "NEI", "ties")
+# Queue orders: the run's, or the least certain verdicts first.
+ORDERS = ("run", "uncertainty")
 REVIEW_GRAPH = "review"
 
 
@@ -89,13 +92,30 @@ def parse_only(text: str | None) -> tuple[str, ...]:
     return parse_verdict_filter(text, FILTERS, what="filter", error=ReviewError)
 
 
+def uncertainty_key(record: Mapping[str, Any]) -> tuple[int, float]:
+    """Sort key of the ``uncertainty`` order: least certain first, unscored verdicts last.
+
+    Certainty is ``max(p, 1 - p)`` of the verdict's confidence; an NEI verdict (the model
+    abstained) counts as the least certain there is.
+    """
+    if record.get("label") == "NEI":
+        return (0, 0.5)
+    sure = certainty(record)
+    return (1, 0.0) if sure is None else (0, sure)
+
+
 def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
-           sample: int | None = None, seed: int = 0) -> list[Mapping[str, Any]]:
+           sample: int | None = None, seed: int = 0,
+           order: str = "run") -> list[Mapping[str, Any]]:
     """Pick the verdicts to review: those matching any filter, then a seeded sample.
 
     The sample keeps the run's order, and the same seed picks the same facts, so a
-    review started again with the same options has the same queue.
+    review started again with the same options has the same queue. ``order="uncertainty"``
+    then puts the least certain verdicts first (``uncertainty_key``; ties keep the run's
+    order).
     """
+    if order not in ORDERS:
+        raise ReviewError(f"--order {order}: expected one of {', '.join(ORDERS)}")
     if sample is not None and sample < 1:
         raise ReviewError("{sample} must be at least 1", sample=Arg("sample", sample))
     chosen = [r for r in records if not only
@@ -103,6 +123,8 @@ def select(records: Sequence[Mapping[str, Any]], only: Sequence[str] = (),
     if sample is not None and sample < len(chosen):
         keep = set(random.Random(seed).sample(range(len(chosen)), sample))
         chosen = [r for n, r in enumerate(chosen) if n in keep]
+    if order == "uncertainty":
+        chosen = sorted(chosen, key=uncertainty_key)
     return chosen
 
 
@@ -185,9 +207,12 @@ def queue_design(only: Sequence[str] = (), sample: int | None = None) -> str:
 
 def _row(fact_id: str, review: Mapping[str, Any], design: str,
          annotator: str | None = None) -> LabelRow:
+    correction = review.get("correction") or {}
     return LabelRow(fact_id=fact_id, label=str(review["label"]), note=review.get("note") or "",
                     reviewer=review.get("reviewer") or "", reviewed_at=review["reviewed_at"],
-                    design=design, annotator=annotator or "")
+                    design=design, annotator=annotator or "",
+                    correction=correction.get("decision") or "",
+                    corrected_value=correction.get("value") or "")
 
 
 @dataclass
@@ -232,7 +257,7 @@ class ReviewSession:
                    adjudicate: bool = False, stratify: str | None = None,
                    until_moe: float | None = None,
                    on_reached: Callable[[dict[str, Any]], None] | None = None,
-                   ) -> AsyncIterator[ReviewSession]:
+                   order: str = "run") -> AsyncIterator[ReviewSession]:
         """Lock ``run_dir`` for reviewing and start (or continue) its review.
 
         ``annotator`` names whose review this is (several people review one run, each into
@@ -240,7 +265,8 @@ class ReviewSession:
         share (``assigned``). ``adjudicate`` queues the facts the annotators' files label
         differently, for the final ``labels.csv``. ``stratify`` (predicate or verdict) draws
         the ``sample`` per stratum. ``until_moe`` is the margin of error of the running
-        accuracy estimate to reach; ``on_reached`` hears of it once.
+        accuracy estimate to reach; ``on_reached`` hears of it once. ``order="uncertainty"``
+        puts the least certain verdicts first (``uncertainty_key``).
         """
         folder = Path(run_dir)
         info, records = _read_run(folder)
@@ -262,6 +288,8 @@ class ReviewSession:
                 queue, strata = stratified(chosen, stratify, sample or len(chosen), seed)
             else:
                 queue = select(records, only, sample, seed)
+            if order != "run":
+                queue = select(queue, order=order)
             if not queue:
                 raise ReviewError(f"{literal(str(folder))}: no verdicts match {{only}}",
                                   only=Arg("only", list(only)))
@@ -309,7 +337,8 @@ class ReviewSession:
                 # A decision the labels file kept and the checkpoints lost: replay it.
                 await self._resume(item, {"label": row["label"], "note": row["note"],
                                           "reviewer": row["reviewer"] or None,
-                                          "reviewed_at": row["reviewed_at"] or None})
+                                          "reviewed_at": row["reviewed_at"] or None,
+                                          **_stored_correction(row)})
         queued = {item.fact_id for item in self.items}
         self.others = {fid: row for fid, row in stored.items() if fid not in queued}
         # A decision keeps the design of the queue it was taken in (unknown: older files).
@@ -359,17 +388,23 @@ class ReviewSession:
         raise ReviewError(f"fact {fact_id!r} is not in this review's queue")
 
     async def decide(self, fact_id: str, label: str, note: str = "",
-                     reviewer: str | None = None) -> dict[str, Any]:
-        """Record a decision (T, F or skip) on a fact; a new one replaces the old."""
+                     reviewer: str | None = None, *, correction: str = "",
+                     corrected_value: str = "") -> dict[str, Any]:
+        """Record a decision (T, F or skip) on a fact; a new one replaces the old.
+
+        ``correction`` says what the person did with the verdict's suggested correction:
+        accept it, edit it (``corrected_value`` is the value they accept) or reject it.
+        """
         if label not in DECISIONS:
             raise ReviewError(f"label {label!r} is not one of {', '.join(DECISIONS)}")
-        answer = {"label": label, "note": note, "reviewer": reviewer or self.reviewer}
-        try:
-            read_answer(answer)
-        except ValueError as exc:
-            raise ReviewError(str(exc)) from None
+        answer = {"label": label, "note": note, "reviewer": reviewer or self.reviewer,
+                  "correction": correction, "corrected_value": corrected_value}
         async with self._lock:
             item = self.item(fact_id)
+            try:
+                read_answer(answer, item.verdict.get("correction"))
+            except ValueError as exc:
+                raise ReviewError(str(exc)) from None
             if item.review is not None:
                 await self._forget(item)
                 self._order.remove(fact_id)
@@ -439,6 +474,13 @@ class ReviewSession:
 
     def _write(self) -> None:
         write_labels(self.labels_path, self.rows())
+
+
+def _stored_correction(row: Mapping[str, Any]) -> dict[str, str]:
+    """Return a labels-file row's correction decision as a resume value's fields."""
+    if not row.get("correction"):
+        return {}
+    return {"correction": row["correction"], "corrected_value": row.get("corrected_value") or ""}
 
 
 def _verdict_of(record: Mapping[str, Any]) -> dict[str, Any]:

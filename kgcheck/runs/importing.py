@@ -33,9 +33,13 @@ __all__ = ["IMPORT_STRATEGY", "ImportedVerdict", "STUDY_NAME", "VerdictFile",
 
 STUDY_NAME = re.compile(
     r"^(?P<dataset>[^_]+)_(?P<mode>open-source|open_source|commercial)_(?P<model>.+?)_"
-    r"(?P<method>dka|giv-z|giv-f|rag)(?P<vote>_majority-vote)?(?:_(?P<stamp>\d{8}-\d{6}))?$",
+    r"(?P<method>dka-sc|dka|giv-z|giv-f|rag)(?P<vote>_majority-vote)?"
+    r"(?:_(?P<stamp>\d{8}-\d{6}))?$",
     re.IGNORECASE,
 )
+# The study's consensus script names its output by the dataset alone.
+MAJORITY_NAME = re.compile(r"^(?P<dataset>[^_]+)_majority-vote(?:_(?P<stamp>\d{8}-\d{6}))?$",
+                           re.IGNORECASE)
 IMPORT_STRATEGY = "import"
 
 
@@ -70,7 +74,9 @@ def describe_name(path: Path) -> dict[str, str | None]:
     """Read dataset, model and method from a study file name (None when it does not say)."""
     match = STUDY_NAME.match(path.stem)
     if not match:
-        return {"dataset": None, "model": None, "method": None}
+        vote = MAJORITY_NAME.match(path.stem)
+        return {"dataset": vote["dataset"] if vote else None, "model": None,
+                "method": "MAJORITY" if vote else None}
     method = match["method"].upper() + ("-MAJORITY" if match["vote"] else "")
     return {"dataset": match["dataset"], "model": match["model"], "method": method}
 
@@ -95,6 +101,8 @@ def _read_study(path: Path, out: VerdictFile) -> None:
     if not isinstance(rows, list):
         raise VerdictImportError(f"{path}: expected a JSON list of results (or an object with "
                            "'results')")
+    if isinstance(data, dict):
+        _name_members(rows, out)
     for n, row in enumerate(rows):
         where = f"{path}, record {n}"
         if not isinstance(row, dict) or not ({"id", "fact_id"} & set(row)):
@@ -110,6 +118,23 @@ def _read_study(path: Path, out: VerdictFile) -> None:
             continue
         out.verdicts.append(ImportedVerdict(fact_id, _study_label(answer, where), where,
                                             None if raw is None else str(raw), seconds))
+
+
+def _name_members(rows: list[Any], out: VerdictFile) -> None:
+    # A majority-vote file names its members and method in each fact's votes.
+    models: dict[str, None] = {}
+    methods: dict[str, None] = {}
+    for row in rows:
+        for vote in (row.get("individual_votes") or []) if isinstance(row, dict) else []:
+            if isinstance(vote, dict):
+                models.setdefault(str(vote.get("model_name") or ""), None)
+                methods.setdefault(str(vote.get("method") or "").upper(), None)
+    models.pop("", None)
+    methods.pop("", None)
+    if models and not out.model:
+        out.model = ",".join(models)
+    if len(methods) == 1 and out.method in (None, "MAJORITY"):
+        out.method = next(iter(methods)) + "-MAJORITY"
 
 
 def _read_table(path: Path, out: VerdictFile) -> None:

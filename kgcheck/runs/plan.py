@@ -55,6 +55,7 @@ from kgcheck.runs.consensus import run_consensus
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.dry_run import estimate as _cost_estimate
 from kgcheck.runs.engines import Engine, make_engine
+from kgcheck.runs.prefilter import input_types, plan_prefilter, prefilter_counts, prefiltered
 from kgcheck.runs.repeats import run_repeats
 from kgcheck.runs.runner import (
     RECURSION_LIMIT,
@@ -246,7 +247,12 @@ class RunPlan:
     ci: bool = False
     # Times each fact is checked (kgcheck.runs.repeats); 1: once.
     repeats: int = 1
+    # The rules facts are checked against before the strategy (None: no pre-filter).
+    prefilter: Any = None
 
+
+# What a run of a strategy that asks no model records as its model.
+NO_MODEL = "rules"
 
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
 ParallelReadChoice = ParallelRead | Callable[[], ParallelRead | None] | None
@@ -422,6 +428,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              predicates: str | Sequence[str] | None = None,
              exclude_predicates: str | Sequence[str] | None = None,
              ci: bool = False, repeats: int = 1,
+             prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
              **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
@@ -460,9 +467,22 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     chosen = get_strategy(strategy)
     members = [m.strip() for m in consensus if m.strip()] if consensus else [model]
     fixed_judge = [judge] if judge not in (JUDGE_NONE, *CONS_JUDGES) else []
-    for spec in members + fixed_judge:
+    if not chosen.calls_model:
+        if consensus:
+            raise SettingsError(f"the {chosen.name} strategy asks no model: it has no "
+                                "consensus members")
+        # Its verdicts name the rules, not a model; no model is built or reached.
+        members, fixed_judge = [NO_MODEL], []
+    for spec in members + fixed_judge if chosen.calls_model else ():
         split_spec(spec)
 
+    if prefilter and consensus:
+        raise SettingsError("{prefilter} runs before one model; a consensus run has several",
+                            prefilter=Arg("prefilter", prefilter))
+    if prefilter and not chosen.calls_model:
+        raise SettingsError(f"{{prefilter}} saves model calls; the {chosen.name} strategy "
+                            "makes none", prefilter=Arg("prefilter", prefilter))
+    rules_ctx = plan_prefilter(prefilter, rules, triples=triples, sparql=sparql, graph=graph)
     if sparql is not None and (predicates is not None or exclude_predicates is not None):
         raise SettingsError("{predicates} and {exclude} choose the facts of a file; a {sparql} "
                             "endpoint chooses its triples with {where} (e.g. FILTER(?p != "
@@ -499,13 +519,18 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                    "drawn": {**drawn_from(selection, limit=limit, sample=sample, seed=seed,
                                           stratify=stratify, per_stratum=per_stratum, ids=ids),
                              **(by_predicate.describe() if by_predicate else {})}}
-    check_replay(members, chosen, loaded, data, own_file=origin.own)
+    if chosen.calls_model:
+        check_replay(members, chosen, loaded, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
+    if "kg" in {f.name for f in dataclasses.fields(chosen.context)}:
+        # The rules read the terms' types from the run's own input when it is RDF.
+        values.update(input_types(values, triples=triples, sparql=sparql, graph=graph))
     context_class = settings_class(chosen.context) if consensus else chosen.context
     ctx = make_context(chosen, members[0], values, context_class)
     check_prompt_files(ctx)
-    check_models(members + fixed_judge, ctx)
+    if chosen.calls_model:
+        check_models(members + fixed_judge, ctx)
     notes = list(selection.notes)
     if by_predicate is not None and by_predicate.unmatched():
         notes.append(f"{', '.join(by_predicate.unmatched())}: no predicate of the "
@@ -520,15 +545,21 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             f"the {literal(stem)} benchmark; pass {{as_dataset}} to check it as that dataset",
             as_dataset=Arg("as_dataset", stem)))
     notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
-    notes += [n for n in map(model_note, dict.fromkeys(members + fixed_judge)) if n]
+    if chosen.calls_model:
+        notes += [n for n in map(model_note, dict.fromkeys(members + fixed_judge)) if n]
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
                    pricing=prices)
+    if rules_ctx is not None:
+        info.settings["prefilter"] = {"name": prefilter, **{
+            k: v for k, v in dataclasses.asdict(rules_ctx).items()
+            if k in ("ontology", "shapes", "kg", "endpoint", "endpoint_graph",
+                     "types_complete")}}
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes, origin.sharded.shards if origin.sharded else 0, ci=ci,
-                   repeats=repeats)
+                   repeats=repeats, prefilter=rules_ctx)
 
 
 def open_engine(name: str = "local", *, cache: CacheChoice = True,
@@ -655,8 +686,14 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
     async def invoke(fact: Fact) -> dict[str, Any]:
         return await engine.invoke(key, {"fact": fact.as_input()}, ctx, config)
 
-    return await check_facts(plan.facts, invoke, plan.info, plan.out_dir, concurrency=concurrency,
-                           resume=resume, fresh=fresh, show_progress=show_progress, warn=warn)
+    check = invoke if plan.prefilter is None else prefiltered(invoke, plan.prefilter,
+                                                               plan.info.method)
+    result = await check_facts(plan.facts, check, plan.info, plan.out_dir,
+                               concurrency=concurrency, resume=resume, fresh=fresh,
+                               show_progress=show_progress, warn=warn)
+    if plan.prefilter is not None:
+        result.summary.update(prefilter_counts(plan.out_dir, len(plan.facts)))
+    return result
 
 
 def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:

@@ -44,7 +44,8 @@ from kgcheck.data.runfolder import (
     read_verdicts,
     short_repr,
 )
-from kgcheck.evals.metrics import score_summary
+from kgcheck.evals.calibration import summary_calibration
+from kgcheck.evals.metrics import problem_counts, score_summary
 from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
@@ -66,6 +67,10 @@ IDENTITY_KEYS = ("dataset", "strategy", "method", "models", "judge")
 # a model is asked or how it samples.
 RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff",
                             "replay_latency", "data_dir", "local_threads", "local_port"})
+# Settings newer than some run folders, with the value that means what those runs did: a
+# stored run without the setting resumes when the new run keeps that value.
+ADDED_SETTINGS: dict[str, Any] = {"abstain": False, "reasons": False, "citations": False,
+                                  "corrections": False, "transcript": True, "logprobs": "auto"}
 RECURSION_LIMIT = 50
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
@@ -168,8 +173,9 @@ def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
                 "kgcheck), so its verdicts cannot be matched to this input"]
     changes = [f"{k} ({short_repr(stored.get(k))} then, {short_repr(v)} now)"
                for k, v in redact_value(info.identity()).items() if stored.get(k) != v]
-    old = stored.get("settings") or {}
     new = public_settings(info.settings)
+    old = {**{k: v for k, v in ADDED_SETTINGS.items() if k in new},
+           **(stored.get("settings") or {})}
     old_prompts = stored.get("prompts") or {}
     # A prompt file counts by content: the same text under another name is the same prompt.
     same_text = {key for key, digest in info.prompts.items() if old_prompts.get(key) == digest}
@@ -568,8 +574,13 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         # Facts in the input (before --limit), when the run knows its input.
         "input_facts": info.input.get("facts"),
         **score_summary(records),
+        "calibration": summary_calibration(records),
+        # Bad answers beside the label: invented passage ids, invalid corrections, ...
+        "answer_problems": problem_counts(records),
+        "with_reason": sum(1 for r in records if r.get("rationale")),
+        "with_correction": sum(1 for r in records if r.get("correction")),
         "verdicts": {label: sum(1 for r in records if r["label"] == label)
-                     for label in ("T", "F", "NA")},
+                     for label in ("T", "F", "NA", "NEI")},
         "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
         # Failed checks (a resume retries them); defective input is counted as skipped.
         "errors": sum(1 for r in records if r.get("error") and not verdicts.is_defect(r)),

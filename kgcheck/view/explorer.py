@@ -46,9 +46,9 @@ CONDITIONS = {
     "wrong": f"f.label IN ('T','F') AND {TRUTH} IN ('T','F') AND f.label != {TRUTH}",
     "right": f"f.label = {TRUTH}",
     "na": "f.label = 'NA'",
-    # Not enough information: NA without a failure (the model could not tell, or had no
-    # evidence), apart from NA after a failed call.
-    "nei": "f.label = 'NA' AND f.error_type IS NULL",
+    # Not enough information: an NEI verdict (the model abstained), or NA without a failure
+    # (the model could not tell, or had no evidence), apart from NA after a failed call.
+    "nei": "f.label = 'NEI' OR (f.label = 'NA' AND f.error_type IS NULL)",
     "failed": "f.error_type IS NOT NULL",
     "low": "f.confidence IS NOT NULL AND f.confidence < :low",
     "reviewed": "rv.label IS NOT NULL",
@@ -111,7 +111,8 @@ class Explorer:
         self.runs: list[ViewRun] = []
         # The runs do not change while they are shown: each summary is computed once.
         self._summaries: dict[int, dict[str, Any]] = {}
-        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+        # URI names on: the run indexes are attached read-only (``file:...?mode=ro``).
+        self.conn = sqlite3.connect("file::memory:", uri=True, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         self.conn.executescript(
             "CREATE TABLE reviews (run INTEGER, fact_id TEXT, label TEXT, "
@@ -314,24 +315,39 @@ class Explorer:
 
     def diff(self, a: int, b: int, *, only_disagree: bool = True, page: int = 0,
              size: int = 50) -> dict[str, Any]:
-        """Two runs fact by fact (facts both checked), with McNemar's test on who was right."""
-        from kgcheck.evals.paired import mcnemar_paired
+        """Two runs fact by fact (facts both checked), with McNemar's test on who was right.
+
+        The test is ``kgcheck.evals.stats.paired``'s (exact, as statsmodels' ``mcnemar``),
+        over the facts both runs checked that carry a review or gold label.
+        """
+        from kgcheck.evals.stats.errors import StatsInputError
+        from kgcheck.evals.stats.paired import mcnemar_counts, mcnemar_exact
 
         run_a, run_b = self.run(a), self.run(b)
         if a == b:
             raise ExplorerError("compare a run with another run, not with itself")
         size = max(1, min(int(size), MAX_PAGE))
-        truth = TRUTH
         body = (f"FROM {run_a.schema}.facts f JOIN {run_b.schema}.facts g USING (fact_id) "
                 f"LEFT JOIN reviews rv ON rv.run = {a} AND rv.fact_id = f.fact_id ")
-        pairs = self._rows(f"SELECT f.label, g.label, {truth} {body}")
-        scored = [(la == t, lb == t) for la, lb, t in pairs if t in ("T", "F")]
-        test = mcnemar_paired([x for x, _ in scored], [y for _, y in scored])
+        pairs = self._rows(f"SELECT f.label, g.label, {TRUTH} {body}")
+        scored = [(t, la, lb) for la, lb, t in pairs if t in ("T", "F")]
+        only_a, only_b = mcnemar_counts([t for t, _, _ in scored], [x for _, x, _ in scored],
+                                        [y for _, _, y in scored])
+        both = sum(1 for t, x, y in scored if x == t and y == t)
+        test: dict[str, Any] = {
+            "n": len(scored), "only_a": only_a, "only_b": only_b, "exact": True,
+            "table": [[both, only_a], [only_b, len(scored) - both - only_a - only_b]],
+            "p_value": None}
+        if only_a + only_b:
+            try:
+                test["p_value"] = mcnemar_exact(only_a, only_b)
+            except StatsInputError as exc:  # the optional statistics extra is missing
+                test["missing"] = str(exc)
         where = "WHERE f.label != g.label " if only_disagree else ""
         total = self._rows(f"SELECT COUNT(*) {body}{where}")[0][0]
         rows = self._rows(
             f"SELECT f.fact_id, f.subject, f.predicate, f.object, f.label AS label_a, "
-            f"g.label AS label_b, {truth} AS truth, f.seconds AS seconds_a, "
+            f"g.label AS label_b, {TRUTH} AS truth, f.seconds AS seconds_a, "
             f"g.seconds AS seconds_b {body}{where}ORDER BY f.seq LIMIT ? OFFSET ?",
             (size, max(0, page) * size))
         return {"a": a, "b": b, "name_a": run_a.name, "name_b": run_b.name,

@@ -52,6 +52,7 @@ class Figures:
         self.lock = threading.Lock()
         self.drawn: dict[str, bytes | None] = {}
         self._results: list[MethodResults] | None = None
+        self._known: set[str] | None = None
 
     def results(self) -> list[MethodResults]:
         """Every run as the tables' input (computed once)."""
@@ -83,6 +84,10 @@ class Figures:
     def png(self, figure_id: str) -> bytes | None:
         """Return the figure's PNG (None: it does not apply, or there is nothing to draw)."""
         with self.lock:
+            if self._known is None:
+                self._known = {f["id"] for f in self.available()}
+            if figure_id not in self._known:
+                return None  # not drawn, not kept: only the figures listed are
             if figure_id not in self.drawn:
                 self.drawn[figure_id] = self._draw(figure_id)
             return self.drawn[figure_id]

@@ -20,11 +20,12 @@ from typing import Any
 
 from kgcheck.data.atomic import atomic_path
 from kgcheck.data.runfolder import VERDICTS, VIEW_INDEX, scan_verdicts, verdicts_stamp
+from kgcheck.evals.calibration import verdict_confidence
 
 __all__ = ["SCHEMA_VERSION", "confidence_of", "ensure_index", "index_rows"]
 
 # Bump when the table's columns change: an older cached index is then rebuilt.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BATCH = 5_000
 FACT_COLUMNS = ("fact_id", "seq", "label", "gold", "subject", "predicate", "object", "seconds",
                 "tokens_in", "tokens_out", "confidence", "error_type", "votes", "offset",
@@ -57,10 +58,16 @@ def _text(value: Any) -> str | None:
 
 
 def confidence_of(record: Mapping[str, Any]) -> float | None:
-    """Return a verdict's confidence in [0, 1], where it records one (top level or details)."""
+    """Return a verdict's confidence in [0, 1], where it records one (top level or details).
+
+    A run's verdicts (those with a ``confidence_source``) give the probability that the fact
+    is true; the explorer ranks and calibrates the confidence that the verdict is right.
+    """
     raw = record.get("details")
     details: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     value = _number(record.get("confidence", details.get("confidence")))
+    if value is not None and record.get("confidence_source"):
+        value = verdict_confidence({"label": record.get("label"), "confidence": value})
     return value if value is not None and 0.0 <= value <= 1.0 else None
 
 

@@ -45,6 +45,9 @@ class Behaviour:
         garbage: Answer 200 with a body that is not the protocol's JSON (a proxy's page).
         truncate: Stream the answer's chunks, then end the response without the final
             chunk (Ollama's ``done``; OpenAI's ``finish_reason`` and ``[DONE]``).
+        logprobs: The answer's tokens as ``(token, logprob, [(alternative, logprob),
+            ...])``, sent as OpenAI's ``logprobs.content`` when a request asks for them
+            (``"logprobs": true``, alternatives cut to its ``top_logprobs``).
         gzip: Compress replies with gzip when the request's ``Accept-Encoding`` allows it.
         chunked: Send JSON replies as chunked bodies (no ``Content-Length``).
         redirect: Answer every request with a 307 to the same path under ``/moved``
@@ -62,6 +65,7 @@ class Behaviour:
     drip: float = 0.0
     garbage: bool = False
     truncate: bool = False
+    logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
     gzip: bool = True
     chunked: bool = True
     redirect: bool = False

@@ -48,6 +48,21 @@ class OpenAIHandler(StubHandler):
         self.send_json(status, {"error": {"message": message, "type": kind, "param": None,
                                           "code": None}}, headers)
 
+    def logprobs(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Return OpenAI's ``choices[].logprobs`` when the request asks for them."""
+        tokens = self.shared.behaviour.logprobs
+        if not body.get("logprobs") or tokens is None:
+            return None
+        top = int(body.get("top_logprobs") or 0)
+
+        def entry(token: str, logprob: float) -> dict[str, Any]:
+            return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+        return {"content": [{**entry(token, logprob),
+                             "top_logprobs": [entry(t, lp) for t, lp in alternatives[:top]]}
+                            for token, logprob, alternatives in tokens],
+                "refusal": None}
+
     def completions(self, body: Any) -> None:
         """Answer a chat completion request."""
         if not isinstance(body, dict) or not body.get("messages"):
@@ -72,7 +87,7 @@ class OpenAIHandler(StubHandler):
                 "choices": [{"index": 0, "message": {"role": "assistant",
                                                      "content": behaviour.answer,
                                                      "refusal": None},
-                             "logprobs": None, "finish_reason": "stop"}],
+                             "logprobs": self.logprobs(body), "finish_reason": "stop"}],
                 "usage": usage, "system_fingerprint": None,
             })
             return

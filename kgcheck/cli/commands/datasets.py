@@ -17,14 +17,17 @@ DataOption = Annotated[
 @app.command("datasets")
 @user_errors
 def datasets(data: DataOption = None) -> None:
-    """List the datasets with their fact counts and true share."""
+    """List the datasets with their fact counts and gold accuracy (share of true facts).
+
+    Every folder ``dataset/<Name>/data/kg.json`` (with ``gt.json``) of ``--data`` is listed.
+    """
     from rich.table import Table
 
     from kgcheck.api import data_location
     from kgcheck.api import datasets as describe_datasets
 
     table = Table(title=f"Datasets in {data_location(data)}")
-    for column in ("dataset", "facts", "labelled", "true share", "defective rows"):
+    for column in ("dataset", "facts", "labelled", "gold accuracy", "defective rows"):
         table.add_column(column, justify="left" if column == "dataset" else "right")
     for info in describe_datasets(data):
         share = "-" if info.true_share is None else f"{info.true_share:.2f}"

@@ -21,10 +21,13 @@ def review(
     run_dir: Annotated[Path, typer.Argument(
         metavar="RUN", help="A folder written by `kgcheck run` (run.json and verdicts.jsonl).")],
     only: Annotated[str | None, typer.Option(
-        help="Review only these verdicts, comma-separated: F, T, NA, ties.")] = None,
+        help="Review only these verdicts, comma-separated: F, T, NA, NEI, ties.")] = None,
     sample: Annotated[int | None, typer.Option(
         help="Review a random sample of this many (of those --only keeps).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of --sample (same seed, same facts).")] = 0,
+    order: Annotated[str, typer.Option(
+        help="Queue order: run (the run's), or uncertainty (NEI and the least certain "
+        "confidences first, verdicts without a confidence last).")] = "run",
     port: Annotated[int, typer.Option(help="Port to serve on (0: any free port).")] = 8765,
     host: Annotated[str, typer.Option(
         help="Address to serve on; anything but loopback lets others on the network in.")]
@@ -78,7 +81,8 @@ def review(
                                reviewer=reviewer, annotator=annotator,
                                team=[t for t in (team or "").split(",") if t.strip()],
                                overlap=overlap, adjudicate=adjudicate, stratify=stratify,
-                               until_moe=until_moe, on_reached=reached) as session:
+                               until_moe=until_moe, on_reached=reached,
+                               order=order) as session:
             labels.append(session.labels_path)
             progress = session.progress()
             print(f"{progress['total']} facts in the queue, {progress['decided']} already "

@@ -88,6 +88,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     counts = summary.get("verdicts") or {}
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    _print_explained(summary)
     matrix = summary.get("confusion")
     if matrix:
         console.print("confusion matrix (rows: gold, columns: verdict)")
@@ -102,6 +103,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     if cost.get("unpriced"):
         console.print(f"cost: no price for {', '.join(cost['unpriced'])} in {cost['pricing']} "
                       "(give one with --pricing FILE)", highlight=False)
+    screened = summary.get("prefilter")
+    if screened:
+        console.print(f"prefilter {screened['name']}: {screened['refuted']} of "
+                      f"{screened['facts']} facts refuted by the rules, {screened['calls_saved']}"
+                      f" model calls saved; {screened['sent_to_model']} sent to the model")
     cached = summary.get("cache")
     if cached and (cached.get("hits") or cached.get("misses")):
         console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
@@ -113,6 +119,24 @@ def print_summary(summary: dict[str, Any]) -> None:
     _print_predicates(summary.get("by_predicate") or [])
     if consensus:
         _print_consensus(summary, members)
+
+
+def _print_explained(summary: dict[str, Any]) -> None:
+    """Print coverage (with NEI verdicts), confidence scores and answer problems, if any."""
+    if summary.get("nei"):
+        console.print(f"coverage {_score(summary.get('coverage'))} (NEI {summary['nei']}), "
+                      f"accuracy over covered facts {_score(summary.get('accuracy_covered'))}",
+                      highlight=False)
+    scores = (summary.get("calibration") or {}).get("scores")
+    if scores:
+        console.print(f"confidence over {scores['n']} labelled verdicts: AUROC "
+                      f"{_score(scores['auroc'])}, AUPRC {_score(scores['auprc'])}, Brier "
+                      f"{_score(scores['brier'])}, ECE {_score(scores['ece'])}",
+                      highlight=False)
+    problems = summary.get("answer_problems") or {}
+    if problems:
+        console.print("answer problems: " + "; ".join(f"{k} ({v})" for k, v in problems.items()),
+                      highlight=False, markup=False)
 
 
 def _print_predicates(rows: list[dict[str, Any]]) -> None:
@@ -281,6 +305,13 @@ def run(
                                 "cached answer is reused across repeats): the majority is "
                                 "the verdict; flip rates and score spread go to "
                                 "summary.json.")] = 1,
+    prefilter: Annotated[str | None, Opt(help="schema: facts the KG's rules (--ontology, "
+                                         "--shapes) refute are F without a model call.")
+                         ] = None,
+    ontology: Annotated[str | None, Opt(help="RDFS/OWL ontology for --strategy schema or "
+                                        "--prefilter schema.")] = None,
+    shapes: Annotated[str | None, Opt(help="SHACL shapes (pySHACL) for --strategy schema or "
+                                      "--prefilter schema.")] = None,
 ) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck import api
@@ -300,13 +331,19 @@ def run(
                        ("replay_latency", replay_latency)):
         if value:
             values[key] = value
+    # The rules are the schema strategy's settings, or the pre-filter's.
+    rules = {k: v for k, v in (("ontology", ontology), ("shapes", shapes)) if v}
+    if strategy == "schema" and not prefilter:
+        values.update(rules)
+        rules = {}
     plan_args: dict[str, Any] = dict(
         dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
         strategy=strategy, model=model, consensus=members, judge=judge, data=data,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
         settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
-        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats)
+        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
+        rules=rules or None)
     # The arguments alone first, so that a wrong combination fails before the input is read.
     api.check_run_arguments(
         **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",

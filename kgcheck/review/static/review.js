@@ -60,6 +60,7 @@ function visible(item) {
     case "model-F": return model === "F";
     case "model-T": return model === "T";
     case "model-NA": return model === "NA";
+    case "model-NEI": return model === "NEI";
     case "ties": return Boolean(item.question.tie);
     default: return true;
   }
@@ -141,6 +142,7 @@ function renderCard() {
   }
   const q = item.question;
   const fact = q.fact;
+  const x = q.explanation || {};
   // The raw term as the KG gives it: an RDF term keeps its datatype or language.
   const term = (name) => el("dd", {}, fact.readable[name],
     el("span", { class: "raw" }, (fact.terms && fact.terms[name]) || fact[name]));
@@ -156,8 +158,19 @@ function renderCard() {
   if (fact.sentence) parts.push(el("p", { class: "muted" }, fact.sentence));
   parts.push(el("div", { class: "answer" },
     el("div", {}, "Model: ", labelBadge(q.model.label), ` ${q.model.method || ""} · ${q.model.model || ""}`),
+    x.confidence !== null && x.confidence !== undefined
+      ? el("div", { id: "confidence" }, `Confidence that it is true: ${Number(x.confidence).toFixed(3)} (${x.confidence_source})`) : null,
+    x.rationale ? el("p", { id: "rationale" }, `Reason: ${x.rationale}`) : null,
     q.model.raw ? el("pre", { id: "raw" }, q.model.raw) : null,
-    q.model.error ? el("pre", {}, `error: ${q.model.error}`) : null));
+    q.model.error ? el("pre", {}, `error: ${q.model.error}`) : null,
+    (x.problems || []).length
+      ? el("ul", { class: "problems" }, x.problems.map((p) => el("li", {}, p))) : null));
+  if ((q.citations || []).length) {
+    parts.push(el("h2", {}, `Cited passages (${q.citations.length})`),
+      el("ul", { class: "evidence", id: "citations" }, q.citations.map((c) =>
+        el("li", {}, el("div", { class: "source" }, `${c.passage} · ${c.url || c.doc_id || ""}`),
+          el("div", { class: "text" }, c.text)))));
+  }
   if (item.annotations) {
     parts.push(el("h2", {}, "Annotators disagree"),
       el("ul", { class: "votes", id: "annotations" }, Object.entries(item.annotations).map(([who, label]) =>
@@ -197,11 +210,44 @@ function renderCard() {
     item.status === "saving" ? "Saving…" : "",
     !item.status && item.review ? `Saved: ${item.review.label}${item.review.reviewer ? " by " + item.review.reviewer : ""} at ${item.review.reviewed_at}` : "",
     !item.status && !item.review ? "Not decided yet" : "");
+  if (q.suggestion) parts.push(suggestionBox(item, q.suggestion));
+  if ((q.conversation || []).length) {
+    parts.push(el("details", { id: "conversation" },
+      el("summary", {}, `Conversation (${q.conversation.length} messages)`),
+      q.conversation.map((turn) => el("div", { class: `turn ${turn.role}` },
+        el("div", { class: "source" }, [turn.role, turn.step, turn.member, turn.sample !== undefined ? `sample ${turn.sample}` : null]
+          .filter((x) => x !== null && x !== undefined).join(" · ")),
+        el("pre", {}, turn.content)))));
+  }
   parts.push(note, el("div", { class: "actions" },
     button("T", "True (t)"), button("F", "False (f)"), button("skip", "Skip (s)"),
     el("button", { type: "button", id: "btn-undo", onclick: () => undo() }, "Undo (u)"),
     status));
   card.replaceChildren(...parts);
+}
+
+// A suggested correction: accept it, edit its value, or reject it; sent with the decision.
+function suggestionBox(item, suggestion) {
+  const kept = item.review && item.review.correction ? item.review.correction : null;
+  const choice = kept ? kept.decision : (item.correction ? item.correction.decision : "");
+  const value = kept && kept.value ? kept.value : (item.correction && item.correction.value) || suggestion.value;
+  const input = el("input", { id: "correction-value", type: "text", value });
+  const radio = (decision, text) => {
+    const box = el("input", { type: "radio", name: "correction", id: `correction-${decision}`, value: decision });
+    box.checked = choice === decision;
+    box.addEventListener("change", () => { item.correction = { decision, value: input.value }; });
+    return el("label", {}, box, ` ${text}`);
+  };
+  input.addEventListener("input", () => {
+    item.correction = { decision: "edit", value: input.value };
+    document.getElementById("correction-edit").checked = true;
+  });
+  return el("div", { class: "suggestion", id: "suggestion" },
+    el("h2", {}, "Suggested correction"),
+    el("p", {}, `The ${suggestion.part} is wrong: `, el("span", { class: "raw" }, suggestion.current),
+      " should be ", el("strong", {}, suggestion.value)),
+    el("div", {}, radio("accept", "accept"), radio("edit", "accept with this value:"), " ", input,
+      " ", radio("reject", "reject")));
 }
 
 function render() {
@@ -227,13 +273,19 @@ async function decide(label) {
   if (!item || view.stale || item.status === "saving") return;
   const noteBox = document.getElementById("note");
   const note = noteBox ? noteBox.value : "";
+  // Read the correction before the card moves on to the next fact.
+  const chosen = document.querySelector('input[name="correction"]:checked');
+  const valueBox = document.getElementById("correction-value");
+  const correction = chosen ? { decision: chosen.value, value: valueBox ? valueBox.value : "" } : {};
   item.pending = { label, note };
   item.status = "saving";
   // On to the next fact at once: this one shows its own saving / saved / not saved state.
   move(1, true) || move(1, false);
   render();
   try {
-    const data = await api("api/decide", { fact_id: item.fact_id, label, note });
+    const data = await api("api/decide", { fact_id: item.fact_id, label, note,
+      correction: correction.decision || "",
+      corrected_value: correction.decision === "edit" ? correction.value : "" });
     item.review = data.review;
     item.status = null;
     item.pending = null;

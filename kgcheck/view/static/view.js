@@ -363,7 +363,7 @@ async function renderDiff(main, params) {
       `Of ${fmt(m.n)} labelled: both right ${fmt(m.table[0][0])}, only A ${fmt(m.only_a)}, ` +
       `only B ${fmt(m.only_b)}, neither ${fmt(m.table[1][1])}. ` +
       (m.p_value === null ? (m.missing || "No discordant pair: nothing to test.")
-        : `McNemar ${m.exact ? "exact" : "χ²"} p = ${m.p_value.toPrecision(3)}.`)),
+        : `McNemar's exact test: p = ${m.p_value.toPrecision(3)}.`)),
     el("div", { class: "pager" },
       el("button", { id: "prev", disabled: page <= 0,
         onclick: () => { location.hash = link("diff", { ...params, page: page - 1 }); } }, "← previous"),
