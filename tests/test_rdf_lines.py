@@ -54,9 +54,14 @@ def _both(path: Path, seed: int, sampler: type[LineSampler] = LineSampler, **kwa
 
 
 def test_the_kept_indices_follow_from_the_count_alone() -> None:
-    for total, size, seed in [(0, 5, 0), (3, 5, 1), (5, 5, 2), (1000, 7, 3), (5000, 100, 4)]:
+    class Drawn(random.Random):
+        """A subclass, which takes the general path."""
+
+    for total, size, seed in [(0, 5, 0), (3, 5, 1), (5, 5, 2), (1000, 7, 3), (5000, 100, 4), (70000, 1, 5)]:
         items, _ = _reservoir(enumerate(range(total)), size, random.Random(seed))
-        assert sorted(reservoir_indices(total, size, random.Random(seed))) == sorted(n for n, _ in items)
+        kept = sorted(n for n, _ in items)
+        assert sorted(reservoir_indices(total, size, random.Random(seed))) == kept
+        assert sorted(reservoir_indices(total, size, Drawn(seed))) == kept
 
 
 def test_n_triples_are_counted_and_picked_by_block(tmp_path) -> None:

@@ -115,13 +115,26 @@ def reservoir_indices(total: int, size: int, rng: random.Random) -> list[int]:
     the first ``size``), so the kept positions follow from how many items there are.
     """
     kept = list(range(min(size, total)))
-    # randrange(n) of one positive argument is _randbelow(n): called directly, without the
-    # argument checks, in a loop that may run a hundred million times.
-    below = rng._randbelow  # type: ignore[attr-defined]
-    for seen in range(size + 1, total + 1):
-        slot = below(seen)
-        if slot < size:
-            kept[slot] = seen - 1
+    if type(rng) is not random.Random:  # a subclass may draw its numbers otherwise
+        for seen in range(size + 1, total + 1):
+            slot = rng.randrange(seen)
+            if slot < size:
+                kept[slot] = seen - 1
+        return kept
+    # randrange(n) is getrandbits(n.bit_length()) drawn until below n (Random._randbelow);
+    # done inline, the bit count fixed per power of two, in a loop that may run 10^8 times.
+    bits = rng.getrandbits
+    seen = size + 1
+    while seen <= total:
+        width = seen.bit_length()
+        last = min(total, (1 << width) - 1)
+        for count in range(seen, last + 1):
+            slot = bits(width)
+            while slot >= count:
+                slot = bits(width)
+            if slot < size:
+                kept[slot] = count - 1
+        seen = last + 1
     return kept
 
 
