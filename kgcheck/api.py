@@ -129,12 +129,32 @@ __all__ = [
     # What the command line uses besides (one import layer: kgcheck.cli -> kgcheck.api).
     "VERDICTS", "read_verdicts", "parse_ids", "is_defect", "redact_logs", "redact_text",
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
-    "served_graphs", "langgraph_config", "serve_review", "Served", "serve_explorer",
+    "served_graphs", "langgraph_config", "write_studio_config", "serve_review", "Served",
+    "serve_explorer",
     "plan_sweep", "asweep",
     "index_evidence", "Indexed", "search_index_choice", "search_server", "comparison_text",
 ]
 
 T = TypeVar("T")
+
+
+def write_studio_config(path: str | Path | None = None) -> Path:
+    """Write the ``langgraph.json`` that serves every registered graph; return its path.
+
+    Args:
+        path: Where to write it; by default ``langgraph.json`` in the ``.kgcheck`` home
+            (``$KGCHECK_HOME``, else ``./.kgcheck``).
+
+    """
+    import json
+
+    from kgcheck.data.atomic import write_text_atomic
+    from kgcheck.data.paths import kgcheck_home
+
+    target = Path(path) if path is not None else kgcheck_home() / "langgraph.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(target, json.dumps(langgraph_config(), indent=2) + "\n")
+    return target
 
 
 def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,

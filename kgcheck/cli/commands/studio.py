@@ -7,7 +7,6 @@ the config file instead (the repository's ``langgraph.json`` is written this way
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -24,13 +23,11 @@ QUIET_ENV = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "t
              "LANGSMITH_TRACING": "false"}
 
 
-def write_config(path: Path) -> Path:
+def write_config(path: Path | None = None) -> Path:
     """Write the ``langgraph.json`` that serves every registered graph; return its path."""
-    from kgcheck.api import langgraph_config
+    from kgcheck.api import write_studio_config
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(langgraph_config(), indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_studio_config(path)
 
 
 @app.command("studio")
@@ -56,7 +53,7 @@ def studio(
     if langgraph is None:
         raise ValueError("`langgraph dev` is not installed: pip install 'kgcheck[studio]' "
                          "(langgraph-cli[inmem])")
-    config = write_config(Path(os.environ.get("KGCHECK_HOME") or ".kgcheck") / "langgraph.json")
+    config = write_config()
     command = [langgraph, "dev", "--config", str(config), "--host", host, "--port", str(port),
                "--no-browser", *([] if reload else ["--no-reload"])]
     console.print(f"serving {config} on http://{host}:{port}")
