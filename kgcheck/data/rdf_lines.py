@@ -259,8 +259,15 @@ class TriplesLineSampler(LineSampler):
 
     _lines: list[int]
     _no_facts: list[array[int]]
-    _name_at: array[int]
+    # Where the naming lines are, from the last count (None: not counted, or since drawn
+    # over the lines one by one, as strata are).
+    _name_at: array[int] | None = None
     _name_subject: array[int]
+
+    def records(self) -> Iterator[Line]:
+        """Yield the lines holding facts (for strata), forgetting the last count."""
+        self._name_at = None
+        return super().records()
 
     def count_records(self) -> int:
         """Count the file's facts (its lines holding a triple).
@@ -284,6 +291,9 @@ class TriplesLineSampler(LineSampler):
 
     def _name_lines(self, subjects: set[bytes]) -> Iterator[Line]:
         """Yield the naming lines of ``subjects``, found by the count pass (number 0)."""
+        if self._name_at is None:
+            yield from super()._name_lines(subjects)
+            return
         hashes = {hash(subject) for subject in subjects}
         with open_binary(self.reader.path) as fh:
             for at, subject in zip(self._name_at, self._name_subject, strict=True):
