@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import json
 import re
 import tempfile
@@ -145,6 +146,9 @@ def write_studio_config(path: str | Path | None = None) -> Path:
         path: Where to write it; by default ``langgraph.json`` in the ``.kgcheck`` home
             (``$KGCHECK_HOME``, else ``./.kgcheck``).
 
+    Returns:
+        The path written.
+
     """
     import json
 
@@ -166,16 +170,32 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                    settings: Mapping[str, Any] | None = None) -> ErrorAnalysis:
     """Explain, cluster, name and count the wrong verdicts of runs; write ``out_dir``.
 
-    Each wrong verdict (against review labels, else gold) is explained by ``model`` (each
-    run's own by default; a replay model cannot explain), unless the verdict carries an
-    explanation. The explanations are embedded by ``embedder``, reduced by UMAP and
-    clustered by HDBSCAN, seeded by ``seed``. With ``taxonomy`` the model also sorts each
-    into a category of ``taxonomy_prompt`` (the study's E1-E6), for Table 9. ``cap`` errors
-    per run are a seeded sample. A stopped analysis resumes from
-    ``out_dir/explanations.jsonl``. See the error analysis guide for the outputs.
+    Each wrong verdict (against review labels, else gold) is explained by a model, unless
+    the verdict carries an explanation. The explanations are embedded, reduced by UMAP and
+    clustered by HDBSCAN. A stopped analysis resumes from ``out_dir/explanations.jsonl``.
+    See the error analysis guide for the outputs.
+
+    Args:
+        run_dirs: Run folders whose wrong verdicts are analysed.
+        out_dir: Folder the tables, clusters, plot and explanations are written to.
+        model: Model that explains (each run's own by default; a replay model cannot).
+        embedder: Embedder of the explanations (``minilm``, ``hf:``, ``ollama:``,
+            ``openai:`` models).
+        seed: Seed of the error sample, UMAP and HDBSCAN: same seed, same clusters.
+        cap: Errors analysed per run at most (a seeded sample); None for all.
+        taxonomy: Also sort each explanation into a category, for Table 9.
+        taxonomy_prompt: Prompt file of the categories (the study's E1-E6 by default).
+        explain_prompt: Prompt file that asks for an explanation.
+        name_with_model: Name the clusters by the model instead of c-TF-IDF keywords.
+        min_cluster_size: HDBSCAN's smallest cluster.
+        concurrency: Model calls at once.
+        settings: Strategy settings for the explaining model (``base_url``, ...).
+
+    Returns:
+        The analysis: its records, clusters, tables and the files written.
 
     Raises:
-        ValueError: a folder that is not a run, runs with no gold or review labels, no
+        ValueError: A folder that is not a run, runs with no gold or review labels, no
             errors, a replay model asked to explain, an embedder or library that is not
             installed; the message says which and what to do.
 
@@ -191,24 +211,57 @@ def open_explorer(run_dirs: Sequence[str | Path], *, errors: str | Path | None =
                   ) -> Explorer:
     """Open run folders for exploring: scores, pages of facts, one fact's record, diffs.
 
-    ``errors`` is an error analysis's folder (``analyse_errors``), whose clusters the
-    facts can then be filtered by. Close the explorer when done (``explorer.close()``).
+    Args:
+        run_dirs: Run folders to open, numbered from 0 in the order given.
+        errors: An error analysis's folder (``analyse_errors``), whose clusters the facts
+            can then be filtered by.
+
+    Returns:
+        The explorer; close it when done (``explorer.close()``).
+
     """
     return Explorer([Path(d) for d in run_dirs], errors=Path(errors) if errors else None)
 
 
 def strategies() -> dict[str, Strategy]:
-    """Every registered strategy by name (built-in and from installed plugins)."""
+    """List every registered strategy (built-in and from installed plugins).
+
+    Returns:
+        The strategies by name.
+
+    """
     return _strategies()
 
 
 def strategy(name: str) -> Strategy:
-    """Look up one strategy; an unknown name lists the known ones."""
+    """Look up one strategy by name.
+
+    Args:
+        name: A registered strategy's name (``dka``, ``giv-z``, ``rag``, ...).
+
+    Returns:
+        The strategy: its graph, Context class, label and description.
+
+    Raises:
+        LookupError: An unknown name; the message lists the known ones.
+
+    """
     return get_strategy(name)
 
 
 def settings(name: str) -> list[dict[str, Any]]:
-    """List a strategy's settings: ``name``, ``type``, ``default``, ``description``."""
+    """List a strategy's settings.
+
+    Args:
+        name: A registered strategy's name.
+
+    Returns:
+        One mapping per setting: ``name``, ``type``, ``default``, ``description``.
+
+    Raises:
+        LookupError: An unknown strategy name.
+
+    """
     out = []
     for item in dataclasses.fields(get_strategy(name).context):
         default = item.default if item.default is not dataclasses.MISSING else (
@@ -227,15 +280,33 @@ def _type_name(annotation: Any) -> str:
 def load_dataset(name: str, data: str | Path | None = None) -> list[Fact]:
     """Load a dataset of the upstream layout with its gold labels (``yago``, ``factbench``).
 
-    ``data`` is a folder in the upstream layout (a clone of FactCheck-AI/FactCheck); by
-    default ``$KGCHECK_DATA``, else the compact copy shipped with kgcheck.
+    Args:
+        name: The dataset's name, in any case (``yago``, ``factbench``, ``dbpedia``).
+        data: A folder in the upstream layout (a clone of FactCheck-AI/FactCheck); by
+            default ``$KGCHECK_DATA``, else the compact copy shipped with kgcheck.
+
+    Returns:
+        The dataset's facts, in file order.
+
+    Raises:
+        ValueError: An unknown dataset, or a data folder that does not hold it.
+
     """
     src = as_source(data)
     return load_facts(canonical_dataset(src, name), src)
 
 
 def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
-    """Describe every dataset of a data folder: facts, labels, true share, defects."""
+    """Describe every dataset of a data folder: facts, labels, true share, defects.
+
+    Args:
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else the
+            vendored copy.
+
+    Returns:
+        One description per dataset.
+
+    """
     return describe_datasets(data)
 
 
@@ -244,15 +315,35 @@ def read_triples(path: str | Path, dataset: str = "", *,
     """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
 
     RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
-    (``rdfs:label``, ``skos:prefLabel``, ``schema:name``) are in ``Fact.names``. ``dataset``
-    names their KG; by default the file's stem (``own_kg_name``), never a benchmark's name
-    unless given here.
+    (``rdfs:label``, ``skos:prefLabel``, ``schema:name``) are in ``Fact.names``.
+
+    Args:
+        path: The triples file (compressed files are read too).
+        dataset: The name of their KG; by default the file's stem (``own_kg_name``), never
+            a benchmark's name unless given here.
+        data: The data folder whose benchmark names the stem must not take.
+
+    Returns:
+        The file's facts, in file order.
+
+    Raises:
+        ValueError: A file that cannot be read, naming the file, line and problem.
+
     """
     return _read_triples(path, dataset or own_kg_name(path, data))
 
 
 def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:
-    """Yield the facts of a triples file one by one (without names; see ``select_facts``)."""
+    """Yield the facts of a triples file one by one (without names; see ``select_facts``).
+
+    Args:
+        path: The triples file.
+        dataset: The name of their KG; by default the file's stem.
+
+    Returns:
+        An iterator of the file's facts, read as it is consumed.
+
+    """
     return _iter_triples(path, dataset)
 
 
@@ -262,9 +353,24 @@ def read_sparql(url: str, *, graph: str | None = None, where: str | None = None,
                 ) -> list[Fact]:
     """Read facts from a SPARQL 1.1 endpoint, with their names from the same endpoint.
 
-    ``graph`` restricts to a named graph, ``where`` is a pattern binding ``?s ?p ?o``
-    (``?s a <http://dbpedia.org/ontology/Person> . ?s ?p ?o``); ``limit`` and ``sample``
-    choose as in ``select_facts``.
+    Args:
+        url: The endpoint's URL.
+        graph: A named graph to read from; by default the default graph.
+        where: A pattern binding ``?s ?p ?o``
+            (``?s a <http://dbpedia.org/ontology/Person> . ?s ?p ?o``).
+        limit: Read the first ``limit`` facts only.
+        sample: Draw a seeded uniform sample of this many facts.
+        seed: Seed of ``sample``.
+        page_size: Triples per query page.
+        timeout: Seconds to wait for each request.
+        retries: Retries of a failed request (with backoff) before giving up.
+
+    Returns:
+        The facts chosen, named.
+
+    Raises:
+        ValueError: An endpoint that does not answer or answers with an error.
+
     """
     reader = SparqlReader(SparqlClient(url, timeout=timeout, retries=retries), graph=graph,
                           where=where, page_size=page_size)
@@ -278,10 +384,21 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
                  ids: Sequence[str] | None = None) -> list[Fact]:
     """Choose facts from a file or a stream: the first ``limit``, a seeded ``sample``, ``ids``.
 
-    ``facts`` is a triples file (read as a stream, with the names it gives its terms), facts,
-    or a function returning a fresh iterator of them. ``stratify="predicate"`` with
-    ``sample=N`` draws in proportion to the predicates, with ``per_stratum=K`` K facts of
-    each. Memory holds only the chosen facts.
+    Memory holds only the chosen facts.
+
+    Args:
+        facts: A triples file (read as a stream, with the names it gives its terms),
+            facts, or a function returning a fresh iterator of them.
+        limit: Keep the first ``limit`` facts.
+        sample: Draw a seeded uniform sample of this many facts.
+        seed: Seed of ``sample``.
+        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
+        per_stratum: With ``stratify``, draw this many facts of each stratum instead.
+        ids: Keep the facts with these ids, in this order.
+
+    Returns:
+        The chosen facts.
+
     """
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
@@ -313,12 +430,36 @@ async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = 
                  warn: Warn | None = None, **strategy_settings: Any) -> list[Verdict]:
     """Check facts with a strategy; return their verdicts in the order of ``facts``.
 
-    The strategy's settings are keywords (``max_attempts=5``, ``base_url=URL``) or a
-    ``settings`` mapping. The facts go through the same checks and runner as ``arun``
-    (into a temporary run folder): settings that cannot work raise before any fact is
-    sent, a fact whose check fails gets an NA verdict whose ``error`` says why, and a run
+    The facts go through the same checks and runner as ``arun`` (into a temporary run
+    folder): a fact whose check fails gets an NA verdict whose ``error`` says why, and a run
     stopped early (the model server unreachable) gives the facts left the reason as their
-    ``error``. Live models' answers are cached (``cache``: see ``cache_path``).
+    ``error``.
+
+    Args:
+        facts: Facts (``Fact`` objects, mappings or ``(s, p, o)`` tuples), each id once.
+        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
+        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``).
+        concurrency: Facts checked at once, or ``"auto"``.
+        consensus: Models that vote instead of ``model`` (multi-model consensus).
+        judge: With ``consensus``, the model that breaks ties (none by default).
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        cache: Cache live models' answers: True (the default file), False, or a path
+            (see ``cache_path``).
+        engine: ``local``, ``ray`` or an engine object the caller keeps open.
+        warn: Receives warnings found before the run (e.g. facts without evidence);
+            by default they are issued as ``KgcheckWarning``.
+        settings: The strategy's settings as a mapping.
+        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
+            ``max_attempts=5``; see ``settings``).
+
+    Returns:
+        One verdict per fact, in the order of ``facts``.
+
+    Raises:
+        ArgumentError: A fact id given twice.
+        SettingsError: Settings that cannot work (unknown strategy, model or setting, a
+            missing prompt file), before any fact is sent.
+
     """
     items = as_facts(facts)
     ids = [f.id for f in items]
@@ -345,10 +486,58 @@ def check(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT
           judge: str = JUDGE_NONE, data: str | Path | None = None, cache: CacheChoice = True,
           engine: str | Engine = "local", settings: Mapping[str, Any] | None = None,
           warn: Warn | None = None, **strategy_settings: Any) -> list[Verdict]:
+<<<<<<< HEAD
     """Check facts with a strategy (see ``acheck``); for scripts without an event loop."""
+    return _sync(acheck(**_keywords(locals())), "acheck")
+
+
+def _keywords(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Return a function's arguments (its ``locals()`` on entry) as keywords to pass on."""
+    keywords = {name: value for name, value in arguments.items() if name != "strategy_settings"}
+    return {**keywords, **arguments.get("strategy_settings", {})}
+
+
+# The arguments of plan_run that arun and adry_run take under the same names.
+_PLAN_ARGUMENTS = frozenset(
+    name for name, parameter in inspect.signature(plan_run).parameters.items()
+    if parameter.kind is not inspect.Parameter.VAR_KEYWORD)
+
+
+def _plan(arguments: dict[str, Any], **extra: Any) -> RunPlan:
+    """Plan a run from a public function's arguments (its ``locals()`` on entry)."""
+    given = {name: value for name, value in arguments.items() if name in _PLAN_ARGUMENTS}
+    return plan_run(**given, **extra, **arguments.get("strategy_settings", {}))
+=======
+    """Check facts with a strategy, for scripts without an event loop (see ``acheck``).
+
+    Args:
+        facts: Facts (``Fact`` objects, mappings or ``(s, p, o)`` tuples), each id once.
+        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
+        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``).
+        concurrency: Facts checked at once, or ``"auto"``.
+        consensus: Models that vote instead of ``model`` (multi-model consensus).
+        judge: With ``consensus``, the model that breaks ties (none by default).
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        cache: Cache live models' answers: True (the default file), False, or a path.
+        engine: ``local``, ``ray`` or an engine object the caller keeps open.
+        warn: Receives warnings found before the run (e.g. facts without evidence);
+            by default they are issued as ``KgcheckWarning``.
+        settings: The strategy's settings as a mapping.
+        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
+            ``max_attempts=5``; see ``settings``).
+
+    Returns:
+        One verdict per fact, in the order of ``facts``.
+
+    Raises:
+        RuntimeError: Called inside a running event loop (await ``acheck`` there).
+        SettingsError: Settings that cannot work, before any fact is sent.
+
+    """
     return _sync(acheck(facts, strategy, model, concurrency=concurrency, consensus=consensus,
                         judge=judge, data=data, cache=cache, engine=engine, settings=settings,
                         warn=warn, **strategy_settings), "acheck")
+>>>>>>> polish
 
 
 def _notify(notes: Iterable[str], warn: Warn | None) -> None:
@@ -381,36 +570,74 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
-    The facts come from exactly one of ``facts`` (in memory), ``dataset`` (a benchmark
-    dataset), ``triples`` (your own file, RDF included) or ``sparql`` (an endpoint URL,
-    with ``graph`` and ``where``); ``limit``, ``sample``/``seed``, ``stratify``/
-    ``per_stratum`` and ``ids`` choose among them (see ``plan_run`` for every argument).
-    The strategy's settings are keywords (``base_url=URL``, ``max_attempts=5``) or a
-    ``settings`` mapping. Each verdict is appended to ``OUT/verdicts.jsonl`` as it
-    completes; ``resume=True`` continues a stopped run in the same folder, ``fresh=True``
-    starts it over. ``warn`` receives warnings found before the run (e.g. facts without
-    evidence; default: ``KgcheckWarning``). Live models' answers are cached (``cache``, see
-    ``cache_path``); the summary counts the hits. ``engine`` is ``local``, ``ray`` (with
-    ``engine_options``) or an engine object the caller keeps open across runs. ``ci`` adds
-    bootstrap intervals of the scores to the summary; ``repeats`` checks each fact that many
-    times, the majority being its verdict (flip rates and score spread in the summary).
-    ``prefilter="schema"`` checks each fact against ``rules`` (``{"ontology": FILE,
-    "shapes": FILE, ...}``, the schema strategy's settings) first: a refuted fact is F
-    without a model call.
+    The facts come from exactly one of ``facts``, ``dataset``, ``triples`` or ``sparql``;
+    ``limit``, ``sample``, ``stratify`` and ``ids`` choose among them. Each verdict is
+    appended to ``OUT/verdicts.jsonl`` as it completes; a stopped run resumes.
+
+    Args:
+        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
+        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
+        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
+        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
+        graph: With ``sparql``, the named graph to read.
+        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
+        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
+        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
+            ``openai:...``, ``local:smollm2-135m``).
+        consensus: Models that vote instead of ``model`` (multi-model consensus).
+        judge: With ``consensus``, the model that breaks ties (none by default).
+        out: The run folder; by default one under ``runs/`` named after the run.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        limit: Check the first ``limit`` facts.
+        sample: Check a seeded uniform sample of this many facts.
+        seed: Seed of ``sample``.
+        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
+        per_stratum: With ``stratify``, draw this many facts of each stratum.
+        ids: Check the facts with these ids.
+        labels: A file of gold labels (``fact_id,label``) for facts without them.
+        as_dataset: The KG's name in the run (by default the file's stem).
+        pricing: A pricing file (per-token prices) for the summary's cost.
+        concurrency: Facts checked at once, or ``"auto"`` (adaptive, up to
+            ``max_concurrency``).
+        max_concurrency: The most facts at once with ``concurrency="auto"``.
+        resume: Continue a stopped run in the same folder.
+        fresh: Start the run in ``out`` over.
+        show_progress: Show a progress bar on standard error.
+        warn: Receives warnings found before the run (e.g. facts without evidence);
+            by default they are issued as ``KgcheckWarning``.
+        settings: The strategy's settings as a mapping.
+        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
+            ``max_attempts=5``; see ``settings``).
+        cache: Cache live models' answers: True (the default file), False, or a path
+            (see ``cache_path``).
+        engine: ``local``, ``ray`` (with ``engine_options``) or an engine object the
+            caller keeps open across runs.
+        engine_options: Options of the engine (Ray: ``address``, ``workers``,
+            ``shard_bytes``).
+        predicates: Check only facts of these predicates (comma-separated or a list).
+        exclude_predicates: Leave out facts of these predicates.
+        prefilter: ``"schema"``: check each fact against ``rules`` first; a refuted fact
+            is F without a model call.
+        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
+            "shapes": FILE, ...}``).
+        ci: Add bootstrap intervals of the scores to the summary.
+        repeats: Check each fact this many times; the majority is its verdict (flip rates
+            and score spread in the summary).
+
+    Returns:
+        The run: its folder, verdict records and summary (scores, counts, cost, cache).
+
+    Raises:
+        SettingsError: Inputs or settings that cannot work (unknown strategy, model or
+            setting, no or several fact sources, a missing file), before any fact is sent.
+
     """
+    arguments = dict(locals())  # the arguments alone, before any other name is bound
     check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
                         concurrency=concurrency, max_concurrency=max_concurrency)
     runner = EngineOnDemand(engine, cache=cache, options=engine_options)
     try:
-        checked = plan_run(facts=facts, dataset=dataset, triples=triples, sparql=sparql,
-                           graph=graph, where=where, strategy=strategy, model=model,
-                           consensus=consensus, judge=judge, out=out, data=data, limit=limit,
-                           sample=sample, seed=seed, stratify=stratify,
-                           per_stratum=per_stratum, ids=ids, labels=labels,
-                           as_dataset=as_dataset, pricing=pricing, settings=settings,
-                           parallel_read=runner.parallel_read, predicates=predicates,
-                           exclude_predicates=exclude_predicates, ci=ci, repeats=repeats,
-                           prefilter=prefilter, rules=rules, **strategy_settings)
+        checked = _plan(arguments, parallel_read=runner.parallel_read)
         _notify(checked.notes, warn)
         return await execute(checked, concurrency=concurrency,
                              max_concurrency=max_concurrency, resume=resume, fresh=fresh,
@@ -440,7 +667,75 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
         ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
+<<<<<<< HEAD
     """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
+    return _sync(arun(**_keywords(locals())), "arun")
+=======
+    """Check many facts into a run folder, for scripts without an event loop (see ``arun``).
+
+    The facts come from exactly one of ``facts``, ``dataset``, ``triples`` or ``sparql``;
+    ``limit``, ``sample``, ``stratify`` and ``ids`` choose among them. Each verdict is
+    appended to ``OUT/verdicts.jsonl`` as it completes; a stopped run resumes.
+
+    Args:
+        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
+        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
+        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
+        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
+        graph: With ``sparql``, the named graph to read.
+        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
+        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
+        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
+            ``openai:...``, ``local:smollm2-135m``).
+        consensus: Models that vote instead of ``model`` (multi-model consensus).
+        judge: With ``consensus``, the model that breaks ties (none by default).
+        out: The run folder; by default one under ``runs/`` named after the run.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        limit: Check the first ``limit`` facts.
+        sample: Check a seeded uniform sample of this many facts.
+        seed: Seed of ``sample``.
+        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
+        per_stratum: With ``stratify``, draw this many facts of each stratum.
+        ids: Check the facts with these ids.
+        labels: A file of gold labels (``fact_id,label``) for facts without them.
+        as_dataset: The KG's name in the run (by default the file's stem).
+        pricing: A pricing file (per-token prices) for the summary's cost.
+        concurrency: Facts checked at once, or ``"auto"`` (adaptive, up to
+            ``max_concurrency``).
+        max_concurrency: The most facts at once with ``concurrency="auto"``.
+        resume: Continue a stopped run in the same folder.
+        fresh: Start the run in ``out`` over.
+        show_progress: Show a progress bar on standard error.
+        warn: Receives warnings found before the run (e.g. facts without evidence);
+            by default they are issued as ``KgcheckWarning``.
+        settings: The strategy's settings as a mapping.
+        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
+            ``max_attempts=5``; see ``settings``).
+        cache: Cache live models' answers: True (the default file), False, or a path
+            (see ``cache_path``).
+        engine: ``local``, ``ray`` (with ``engine_options``) or an engine object the
+            caller keeps open across runs.
+        engine_options: Options of the engine (Ray: ``address``, ``workers``,
+            ``shard_bytes``).
+        predicates: Check only facts of these predicates (comma-separated or a list).
+        exclude_predicates: Leave out facts of these predicates.
+        prefilter: ``"schema"``: check each fact against ``rules`` first; a refuted fact
+            is F without a model call.
+        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
+            "shapes": FILE, ...}``).
+        ci: Add bootstrap intervals of the scores to the summary.
+        repeats: Check each fact this many times; the majority is its verdict (flip rates
+            and score spread in the summary).
+
+    Returns:
+        The run: its folder, verdict records and summary (scores, counts, cost, cache).
+
+    Raises:
+        SettingsError: Inputs or settings that cannot work (unknown strategy, model or
+            setting, no or several fact sources, a missing file), before any fact is sent.
+        RuntimeError: Called inside a running event loop (await ``arun`` there).
+
+    """
     return _sync(arun(
         facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
         strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
@@ -452,13 +747,24 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
         rules=rules,
         **strategy_settings), "arun")
+>>>>>>> polish
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
            data: str | Path | None = None, plots: bool = True, ci: bool = False) -> Outputs:
     """Build the study's tables (and figures) from run folders, optionally beside its rows.
 
-    ``ci`` adds bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+    Args:
+        run_dirs: Run folders to tabulate.
+        out: Folder the tables (``tables.md``, ``tables.json``) and plots go to.
+        with_recorded: Put the study's recorded rows beside the runs'.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        plots: Draw the figures too.
+        ci: Add bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1.
+
+    Returns:
+        The files written.
+
     """
     return build_report(run_dirs, out, with_recorded=with_recorded, data=data, plots=plots,
                         ci=ci)
@@ -470,9 +776,23 @@ def compare(run_a: str | Path, run_b: str | Path, *, resamples: int = 10_000,
             warn: Warn | None = None) -> Comparison:
     """Compare two runs on the facts both checked: McNemar's exact test, paired intervals.
 
-    The intervals are of A - B (accuracy, F1(T), F1(F), macro-F1), from ``resamples``
-    paired bootstrap resamples drawn with ``seed``. ``json_out`` receives
-    ``Comparison.as_json()``; ``disagreements_out`` a CSV of the facts answered differently.
+    Args:
+        run_a: A run folder.
+        run_b: Another run folder, over the same facts.
+        resamples: Paired bootstrap resamples of the intervals of A - B (accuracy, F1(T),
+            F1(F), macro-F1).
+        confidence: Confidence of the intervals.
+        seed: Seed of the bootstrap: same seed, same intervals.
+        json_out: A file that receives ``Comparison.as_json()``.
+        disagreements_out: A CSV file of the facts the runs answered differently.
+        warn: Receives warnings (e.g. facts only one run checked).
+
+    Returns:
+        The comparison: McNemar's counts and p-value, the intervals, the disagreements.
+
+    Raises:
+        ValueError: A folder that is not a run, or runs with no shared labelled fact.
+
     """
     from kgcheck.data.atomic import write_text_atomic
 
@@ -489,9 +809,20 @@ def agreement(files: Sequence[str | Path], *, run: str | Path | None = None,
               json_out: str | Path | None = None) -> dict[str, Any]:
     """Measure how the people who labelled a run agree (kappas, alpha) and with the model.
 
-    ``files`` are labels files of one run, one per person; ``run`` is the run whose verdicts
-    they reviewed (default: the run folder holding the first file). ``json_out`` receives
-    the result as JSON.
+    Args:
+        files: Labels files of one run, one per person (two or more).
+        run: The run whose verdicts they reviewed (default: the run folder holding the
+            first file).
+        json_out: A file that receives the result as JSON.
+
+    Returns:
+        Cohen's kappa (two files) or Fleiss' kappa (three or more), Krippendorff's alpha,
+        each person's agreement with the model and the facts labelled differently.
+
+    Raises:
+        ValueError: A single file, a file without T or F labels, files of different runs,
+            labels of facts the run did not check, the same person twice.
+
     """
     from kgcheck.data.atomic import write_text_atomic
 
@@ -506,11 +837,25 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
               warn: Warn | None = None, ci: bool = False) -> Outputs:
     """Recompute the study's tables 5 to 8 and figures from its recorded answers.
 
-    The tables keep the study's point values; ``ci`` adds bootstrap intervals after them.
+    The tables keep the study's point values. Answers that cannot be scored (a dataset
+    without gold labels, an unreadable answers file) are left out with a warning that the
+    tables repeat.
 
-    Answers that cannot be scored (a dataset without gold labels, an unreadable answers
-    file) are left out with a warning (to ``warn``, else ``KgcheckWarning``) that the
-    tables repeat; when nothing can be scored, a ``ValueError`` says why.
+    Args:
+        out: Folder the tables and figures go to.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        datasets: The datasets to tabulate (``FactBench``, ``YAGO``, ``DBpedia``); all by
+            default.
+        plots: Draw the figures too.
+        warn: Receives the warnings; by default they are issued as ``KgcheckWarning``.
+        ci: Add bootstrap intervals after the tables.
+
+    Returns:
+        The files written.
+
+    Raises:
+        ValueError: Nothing can be scored; the message says why.
+
     """
     def note(message: str) -> None:
         if warn is None:
@@ -522,7 +867,12 @@ def reproduce(out: str | Path, *, data: str | Path | None = None,
 
 
 def evidence_sources() -> list[str]:
-    """Names the ``sources`` setting accepts: the stored corpus and every registered source."""
+    """List the names the ``sources`` setting accepts.
+
+    Returns:
+        The stored corpus's name and every registered evidence source's.
+
+    """
     return [CORPUS, *EVIDENCE_SOURCES.names()]
 
 
@@ -536,18 +886,47 @@ class FetchedEvidence:
 
 
 def data_location(data: str | Path | None = None) -> str:
-    """Say where the FactCheck data is read from (``data``, ``$KGCHECK_DATA`` or vendored)."""
+    """Say where the FactCheck data is read from (``data``, ``$KGCHECK_DATA`` or vendored).
+
+    Args:
+        data: A folder in the upstream layout, or None for the default.
+
+    Returns:
+        The data's location, as a path or URL.
+
+    """
     return open_data(data).location
 
 
 def corpus_counts(store: str | Path) -> dict[str, tuple[int, int]]:
-    """Count the facts and documents of each dataset in a corpus store."""
+    """Count the facts and documents of each dataset in a corpus store.
+
+    Args:
+        store: The corpus store's SQLite file.
+
+    Returns:
+        ``(facts, documents)`` by dataset.
+
+    """
     return CorpusStore(Path(store)).counts()
 
 
 def fetched_evidence(store: str | Path | None = None, *, source: str = "",
                      limit: int = 1000) -> FetchedEvidence:
-    """List the results and pages fetched into the store (URL, title, fetch time, source)."""
+    """List the results and pages fetched into the store (URL, title, fetch time, source).
+
+    Args:
+        store: The corpus store's file; by default ``default_store_path()``.
+        source: Only the items of this evidence source; all by default.
+        limit: List at most this many items.
+
+    Returns:
+        The store, each source's counts and the items.
+
+    Raises:
+        SettingsError: No corpus store at that path.
+
+    """
     path = Path(store) if store else default_store_path()
     if not path.is_file():
         raise SettingsError(f"{literal(str(path))}: no corpus store; import a corpus or run "
@@ -576,19 +955,52 @@ async def adry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | No
                    **strategy_settings: Any) -> CostEstimate:
     """Estimate a run's calls, tokens and cost before it starts (``arun``'s arguments).
 
-    Nothing is sent to a model (its server is reached once, as before a run); with
-    ``resume=True`` the facts ``out`` already holds verdicts for are left out.
-    ``kgcheck run --dry-run`` prints the same figures. The input is read in a thread, so
-    the event loop stays free.
+    Nothing is sent to a model (its server is reached once, as before a run).
+    ``kgcheck run --dry-run`` prints the same figures.
+
+    The input is read in a thread, so the event loop stays free.
+
+    Args:
+        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
+        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
+        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
+        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
+        graph: With ``sparql``, the named graph to read.
+        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
+        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
+        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
+            ``openai:...``, ``local:smollm2-135m``).
+        consensus: Models that vote instead of ``model`` (multi-model consensus).
+        judge: With ``consensus``, the model that breaks ties (none by default).
+        out: The run folder; by default one under ``runs/`` named after the run.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        limit: Check the first ``limit`` facts.
+        sample: Check a seeded uniform sample of this many facts.
+        seed: Seed of ``sample``.
+        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
+        per_stratum: With ``stratify``, draw this many facts of each stratum.
+        ids: Check the facts with these ids.
+        labels: A file of gold labels (``fact_id,label``) for facts without them.
+        as_dataset: The KG's name in the run (by default the file's stem).
+        pricing: A pricing file (per-token prices) for the summary's cost.
+        resume: Leave out the facts ``out`` already holds verdicts for.
+        warn: Receives warnings found before the run (e.g. facts without evidence);
+            by default they are issued as ``KgcheckWarning``.
+        settings: The strategy's settings as a mapping.
+        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
+            ``max_attempts=5``; see ``settings``).
+
+    Returns:
+        The estimate: facts, calls, tokens and cost, in total and per model.
+
+    Raises:
+        SettingsError: Inputs or settings that cannot work.
+
     """
+    arguments = dict(locals())  # the arguments alone, before any other name is bound
+
     def estimate() -> CostEstimate:
-        checked = plan_run(facts=facts, dataset=dataset, triples=triples, sparql=sparql,
-                           graph=graph, where=where, strategy=strategy, model=model,
-                           consensus=consensus, judge=judge, out=out, data=data, limit=limit,
-                           sample=sample, seed=seed, stratify=stratify,
-                           per_stratum=per_stratum, ids=ids, labels=labels,
-                           as_dataset=as_dataset, pricing=pricing, settings=settings,
-                           **strategy_settings)
+        checked = _plan(arguments)
         _notify(checked.notes, warn)
         return dry_run_of(checked, resume=resume)
 
@@ -608,20 +1020,72 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
             resume: bool = False, warn: Warn | None = None,
             settings: Mapping[str, Any] | None = None,
             **strategy_settings: Any) -> CostEstimate:
+<<<<<<< HEAD
     """Estimate a run's calls, tokens and cost before it starts (see ``adry_run``)."""
+    return _sync(adry_run(**_keywords(locals())), "adry_run")
+=======
+    """Estimate a run's calls, tokens and cost, for scripts without an event loop.
+
+    Nothing is sent to a model (its server is reached once, as before a run).
+    ``kgcheck run --dry-run`` prints the same figures.
+
+    Args:
+        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
+        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
+        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
+        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
+        graph: With ``sparql``, the named graph to read.
+        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
+        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
+        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
+            ``openai:...``, ``local:smollm2-135m``).
+        consensus: Models that vote instead of ``model`` (multi-model consensus).
+        judge: With ``consensus``, the model that breaks ties (none by default).
+        out: The run folder; by default one under ``runs/`` named after the run.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        limit: Check the first ``limit`` facts.
+        sample: Check a seeded uniform sample of this many facts.
+        seed: Seed of ``sample``.
+        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
+        per_stratum: With ``stratify``, draw this many facts of each stratum.
+        ids: Check the facts with these ids.
+        labels: A file of gold labels (``fact_id,label``) for facts without them.
+        as_dataset: The KG's name in the run (by default the file's stem).
+        pricing: A pricing file (per-token prices) for the summary's cost.
+        resume: Leave out the facts ``out`` already holds verdicts for.
+        warn: Receives warnings found before the run (e.g. facts without evidence);
+            by default they are issued as ``KgcheckWarning``.
+        settings: The strategy's settings as a mapping.
+        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
+            ``max_attempts=5``; see ``settings``).
+
+    Returns:
+        The estimate: facts, calls, tokens and cost, in total and per model.
+
+    Raises:
+        SettingsError: Inputs or settings that cannot work.
+        RuntimeError: Called inside a running event loop (await ``adry_run`` there).
+
+    """
     return _sync(adry_run(
         facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
         strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing, resume=resume,
         warn=warn, settings=settings, **strategy_settings), "adry_run")
+>>>>>>> polish
 
 
 def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
     """Return one verdict of a run, explained: the record ``kgcheck show`` prints.
 
-    It holds the label, confidence, reason, citations, correction, answer problems and the
-    exact conversation.
+    Args:
+        run_dir: The run folder.
+        fact_id: The fact's id.
+
+    Returns:
+        The verdict record: label, confidence, reason, citations, correction, answer
+        problems and the exact conversation.
 
     Raises:
         RunFolderError: ``run_dir`` is no run folder, or holds no verdict of ``fact_id``.
@@ -632,16 +1096,26 @@ def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
 
 def export(run_dir: str | Path, format: str = "csv", out: str | Path | None = None, *,
            only: str | Sequence[str] | None = None, rdf: str = "annotated") -> Exported:
-    """Export a run's verdicts as ``csv``, ``jsonl``, ``nt``, ``ttl`` or ``factcheck``, or changes.
+    """Export a run's verdicts, or the changes they call for to the KG.
 
-    ``sparql`` and ``patch`` write the changes instead: a SPARQL 1.1 Update (or an RDF
-    Patch) deleting the triples judged or labelled false and inserting accepted corrections.
-    ``factcheck`` is the FactCheck study's result file (see ``evals.export``); given a folder
-    as ``out``, it is written there under the name FactCheck gives it.
+    Args:
+        run_dir: The run folder.
+        format: ``csv``, ``jsonl``, ``nt`` or ``ttl`` (the verdicts); ``factcheck`` (the
+            FactCheck study's result file); ``sparql`` (a SPARQL 1.1 Update) or ``patch``
+            (an RDF Patch) deleting the triples judged or labelled false and inserting
+            accepted corrections.
+        out: The file to write (for ``factcheck``, a folder takes the file under the name
+            FactCheck gives it); None writes to standard output.
+        only: Keep these verdicts only (``"F"`` or ``["T", "NA"]``).
+        rdf: ``annotated`` (reified verdicts with model, method and time) or ``plain``
+            (the triples).
 
-    ``only`` keeps the verdicts given (``"F"`` or ``["T", "NA"]``); ``rdf`` is
-    ``annotated`` (reified verdicts with model, method and time) or ``plain`` (the triples).
-    ``out`` None writes to standard output.
+    Returns:
+        What was written: the file and the count of verdicts or changes.
+
+    Raises:
+        ExportError: A folder that is not a run, or an unknown format or shape.
+
     """
     return export_run(run_dir, format, out, only=only, shape=rdf)
 
@@ -653,11 +1127,29 @@ def sample(*, n: int, out: str | Path, dataset: str | None = None,
            data: str | Path | None = None) -> SampleResult:
     """Draw the facts a person should label; write them as an annotators' CSV.
 
-    The facts come from exactly one of ``dataset``, ``triples``, ``facts`` (any iterable,
-    read once) or ``run`` (the facts a run checked; allows ``stratify="verdict"``).
-    ``design`` is ``srs``, ``stratified`` (by ``stratify``) or ``twcs`` (clusters by
-    ``cluster``, up to ``cluster_size`` facts each). The same inputs and ``seed`` give the
-    same sample.
+    The facts come from exactly one of ``dataset``, ``triples``, ``facts`` or ``run``. The
+    same inputs and ``seed`` give the same sample.
+
+    Args:
+        n: How many facts to draw.
+        out: The CSV file to write.
+        dataset: A benchmark dataset.
+        triples: A triples file.
+        facts: Facts (any iterable, read once).
+        run: A run folder: the facts it checked (allows ``stratify="verdict"``).
+        design: ``srs``, ``stratified`` (by ``stratify``) or ``twcs`` (clusters).
+        stratify: What strata are made of: ``predicate`` or, with ``run``, ``verdict``.
+        cluster: With ``twcs``, what a cluster shares (``subject``).
+        cluster_size: With ``twcs``, facts per cluster at most.
+        seed: Seed of the draw.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+
+    Returns:
+        The sample: its facts with their design weights, and the file written.
+
+    Raises:
+        SettingsError: Not exactly one source of facts.
+
     """
     if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
         raise SettingsError("give exactly one of {sources}", sources=Arg(
@@ -687,9 +1179,24 @@ async def aimport_verdicts(file: str | Path, out: str | Path, *,
                            fresh: bool = False) -> RunResult:
     """Turn verdicts made elsewhere into a run folder (scored like any run).
 
-    ``file`` is a FactCheck study result file (``.json``, any name) or a CSV/JSONL of
-    ``fact_id,label``. The facts and their gold labels come from ``triples`` or
-    ``dataset``; without either, from the dataset the study file's name gives.
+    Args:
+        file: A FactCheck study result file (``.json``, any name) or a CSV/JSONL of
+            ``fact_id,label``.
+        out: The run folder to write.
+        triples: A triples file holding the facts and their gold labels.
+        dataset: A benchmark dataset holding them; without either, the dataset the study
+            file's name gives.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        fresh: Replace a run already in ``out``.
+
+    Returns:
+        The run, scored like any run.
+
+    Raises:
+        VerdictImportError: An unreadable file, or one whose name names no dataset when
+            neither ``triples`` nor ``dataset`` is given.
+        SettingsError: Both ``triples`` and ``dataset``.
+
     """
     found = read_verdict_file(file)
     if triples is not None and dataset is not None:
@@ -713,7 +1220,28 @@ async def aimport_verdicts(file: str | Path, out: str | Path, *,
 def import_verdicts(file: str | Path, out: str | Path, *, triples: str | Path | None = None,
                     dataset: str | None = None, data: str | Path | None = None,
                     fresh: bool = False) -> RunResult:
-    """Turn verdicts made elsewhere into a run folder (see ``aimport_verdicts``)."""
+    """Turn verdicts made elsewhere into a run folder, for scripts without an event loop.
+
+    Args:
+        file: A FactCheck study result file (``.json``, any name) or a CSV/JSONL of
+            ``fact_id,label``.
+        out: The run folder to write.
+        triples: A triples file holding the facts and their gold labels.
+        dataset: A benchmark dataset holding them; without either, the dataset the study
+            file's name gives.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        fresh: Replace a run already in ``out``.
+
+    Returns:
+        The run, scored like any run.
+
+    Raises:
+        VerdictImportError: An unreadable file, or one whose name names no dataset when
+            neither ``triples`` nor ``dataset`` is given.
+        SettingsError: Both ``triples`` and ``dataset``.
+        RuntimeError: Called inside a running event loop.
+
+    """
     return _sync(aimport_verdicts(file, out, triples=triples, dataset=dataset, data=data,
                                   fresh=fresh), "aimport_verdicts")
 
@@ -725,9 +1253,28 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
              plots: bool = True) -> EstimateResult:
     """Estimate the accuracy of a run's KG (llm, human and ppi); write ``RUN/estimate.json``.
 
-    Human labels come from ``labels`` (``kgcheck sample``'s CSV filled in, or a review's
-    ``labels.csv``), or ``gold_sample`` facts with known gold labels are drawn (seeded by
-    ``seed``, by ``design``) as if a person had labelled them.
+    Args:
+        run: The run folder.
+        labels: A person's labels: ``kgcheck sample``'s CSV filled in, or a review's
+            ``labels.csv``.
+        gold_sample: Instead of ``labels``, draw this many facts with gold labels as if a
+            person had labelled them.
+        seed: Seed of ``gold_sample``.
+        confidence: Confidence of the intervals.
+        stratify: With ``gold_sample``, what strata are made of.
+        design: With ``gold_sample``, ``srs``, ``stratified`` or ``twcs``.
+        cluster: With ``twcs``, what a cluster shares.
+        cluster_size: With ``twcs``, facts per cluster at most.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        plots: Draw the estimate's figure too.
+
+    Returns:
+        The three estimates with their intervals, and the files written.
+
+    Raises:
+        EstimateError: A folder that is not a run, labels that do not fit it, or no
+            labels to estimate from.
+
     """
     return estimate_run(Path(run), labels=Path(labels) if labels else None,
                         gold_sample=gold_sample, seed=seed, confidence=confidence,
@@ -744,23 +1291,31 @@ def open_review(run_dir: str | Path, *, only: str | Sequence[str] | None = None,
                 order: str = "run") -> Review:
     """Open a run for human review, with ``async with`` or, without an event loop, ``with``.
 
-    The queue is the run's verdicts, or those ``only`` names (``"F,NA,ties"`` or
-    ``["F", "NA"]``), optionally a ``sample`` of them drawn with ``seed``;
-    ``order="uncertainty"`` puts the least certain verdicts (NEI, then the lowest
-    ``max(p, 1 - p)``) first.
     ``async with kgcheck.open_review("runs/x") as review:`` gives the session
-    (``await review.decide(fact_id, "T")``, ``await review.undo()``);
-    ``with kgcheck.open_review("runs/x") as review:`` the same session with plain methods
-    (``review.decide(fact_id, "T")``). Either drives the ``review`` graph; decisions persist
+    (``await review.decide(fact_id, "T")``, ``await review.undo()``); ``with`` gives the
+    same session with plain methods. Either drives the ``review`` graph; decisions persist
     in ``RUN/review.sqlite`` and ``RUN/labels.csv``. One review per labels file at a time.
 
-    Several people review one run each as an ``annotator`` (into ``labels-<name>.csv``);
-    with a ``team`` of names, ``overlap`` (a share, 0 to 1) of the facts goes to everyone and
-    the rest to one person each. ``adjudicate`` queues the facts the annotators labelled
-    differently, for the final ``labels.csv``. ``stratify`` (``predicate`` or ``verdict``)
-    draws the ``sample`` per stratum. The session's ``estimate()`` is the running accuracy
-    estimate (Wilson, Beta HDI, PPI, margin of error); ``on_reached`` hears once when the
-    margin reaches ``until_moe``.
+    Args:
+        run_dir: The run folder.
+        only: Queue only these verdicts (``"F,NA,ties"`` or ``["F", "NA"]``).
+        sample: Queue a seeded sample of this many of them.
+        seed: Seed of ``sample`` (and of a team's share).
+        reviewer: The name recorded with each decision.
+        annotator: Review as this annotator, into ``labels-<name>.csv``.
+        team: The annotators' names, among whom the queue is dealt.
+        overlap: With ``team``, the share (0 to 1) of facts everyone reviews.
+        adjudicate: Queue the facts the annotators labelled differently, for the final
+            ``labels.csv``.
+        stratify: ``predicate`` or ``verdict``: draw ``sample`` per stratum.
+        until_moe: The margin of error the running estimate should reach.
+        on_reached: Called once with the estimate when the margin reaches ``until_moe``.
+        order: ``run`` (the run's order) or ``uncertainty`` (NEI, then the lowest
+            ``max(p, 1 - p)``, first).
+
+    Returns:
+        The review being opened, to enter with ``async with`` or ``with``.
+
     """
     filters = parse_only(only if isinstance(only, str) or only is None else ",".join(only))
     return Review(lambda: ReviewSession.open(
@@ -822,13 +1377,34 @@ class SyncReview:
 
     def decide(self, fact_id: str, label: str, note: str = "", reviewer: str | None = None,
                *, correction: str = "", corrected_value: str = "") -> dict[str, Any]:
-        """Record a person's verdict on a fact (see ``ReviewSession.decide``)."""
+        """Record a person's verdict on a fact (see ``ReviewSession.decide``).
+
+        Args:
+            fact_id: The fact's id.
+            label: ``T``, ``F`` or ``skip``.
+            note: A note kept with the decision.
+            reviewer: Who decided; the session's reviewer by default.
+            correction: For a suggested correction: ``accept``, ``edit`` or ``reject``.
+            corrected_value: With ``edit``, the value accepted.
+
+        Returns:
+            The decision as recorded, with the review's progress.
+
+        """
         return self._loop.run(self.session.decide(fact_id, label, note, reviewer,
                                                   correction=correction,
                                                   corrected_value=corrected_value))
 
     def undo(self, fact_id: str | None = None) -> str | None:
-        """Take back a decision, the last one by default (see ``ReviewSession.undo``)."""
+        """Take back a decision, the last one by default (see ``ReviewSession.undo``).
+
+        Args:
+            fact_id: The fact whose decision to take back; the last one by default.
+
+        Returns:
+            The fact id taken back, or None when there was nothing to undo.
+
+        """
         return self._loop.run(self.session.undo(fact_id))
 
     def __getattr__(self, name: str) -> Any:
@@ -857,7 +1433,28 @@ def index_evidence(dataset: str, *, corpus: str = "", data: str | Path | None = 
     """Embed the chunks RAG runs will need into the dataset's Chroma collection.
 
     Facts indexed before are skipped unless ``revisit`` (then only missing vectors are
-    embedded); ``on_start`` hears how many facts will be indexed, ``on_fact`` each one done.
+    embedded).
+
+    Args:
+        dataset: The dataset whose facts' evidence is indexed.
+        corpus: The corpus (folder, ``.tar.gz`` or ``.sqlite``); the default store if empty.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        embedding: The embedder (``minilm`` by default).
+        chroma_path: A Chroma folder; the default one if empty.
+        chroma_url: A Chroma server's URL, instead of a folder.
+        candidates: Chunks kept per question.
+        retrieval: ``hybrid``, or another retrieval mode of the RAG strategy.
+        limit: Index the first ``limit`` facts only.
+        revisit: Look at facts indexed before again, embedding missing vectors.
+        on_start: Hears how many facts will be indexed.
+        on_fact: Hears each fact id done.
+
+    Returns:
+        Facts embedded now and before, documents, chunks, seconds and where.
+
+    Raises:
+        SettingsError: A corpus without documents for ``dataset``.
+
     """
     import time
     from contextlib import nullcontext
@@ -903,6 +1500,14 @@ def search_index_choice(index: str, chroma_path: str) -> str:
     ``auto`` uses Chroma only where a cache was configured or built before (``chroma_path``,
     ``$KGCHECK_HOME``, or an existing ``.kgcheck/chroma``), else vectors in memory, so that
     serving requests never creates a folder under the current one.
+
+    Args:
+        index: ``auto``, ``chroma`` or ``memory``.
+        chroma_path: A configured Chroma folder, or empty.
+
+    Returns:
+        ``chroma`` or ``memory`` (or ``index`` itself when it is not ``auto``).
+
     """
     import os
 
@@ -921,6 +1526,23 @@ def search_server(*, corpus: str = "", embedding: str = "minilm", index: str = "
     """Build the search API's server over a local corpus; return it and the corpus's place.
 
     The server (``uvicorn.Server``) runs with ``server.run(sockets=...)``.
+
+    Args:
+        corpus: The corpus (folder, ``.tar.gz`` or ``.sqlite``); the default store if empty.
+        embedding: The embedder that ranks the chunks.
+        index: ``auto``, ``chroma`` or ``memory`` (see ``search_index_choice``).
+        chroma_path: A Chroma folder, or empty.
+        api_key: The key clients must send.
+        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
+        host: Address to serve on.
+        port: Port to serve on.
+
+    Returns:
+        The server and the corpus's location.
+
+    Raises:
+        SettingsError: A URL given as the corpus.
+
     """
     import uvicorn
 

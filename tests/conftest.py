@@ -47,6 +47,13 @@ def scripted() -> Iterator[Callable[[str, list[str]], str]]:
 
 
 @pytest.fixture
+def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset the OpenAI variables, so that a test reaches only the stub it names."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:

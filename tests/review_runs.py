@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from tests.served import Served
 
 SCRIPT = "<script>window.__xss = 'script'</script>"
 IMG = "<img src=x onerror=\"window.__xss = 'img'\">"
@@ -75,20 +74,6 @@ def make_run(folder: Path, run_id: str = "run0001") -> Path:
     return folder
 
 
-@dataclass
-class Served:
-    """A `kgcheck review` process and the address it printed."""
-
-    url: str
-    token: str
-    proc: subprocess.Popen
-    output: list[str]
-
-    @property
-    def base(self) -> str:
-        return self.url.split("/?", 1)[0]
-
-
 STARTUP_SECONDS = 60
 
 
@@ -113,18 +98,6 @@ def start_review(run_dir: Path, *args: str) -> Served:
             return Served(url, url.split("token=", 1)[1], proc, output)
     proc.kill()
     raise AssertionError("kgcheck review printed no address:\n" + "".join(output))
-
-
-def stop_review(served: Served) -> int:
-    """Stop the server as a person does (Ctrl-C); return its exit code."""
-    if served.proc.poll() is None:
-        os.killpg(served.proc.pid, signal.SIGINT)
-        try:
-            served.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(served.proc.pid, signal.SIGKILL)
-            served.proc.wait(timeout=10)
-    return served.proc.returncode
 
 
 def checkpoint_reviews(run_dir: Path, run_id: str = "run0001") -> dict[str, str | None]:

@@ -212,10 +212,8 @@ async def test_requests_await_the_run_gate_and_overload_answers_reach_the_listen
 
 
 @pytest.mark.integration
-def test_auto_backs_off_from_a_server_at_capacity(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
-        monkeypatch.delenv(name, raising=False)
+@pytest.mark.usefixtures("no_openai_env")
+def test_auto_backs_off_from_a_server_at_capacity(tmp_path: Path) -> None:
     facts = [{"id": str(n), "subject": f"S{n}", "predicate": "p", "object": "o"}
              for n in range(60)]
     with SlottedStub(Slots(slots=3, seconds=0.05, mode="reject")) as stub:

@@ -18,9 +18,7 @@ FACTS = [{"id": str(n), "subject": f"Person_{n}", "predicate": "bornIn", "object
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIStub]:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
-        monkeypatch.delenv(name, raising=False)
+def server(no_openai_env: None) -> Iterator[OpenAIStub]:
     with OpenAIStub(Behaviour(answer="T", tokens_in=30, tokens_out=1)) as stub:
         yield stub
 

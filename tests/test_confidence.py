@@ -40,10 +40,7 @@ def server() -> Iterator[OpenAIStub]:
         yield stub
 
 
-@pytest.fixture(autouse=True)
-def _no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_openai_env")
 
 
 def normalised(chosen: float, alternatives: list[tuple[str, float]], side: str) -> float:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from kgcheck.cli import app
 from kgcheck.review.session import ReviewSession, parse_only
+from tests.cli_runs import cli_run
 
 runner = CliRunner()
 KG = "id,subject,predicate,object\n" + "".join(
@@ -23,12 +24,7 @@ ANSWERS = ["T", "F", "T", "T", "F"] * 8
 def run_dir(tmp_path: Path, scripted) -> Path:
     kg = tmp_path / "kg.csv"
     kg.write_text(KG)
-    out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "--triples", str(kg), "--model",
-                                 scripted("design", ANSWERS), "--concurrency", "1", "--out",
-                                 str(out), "--no-progress"])
-    assert result.exit_code == 0, result.output
-    return out
+    return cli_run(kg, scripted("design", ANSWERS), tmp_path / "run", "--concurrency", "1")
 
 
 async def _review(run_dir: Path, decisions: int | None = None, only: str | None = None,
@@ -98,11 +94,7 @@ def test_run_json_says_how_the_facts_were_chosen(tmp_path: Path, scripted) -> No
     drawn = {}
     for name, extra in (("sample", ["--sample", "5", "--seed", "3"]),
                         ("first", ["--limit", "5"]), ("all", [])):
-        out = tmp_path / name
-        result = runner.invoke(app, ["run", "--triples", str(kg), "--model",
-                                     scripted(f"drawn-{name}", ["T"] * 40), "--out", str(out),
-                                     "--no-progress", *extra])
-        assert result.exit_code == 0, result.output
+        out = cli_run(kg, scripted(f"drawn-{name}", ["T"] * 40), tmp_path / name, *extra)
         drawn[name] = json.loads((out / "run.json").read_text())["input"]["drawn"]
     assert drawn["sample"] == {"how": "sample", "seed": 3, "of": 40}
     assert drawn["first"] == {"how": "first", "limit": 5}
@@ -113,11 +105,7 @@ def test_the_estimate_of_a_limited_run_names_the_runs_facts(tmp_path: Path,
                                                             scripted) -> None:
     kg = tmp_path / "kg.csv"
     kg.write_text(KG)
-    out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "--triples", str(kg), "--model",
-                                 scripted("limited", ANSWERS), "--limit", "20", "--out",
-                                 str(out), "--no-progress"])
-    assert result.exit_code == 0, result.output
+    out = cli_run(kg, scripted("limited", ANSWERS), tmp_path / "run", "--limit", "20")
     asyncio.run(_review(out, sample=12))
     result, text = _estimate(out)
     assert result.exit_code == 0, text

@@ -9,12 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from kgcheck.cli import app
+from tests.cli_runs import cli_run
 from tests.conftest import ROOT
 
-runner = CliRunner()
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
 KG = "subject,predicate,object\n" + "".join(
     f"Town{i},locatedIn,Region{i}\n" for i in range(30))
@@ -24,12 +22,8 @@ KG = "subject,predicate,object\n" + "".join(
 def run_dir(tmp_path: Path, scripted) -> Path:
     kg = tmp_path / "kg.csv"
     kg.write_text(KG)
-    out = tmp_path / "run"
-    result = runner.invoke(app, ["run", "--triples", str(kg), "--model",
-                                 scripted("atomic", ["T", "F"] * 15), "--concurrency", "1",
-                                 "--out", str(out), "--no-progress"])
-    assert result.exit_code == 0, result.output
-    return out
+    return cli_run(kg, scripted("atomic", ["T", "F"] * 15), tmp_path / "run",
+                   "--concurrency", "1")
 
 
 def _export(run_dir: Path, fmt: str, target: Path, *extra: str,

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.chromium import chromium, wait_for
 from tests.review_runs import (
     IMG,
     SCRIPT,
@@ -26,49 +26,21 @@ from tests.review_runs import (
     label_rows,
     make_run,
     start_review,
-    stop_review,
 )
+from tests.served import stop_served
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-INSTALL = "sudo apt-get install -y chromium chromium-driver"
 WAIT = 20
-# Quiet and offline: the machine's network is closed, so no background connections.
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-dev-shm-usage", "--window-size=1280,900")
 
 
 @pytest.fixture
 def browser() -> Iterator:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        message = f"{', '.join(missing)} not found: install them with `{INSTALL}`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="kgcheck-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+    yield from chromium("1280,900")
 
 
 def _wait(driver, condition, message: str):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, WAIT).until(lambda d: condition(d), message)
+    return wait_for(driver, WAIT, condition, message)
 
 
 def _open(driver, url: str) -> None:
@@ -169,7 +141,7 @@ def test_a_person_reviews_with_keyboard_and_mouse(browser, tmp_path: Path) -> No
         if shot:
             shutil.copy(tmp_path / "review.png", shot)
     finally:
-        code = stop_review(server)
+        code = stop_served(server)
     assert code == 130
 
     rows = label_rows(run_dir)
@@ -213,7 +185,7 @@ def test_fifty_facts_by_keyboard_across_a_restart(browser, tmp_path: Path) -> No
             _press(browser, keys[fact_id])
             _saved(browser, fact_id, expected[fact_id])
     finally:
-        stop_review(server)
+        stop_served(server)
     # The old page's server is gone; a new one on the same port has a new token.
     port = server.base.rsplit(":", 1)[1]
     server = start_review(run_dir, "--port", port)
@@ -229,6 +201,6 @@ def test_fifty_facts_by_keyboard_across_a_restart(browser, tmp_path: Path) -> No
             _saved(browser, fact_id, expected[fact_id])
         assert _text(browser, "#progress-text").startswith("50 of 50 decided")
     finally:
-        stop_review(server)
+        stop_served(server)
     assert {r["fact_id"]: r["label"] for r in label_rows(run_dir)} == expected
     assert [r["fact_id"] for r in label_rows(run_dir)] == order

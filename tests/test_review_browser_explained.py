@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.review_runs import SCRIPT, label_rows, make_run, start_review, stop_review
+from tests.review_runs import SCRIPT, label_rows, make_run, start_review
+from tests.served import stop_served
 from tests.test_review_browser import _click, _current, _open, _saved, _text, browser
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -69,7 +70,7 @@ def test_corrections_are_accepted_or_edited_on_the_page(browser, tmp_path: Path)
         _click(browser, "#btn-F")
         _saved(browser, "2", "F")
     finally:
-        stop_review(server)
+        stop_served(server)
     rows = {r["fact_id"]: r for r in label_rows(run_dir)}
     assert (rows["6"]["correction"], rows["6"]["corrected_value"]) == ("accept", "Italy")
     assert (rows["2"]["correction"], rows["2"]["corrected_value"]) == ("edit",

@@ -10,7 +10,8 @@ import pytest
 
 from kgcheck.data.rdf import RdfReader
 from kgcheck.graphs.review import question_for
-from tests.review_runs import start_review, stop_review
+from tests.review_runs import start_review
+from tests.served import stop_served
 from tests.test_review_browser import _open, _text, _wait, browser  # noqa: F401 - fixture
 
 SENTENCES = [f"Sentence {n} about Ada." for n in range(12)]
@@ -112,4 +113,4 @@ def test_the_page_shows_merged_evidence_terms_and_the_judge(browser, tmp_path: P
         assert "a blank node (_:rec454)" in triple and "36 (xsd:integer)" in triple
         assert '"36"^^<http://www.w3.org/2001/XMLSchema#integer>' in triple
     finally:
-        stop_review(served)
+        stop_served(served)

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.review_runs import IMG, SCRIPT, Served, label_rows, make_run, start_review, stop_review
+from tests.review_runs import IMG, SCRIPT, label_rows, make_run, start_review
+from tests.served import Served, stop_served
 
 pytestmark = [pytest.mark.integration]
 
@@ -23,7 +24,7 @@ def served(tmp_path_factory) -> Iterator[tuple[Served, Path]]:
     run_dir = make_run(tmp_path_factory.mktemp("review") / "run")
     server = start_review(run_dir, "--reviewer", "ana")
     yield server, run_dir
-    stop_review(server)
+    stop_served(server)
 
 
 def _api(server: Served, path: str, body: dict | None = None, **headers: str) -> httpx.Response:
@@ -130,7 +131,7 @@ def test_a_restarted_server_refuses_the_old_token_and_keeps_the_decisions(tmp_pa
     try:
         assert _api(first, "/api/decide", {"fact_id": "2", "label": "F"}).status_code == 200
     finally:
-        assert stop_review(first) == 130  # Ctrl-C
+        assert stop_served(first) == 130  # Ctrl-C
     second = start_review(run_dir)
     try:
         assert second.token != first.token
@@ -141,5 +142,5 @@ def test_a_restarted_server_refuses_the_old_token_and_keeps_the_decisions(tmp_pa
         assert state["progress"]["decided"] == 1
         assert next(i for i in state["items"] if i["fact_id"] == "2")["review"]["label"] == "F"
     finally:
-        stop_review(second)
+        stop_served(second)
     assert "Traceback" not in "".join(first.output + second.output)

@@ -18,7 +18,8 @@ from kgcheck.data.runfolder import read_verdicts
 from kgcheck.evals.accuracy.estimators import Labeled
 from kgcheck.evals.stats.precision import beta_hdi, running_estimate
 from kgcheck.review.session import ReviewError, ReviewSession, assigned
-from tests.review_runs import start_review, stop_review
+from tests.review_runs import start_review
+from tests.served import stop_served
 from tests.stats_runs import make_replay_run
 from tests.test_review_browser import (
     _current,
@@ -160,7 +161,7 @@ def test_review_page_says_when_the_margin_is_reached(run_dir: Path, tmp_path: Pa
         said = [line for line in server.output if "margin of error" in line]
         assert said and re.search(rf"after {reached_after} labels", said[0]), server.output
     finally:
-        stop_review(server)
+        stop_served(server)
 
 
 @pytest.mark.integration
@@ -190,4 +191,4 @@ def test_the_page_shows_the_running_estimate_and_when_to_stop(
         assert (_text(driver, "#est-ppi") or "").startswith("PPI with the verdicts: ")
         assert "Margin of error ±" in (_text(driver, "#margin") or "")
     finally:
-        stop_review(server)
+        stop_served(server)

@@ -157,10 +157,8 @@ def test_only_uncompressed_line_formats_are_cut() -> None:
     assert not can_shard("kg.nt.gz") and not can_shard("kg.ttl") and not can_shard("kg.csv")
 
 
-def test_a_plan_reads_in_shards_only_what_it_reads_whole(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
-        monkeypatch.delenv(name, raising=False)
+@pytest.mark.usefixtures("no_openai_env")
+def test_a_plan_reads_in_shards_only_what_it_reads_whole(tmp_path: Path) -> None:
     path = nt_file(tmp_path / "kg.nt")
     asked: list[int] = []
 

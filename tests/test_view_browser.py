@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.chromium import chromium, wait_for
+from tests.served import stop_served
 from tests.view_runs import (
     HOSTILE_ID,
     IMG,
@@ -31,18 +31,11 @@ from tests.view_runs import (
     label_of,
     make_view_run,
     start_view,
-    stop_view,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-INSTALL = "sudo apt-get install -y chromium chromium-driver"
 WAIT = 30
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-dev-shm-usage", "--window-size=1400,1000")
 N = 120
 BIG = 100_000
 REVIEW = "http://127.0.0.1:8765/?token=review-token"
@@ -55,26 +48,7 @@ def CLUSTER_OF(i: int) -> int:  # noqa: N802 - reads as the constant mapping it 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        message = f"{', '.join(missing)} not found: install them with `{INSTALL}`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="kgcheck-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+    yield from chromium("1400,1000")
 
 
 @pytest.fixture(scope="module")
@@ -94,13 +68,11 @@ def viewing(tmp_path_factory) -> Iterator:
     try:
         yield served
     finally:
-        assert stop_view(served) == 130
+        assert stop_served(served) == 130
 
 
 def _wait(driver, condition, message: str):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, WAIT).until(lambda d: condition(d), message)
+    return wait_for(driver, WAIT, condition, message)
 
 
 def _ready(driver) -> int:
@@ -279,4 +251,4 @@ def test_a_100000_verdict_run_pages(browser, tmp_path_factory) -> None:
                  and label_of(i) != gold_of(i)]
         assert _rows(browser) == wrong[150:200]
     finally:
-        assert stop_view(served) == 130
+        assert stop_served(served) == 130

@@ -10,16 +10,15 @@ known set of facts and a test can count what each filter must keep.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.served import Served
 
 SCRIPT = "<script>window.__xss = 'script'</script>"
 IMG = "<img src=x onerror=\"window.__xss = 'img'\">"
@@ -112,24 +111,10 @@ def make_view_run(folder: Path, n: int, *, shift: int = 0, run_id: str = "view00
     return folder
 
 
-@dataclass
-class Viewing:
-    """A `kgcheck view` process and the address it printed first."""
-
-    url: str
-    token: str
-    proc: subprocess.Popen
-    output: list[str]
-
-    @property
-    def base(self) -> str:
-        return self.url.split("/?", 1)[0]
-
-
 STARTUP_SECONDS = 120
 
 
-def start_view(*args: str) -> Viewing:
+def start_view(*args: str) -> Served:
     """Start `kgcheck view ... --port 0` and read the address from its first line."""
     kgcheck = Path(sys.executable).parent / "kgcheck"
     proc = subprocess.Popen([str(kgcheck), "view", *args, "--port", "0"],
@@ -146,16 +131,4 @@ def start_view(*args: str) -> Viewing:
     output = [first]
     threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True).start()
     url = first.strip()
-    return Viewing(url, url.split("token=", 1)[1], proc, output)
-
-
-def stop_view(viewing: Viewing) -> int:
-    """Stop the explorer as a person does (Ctrl-C); return its exit code."""
-    if viewing.proc.poll() is None:
-        os.killpg(viewing.proc.pid, signal.SIGINT)
-        try:
-            viewing.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(viewing.proc.pid, signal.SIGKILL)
-            viewing.proc.wait(timeout=10)
-    return viewing.proc.returncode
+    return Served(url, url.split("token=", 1)[1], proc, output)

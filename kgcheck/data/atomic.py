@@ -18,20 +18,15 @@ __all__ = ["atomic_output", "atomic_path", "write_text_atomic"]
 
 
 @contextmanager
-def atomic_output(path: str | Path) -> Iterator[IO[bytes]]:
-    """Yield a binary file that replaces ``path`` when the block ends without an error.
+def _replacing(target: Path) -> Iterator[str]:
+    """Yield a new temporary file beside ``target``; rename it onto ``target`` after the block.
 
-    Raises:
-        OSError: the file could not be written; ``path`` is unchanged.
-
+    When the block raises, the temporary file is removed and ``target`` stays as it was.
     """
-    target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield tmp
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
@@ -41,25 +36,30 @@ def atomic_output(path: str | Path) -> Iterator[IO[bytes]]:
 
 
 @contextmanager
+def atomic_output(path: str | Path) -> Iterator[IO[bytes]]:
+    """Yield a binary file that replaces ``path`` when the block ends without an error.
+
+    Raises:
+        OSError: the file could not be written; ``path`` is unchanged.
+
+    """
+    with _replacing(Path(path)) as tmp, open(tmp, "wb") as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path that replaces ``path`` when the block ends without an error.
 
     For writers that need a file name rather than a handle (a SQLite database): what the
     block leaves at the temporary path is flushed to disk and renamed onto ``path``.
     """
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
+    with _replacing(Path(path)) as tmp:
         yield Path(tmp)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

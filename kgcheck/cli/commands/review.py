@@ -6,13 +6,13 @@ page is ``kgcheck.review.server``'s.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from kgcheck.cli.app import Command, app, user_errors
+from kgcheck.cli.serving import check_port, host_option, port_option, serve_until_stopped
 
 
 @app.command("review", cls=Command)
@@ -28,10 +28,8 @@ def review(
     order: Annotated[str, typer.Option(
         help="Queue order: run (the run's), or uncertainty (NEI and the least certain "
         "confidences first, verdicts without a confidence last).")] = "run",
-    port: Annotated[int, typer.Option(help="Port to serve on (0: any free port).")] = 8765,
-    host: Annotated[str, typer.Option(
-        help="Address to serve on; anything but loopback lets others on the network in.")]
-    = "127.0.0.1",
+    port: Annotated[int, port_option()] = 8765,
+    host: Annotated[str, host_option()] = "127.0.0.1",
     reviewer: Annotated[str | None, typer.Option(
         help="Your name or e-mail, kept with each decision.")] = None,
     annotator: Annotated[str | None, typer.Option(
@@ -58,8 +56,7 @@ def review(
     from kgcheck.api import Served, open_review
     from kgcheck.api import serve_review as serve
 
-    if not 0 <= port < 65536:
-        raise ValueError(f"--port {port}: expected a TCP port from 0 to 65535")
+    check_port(port)
 
     labels: list[Path] = []
 
@@ -89,11 +86,4 @@ def review(
                   "decided", flush=True)
             await serve(session, host=host, port=port, on_ready=ready)
 
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    # The server runs until a signal stops it. asyncio turns a Ctrl-C into a cancellation of
-    # the review, which closing the session may absorb depending on where it lands; the
-    # review was stopped all the same, so it ends as Ctrl-C does.
-    raise typer.Exit(130)
+    serve_until_stopped(main())

@@ -6,13 +6,13 @@ the page ``kgcheck.api.serve_explorer``'s.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kgcheck.cli.app import Command, app, user_errors
+from kgcheck.cli.serving import check_port, host_option, port_option, serve_until_stopped
 
 
 @app.command("view", cls=Command)
@@ -24,10 +24,8 @@ def view(
     errors: Annotated[Path | None, typer.Option(
         help="An error analysis (`kgcheck errors --out DIR`): filter facts by its "
         "clusters.")] = None,
-    port: Annotated[int, typer.Option(help="Port to serve on (0: any free port).")] = 8766,
-    host: Annotated[str, typer.Option(
-        help="Address to serve on; anything but loopback lets others on the network in.")]
-    = "127.0.0.1",
+    port: Annotated[int, port_option()] = 8766,
+    host: Annotated[str, host_option()] = "127.0.0.1",
     studio: Annotated[str, typer.Option(
         help="Where `kgcheck studio` serves the graphs (the fact page links to it).")]
     = "http://127.0.0.1:2024",
@@ -40,8 +38,7 @@ def view(
     from kgcheck.api import Served, open_explorer
     from kgcheck.api import serve_explorer as serve
 
-    if not 0 <= port < 65536:
-        raise ValueError(f"--port {port}: expected a TCP port from 0 to 65535")
+    check_port(port)
     explorer = open_explorer(run_dirs, errors=errors)
 
     def ready(served: Served) -> None:
@@ -51,10 +48,7 @@ def view(
         print("Ctrl-C stops the explorer (it only reads the run folders)", flush=True)
 
     try:
-        asyncio.run(serve(explorer, host=host, port=port, studio=studio, review=review,
-                          on_ready=ready))
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        serve_until_stopped(serve(explorer, host=host, port=port, studio=studio, review=review,
+                                  on_ready=ready))
     finally:
         explorer.close()
-    raise typer.Exit(130)
