@@ -486,28 +486,6 @@ def check(facts: Iterable[FactLike], strategy: str = "dka", model: str = DEFAULT
           judge: str = JUDGE_NONE, data: str | Path | None = None, cache: CacheChoice = True,
           engine: str | Engine = "local", settings: Mapping[str, Any] | None = None,
           warn: Warn | None = None, **strategy_settings: Any) -> list[Verdict]:
-<<<<<<< HEAD
-    """Check facts with a strategy (see ``acheck``); for scripts without an event loop."""
-    return _sync(acheck(**_keywords(locals())), "acheck")
-
-
-def _keywords(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Return a function's arguments (its ``locals()`` on entry) as keywords to pass on."""
-    keywords = {name: value for name, value in arguments.items() if name != "strategy_settings"}
-    return {**keywords, **arguments.get("strategy_settings", {})}
-
-
-# The arguments of plan_run that arun and adry_run take under the same names.
-_PLAN_ARGUMENTS = frozenset(
-    name for name, parameter in inspect.signature(plan_run).parameters.items()
-    if parameter.kind is not inspect.Parameter.VAR_KEYWORD)
-
-
-def _plan(arguments: dict[str, Any], **extra: Any) -> RunPlan:
-    """Plan a run from a public function's arguments (its ``locals()`` on entry)."""
-    given = {name: value for name, value in arguments.items() if name in _PLAN_ARGUMENTS}
-    return plan_run(**given, **extra, **arguments.get("strategy_settings", {}))
-=======
     """Check facts with a strategy, for scripts without an event loop (see ``acheck``).
 
     Args:
@@ -534,10 +512,25 @@ def _plan(arguments: dict[str, Any], **extra: Any) -> RunPlan:
         SettingsError: Settings that cannot work, before any fact is sent.
 
     """
-    return _sync(acheck(facts, strategy, model, concurrency=concurrency, consensus=consensus,
-                        judge=judge, data=data, cache=cache, engine=engine, settings=settings,
-                        warn=warn, **strategy_settings), "acheck")
->>>>>>> polish
+    return _sync(acheck(**_keywords(locals())), "acheck")
+
+
+def _keywords(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Return a function's arguments (its ``locals()`` on entry) as keywords to pass on."""
+    keywords = {name: value for name, value in arguments.items() if name != "strategy_settings"}
+    return {**keywords, **arguments.get("strategy_settings", {})}
+
+
+# The arguments of plan_run that arun and adry_run take under the same names.
+_PLAN_ARGUMENTS = frozenset(
+    name for name, parameter in inspect.signature(plan_run).parameters.items()
+    if parameter.kind is not inspect.Parameter.VAR_KEYWORD)
+
+
+def _plan(arguments: dict[str, Any], **extra: Any) -> RunPlan:
+    """Plan a run from a public function's arguments (its ``locals()`` on entry)."""
+    given = {name: value for name, value in arguments.items() if name in _PLAN_ARGUMENTS}
+    return plan_run(**given, **extra, **arguments.get("strategy_settings", {}))
 
 
 def _notify(notes: Iterable[str], warn: Warn | None) -> None:
@@ -667,10 +660,6 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
         ci: bool = False, repeats: int = 1,
         **strategy_settings: Any) -> RunResult:
-<<<<<<< HEAD
-    """Check many facts into a run folder (see ``arun``); for scripts without an event loop."""
-    return _sync(arun(**_keywords(locals())), "arun")
-=======
     """Check many facts into a run folder, for scripts without an event loop (see ``arun``).
 
     The facts come from exactly one of ``facts``, ``dataset``, ``triples`` or ``sparql``;
@@ -736,18 +725,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         RuntimeError: Called inside a running event loop (await ``arun`` there).
 
     """
-    return _sync(arun(
-        facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
-        strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
-        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
-        ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing,
-        concurrency=concurrency, max_concurrency=max_concurrency, resume=resume, fresh=fresh,
-        show_progress=show_progress, warn=warn, cache=cache, engine=engine,
-        engine_options=engine_options, settings=settings, predicates=predicates,
-        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
-        rules=rules,
-        **strategy_settings), "arun")
->>>>>>> polish
+    return _sync(arun(**_keywords(locals())), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
@@ -1020,10 +998,6 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
             resume: bool = False, warn: Warn | None = None,
             settings: Mapping[str, Any] | None = None,
             **strategy_settings: Any) -> CostEstimate:
-<<<<<<< HEAD
-    """Estimate a run's calls, tokens and cost before it starts (see ``adry_run``)."""
-    return _sync(adry_run(**_keywords(locals())), "adry_run")
-=======
     """Estimate a run's calls, tokens and cost, for scripts without an event loop.
 
     Nothing is sent to a model (its server is reached once, as before a run).
@@ -1067,13 +1041,7 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
         RuntimeError: Called inside a running event loop (await ``adry_run`` there).
 
     """
-    return _sync(adry_run(
-        facts, dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
-        strategy=strategy, model=model, consensus=consensus, judge=judge, out=out, data=data,
-        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
-        ids=ids, labels=labels, as_dataset=as_dataset, pricing=pricing, resume=resume,
-        warn=warn, settings=settings, **strategy_settings), "adry_run")
->>>>>>> polish
+    return _sync(adry_run(**_keywords(locals())), "adry_run")
 
 
 def explain(run_dir: str | Path, fact_id: str) -> dict[str, Any]:
