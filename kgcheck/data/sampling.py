@@ -16,11 +16,39 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kgcheck.arguments import Arg, ArgumentError, ArgumentNote, Placeholder, literal
 from kgcheck.data.facts import Fact
 
 Stream = Callable[[], Iterable[Fact]]
+Item = TypeVar("Item")
+
+
+@runtime_checkable
+class RawRecords(Protocol):
+    """A stream of facts that can also be sampled as unparsed records (lines of a file).
+
+    Its records come in the order of its facts, one per fact, so a sample drawn over them
+    with a seed is the sample drawn over the facts with that seed; only the chosen records
+    are parsed.
+    """
+
+    def __call__(self) -> Iterable[Fact]:
+        """Return a fresh iterator of the facts (the streaming parser)."""
+        ...
+
+    def records(self) -> Iterator[Any]:
+        """Yield the records of the facts, unparsed, in one fresh pass."""
+        ...
+
+    def record_key(self, stratify: str) -> Callable[[Any], str]:
+        """Return the stratum of a record, as ``STRATA[stratify]`` gives that of its fact."""
+        ...
+
+    def parse_chosen(self, chosen: list[tuple[int, Any]]) -> list[tuple[int, Fact]] | None:
+        """Parse the chosen records into facts; None when only the full parse can."""
+        ...
 
 STRATA: dict[str, Callable[[Fact], str]] = {
     "predicate": lambda f: f.predicate,
@@ -67,10 +95,53 @@ def _stratum_key(name: str) -> Callable[[Fact], str]:
                              stratify=Arg("stratify", name)) from None
 
 
-def _reservoir(items: Iterable[tuple[int, Fact]], size: int, rng: random.Random
-               ) -> tuple[list[tuple[int, Fact]], int]:
+@runtime_checkable
+class CountedRecords(RawRecords, Protocol):
+    """Raw records that can be counted, and picked by index, without a step per record."""
+
+    def count_records(self) -> int:
+        """Return how many records (facts) there are, in one fresh pass."""
+        ...
+
+    def pick(self, indices: Sequence[int]) -> list[tuple[int, Any]]:
+        """Return ``(index, record)`` for the records at these indices (ascending)."""
+        ...
+
+
+def reservoir_indices(total: int, size: int, rng: random.Random) -> list[int]:
+    """Return the indices ``_reservoir`` keeps of ``total`` items, from the count alone.
+
+    Algorithm R draws the same random numbers whatever the items are (one per item past
+    the first ``size``), so the kept positions follow from how many items there are.
+    """
+    kept = list(range(min(size, total)))
+    if type(rng) is not random.Random:  # a subclass may draw its numbers otherwise
+        for seen in range(size + 1, total + 1):
+            slot = rng.randrange(seen)
+            if slot < size:
+                kept[slot] = seen - 1
+        return kept
+    # randrange(n) is getrandbits(n.bit_length()) drawn until below n (Random._randbelow);
+    # done inline, the bit count fixed per power of two, in a loop that may run 10^8 times.
+    bits = rng.getrandbits
+    seen = size + 1
+    while seen <= total:
+        width = seen.bit_length()
+        last = min(total, (1 << width) - 1)
+        for count in range(seen, last + 1):
+            slot = bits(width)
+            while slot >= count:
+                slot = bits(width)
+            if slot < size:
+                kept[slot] = count - 1
+        seen = last + 1
+    return kept
+
+
+def _reservoir(items: Iterable[tuple[int, Item]], size: int, rng: random.Random
+               ) -> tuple[list[tuple[int, Item]], int]:
     """Keep a uniform sample of ``size`` items (Algorithm R); return it and the count seen."""
-    kept: list[tuple[int, Fact]] = []
+    kept: list[tuple[int, Item]] = []
     seen = 0
     for seen, item in enumerate(items, start=1):  # noqa: B007 - seen is the total
         if len(kept) < size:
@@ -115,9 +186,9 @@ def largest_remainder(sizes: Mapping[str, int], total: int, *, minimum: int = 0
     return counts
 
 
-def _stratified(stream: Stream, key: Callable[[Fact], str], rng: random.Random, *,
-                total: int | None, per_stratum: int | None, notes: list[str]
-                ) -> tuple[list[tuple[int, Fact]], int]:
+def _stratified(stream: Callable[[], Iterable[Item]], key: Callable[[Item], str],
+                rng: random.Random, *, total: int | None, per_stratum: int | None,
+                notes: list[str]) -> tuple[list[tuple[int, Item]], int]:
     if per_stratum is not None:
         quota: Callable[[str], int] = lambda _k: per_stratum  # noqa: E731
         counts = None
@@ -125,20 +196,20 @@ def _stratified(stream: Stream, key: Callable[[Fact], str], rng: random.Random, 
         counts = Counter(key(f) for f in stream())
         quotas = largest_remainder(counts, min(total or 0, sum(counts.values())))
         quota = quotas.__getitem__
-    reservoirs: dict[str, list[tuple[int, Fact]]] = {}
+    reservoirs: dict[str, list[tuple[int, Item]]] = {}
     seen: Counter[str] = Counter()
     n = -1
-    for n, fact in enumerate(stream()):
-        stratum = key(fact)
+    for n, item in enumerate(stream()):
+        stratum = key(item)
         size = quota(stratum)
         seen[stratum] += 1
         kept = reservoirs.setdefault(stratum, [])
         if len(kept) < size:
-            kept.append((n, fact))
+            kept.append((n, item))
         elif size:
             slot = rng.randrange(seen[stratum])
             if slot < size:
-                kept[slot] = (n, fact)
+                kept[slot] = (n, item)
     small = sorted(k for k, c in seen.items() if per_stratum and c < per_stratum)
     if small:
         notes.append(f"{len(small)} of {len(seen)} strata have fewer than {per_stratum} facts "
@@ -160,7 +231,9 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
 
     ``facts`` is an iterable, or a function returning a fresh iterator (needed only for a
     proportional ``stratify``, which counts the strata first). ``ids`` filters first, then
-    ``sample``/``stratify`` draw, then ``limit`` caps the result.
+    ``sample``/``stratify`` draw, then ``limit`` caps the result. A ``RawRecords`` stream
+    (an N-Triples or N-Quads file) is drawn from over its unparsed lines, with the same
+    choice as over its facts.
     """
     for name, value in (("limit", limit), ("sample", sample), ("per_stratum", per_stratum)):
         if value is not None and value < 1:
@@ -196,7 +269,16 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
     notes: list[str] = []
     rng = random.Random(seed)
     seen: int | None = None
-    if key is not None:
+    drawn = None
+    if (wanted is None and isinstance(facts, RawRecords)
+            and (sample is not None or per_stratum is not None)):
+        drawn = _draw_records(facts, rng, stratify, sample=sample, per_stratum=per_stratum,
+                              notes=notes)
+        if drawn is None:  # the chosen records need the whole file parsed: draw again
+            notes, rng = [], random.Random(seed)
+    if drawn is not None:
+        chosen, seen = drawn
+    elif key is not None:
         chosen, seen = _stratified(stream, key, rng, total=sample, per_stratum=per_stratum,
                                    notes=notes)
     elif sample is not None:
@@ -222,6 +304,28 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
     return Selection(result, seen, notes)
 
 
+def _draw_records(records: RawRecords, rng: random.Random, stratify: str | None, *,
+                  sample: int | None, per_stratum: int | None, notes: list[str]
+                  ) -> tuple[list[tuple[int, Fact]], int] | None:
+    """Draw over unparsed records as over facts (same rng calls), then parse the chosen."""
+    if stratify is not None:
+        chosen, seen = _stratified(records.records, records.record_key(stratify), rng,
+                                   total=sample, per_stratum=per_stratum, notes=notes)
+    elif isinstance(records, CountedRecords):
+        seen = records.count_records()
+        chosen = records.pick(sorted(reservoir_indices(seen, sample or 0, rng)))
+    else:
+        chosen, seen = _reservoir(enumerate(records.records()), sample or 0, rng)
+    facts = records.parse_chosen(sorted(chosen, key=lambda item: item[0]))
+    if facts is None:
+        return None
+    if stratify is None and seen <= (sample or 0):
+        notes.append(ArgumentNote(f"{{sample}} asks for more facts than there are "
+                                  f"({seen:,}): all of them are checked",
+                                  sample=Arg("sample", sample)))
+    return facts, seen
+
+
 def _distinct(facts: list[Fact], notes: list[str]) -> list[Fact]:
     """Drop repeats of a fact id among the chosen (a line repeated in an RDF file)."""
     first: dict[str, Fact] = {}
@@ -245,4 +349,5 @@ def _by_ids(facts: Iterator[Fact], wanted: set[str]) -> Iterator[Fact]:
                 return
 
 
-__all__ = ["STRATA", "Selection", "SelectionError", "parse_ids", "select_facts"]
+__all__ = ["STRATA", "CountedRecords", "RawRecords", "Selection", "SelectionError", "parse_ids",
+           "reservoir_indices", "select_facts"]

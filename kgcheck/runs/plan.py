@@ -24,6 +24,7 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
+from kgcheck.data.rdf_lines import line_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
     VERDICTS,
@@ -298,7 +299,8 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
             return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
         if reader is not None:
-            return FactSource(lambda: iter(reader), stem, str(path.resolve()), own, reader.named)
+            # A sample of N-Triples or N-Quads is drawn over raw lines (kgcheck.data.rdf_lines).
+            return FactSource(line_source(reader), stem, str(path.resolve()), own, reader.named)
         return FactSource(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)

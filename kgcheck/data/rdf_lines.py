@@ -1,0 +1,351 @@
+"""Sample an N-Triples or N-Quads file over its raw lines, parsing only the chosen ones.
+
+One triple per line: a sample drawn over the lines that hold facts (blank lines, comments
+and naming triples left out; in N-Quads a triple already seen in another graph left out) is
+the sample drawn over the file's facts, with the same seed giving the same facts. The file
+is read in large binary blocks; a line is looked at with byte operations only (its first
+byte, a substring test for the naming predicates, a split for the predicate field when
+strata or names need it). The chosen lines are then parsed by pyoxigraph, and one more
+byte-level pass finds the naming triples (``rdfs:label``, ``skos:prefLabel``,
+``schema:name``) of the chosen facts' terms, so memory holds the sample and its names only.
+Lines that are not chosen are not parsed: a syntax error on one of them goes unnoticed
+(the full parse, e.g. ``--limit`` or a whole-file run, reports it).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph as ox
+
+from kgcheck.data.facts import Fact
+from kgcheck.data.rdf import NAME_PREDICATES, QUAD_FORMATS, TERMS, Names, RdfReader, rdf_fact
+from kgcheck.data.rdf import rdf_terms as parse_terms
+from kgcheck.data.sources import TriplesError, open_binary
+
+BLOCK_BYTES = 8 * 1024 * 1024
+LINE_FORMATS = (ox.RdfFormat.N_TRIPLES, ox.RdfFormat.N_QUADS)
+NAME_FIELDS = frozenset(f"<{iri}>".encode() for iri in NAME_PREDICATES)
+# Substrings every naming predicate's line holds: a line without any needs no split.
+_NAME_HINTS = (b"#label>", b"#prefLabel>", b"schema.org/name>")
+# Blank node labels the streaming parser renumbers by first appearance in the whole file
+# (see ``rdf.rdf_terms``): a chosen line holding one is only named right by the full parse.
+_RENUMBERED_BNODE = re.compile(rb"_:[0-9a-f]{20,32}(?![0-9A-Za-z_.-])")
+
+# A line that may hold no triple (a comment, a blank, indentation) starts with neither.
+_ODD_START = re.compile(rb"\n[^<_]")
+# What the naming predicates end with: one search finds rdfs:label and skos:prefLabel.
+_NAME_ENDS = (b"abel>", b"/name>")
+
+# A line holding a fact: its line number and its bytes (without the line end).
+Line = tuple[int, bytes]
+
+
+def can_sample_lines(reader: RdfReader) -> bool:
+    """Whether a file is sampled over its raw lines (N-Triples and N-Quads, gzipped too)."""
+    return reader.format in LINE_FORMATS
+
+
+def file_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """Yield a file in blocks of about ``block_bytes``, each cut at a line end."""
+    try:
+        with open_binary(path) as fh:
+            while block := fh.read(block_bytes):
+                if not block.endswith(b"\n"):
+                    block += fh.readline()  # to the end of the line the cut fell in
+                yield block
+    except (OSError, EOFError) as exc:
+        raise TriplesError(f"{path}: cannot be read ({exc})") from None
+
+
+def file_lines(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[Line]:
+    """Yield every line of a file with its number (without its line end)."""
+    number = 0
+    for block in file_blocks(path, block_bytes):
+        lines = block.split(b"\n")
+        if not lines[-1]:
+            lines.pop()
+        for line in lines:
+            number += 1
+            yield number, line
+
+
+def _line_count(block: bytes) -> int:
+    return block.count(b"\n") + (not block.endswith(b"\n"))
+
+
+def _line_at(block: bytes, start: int) -> bytes:
+    end = block.find(b"\n", start)
+    return block[start:] if end < 0 else block[start:end]
+
+
+def _no_fact_lines(block: bytes) -> tuple[array[int], list[tuple[int, int]]]:
+    """Find, in a block, the lines holding no fact (names, comments, blanks).
+
+    Returns their indices, and the start and subject hash of each naming line. Found with
+    two substring searches (the ends of the naming predicates) and one regular expression
+    (a line starting with anything but the ``<`` or ``_`` a triple starts with); only the
+    lines found are looked at.
+    """
+    starts: set[int] = set()
+    named: list[tuple[int, int]] = []
+    for needle in _NAME_ENDS:
+        at = block.find(needle)
+        while at >= 0:
+            start = block.rfind(b"\n", 0, at) + 1
+            fields = _fields(_line_at(block, start))
+            if len(fields) > 1 and fields[1] in NAME_FIELDS and start not in starts:
+                starts.add(start)
+                named.append((start, hash(fields[0])))
+            at = block.find(needle, at + len(needle))
+    odd = [] if block[:1] in (b"<", b"_") else [0]
+    odd += [match.start() + 1 for match in _ODD_START.finditer(block)]
+    for start in odd:
+        text = _line_at(block, start).strip()
+        if not text or text.startswith(b"#"):
+            starts.add(start)
+    indices, counted, line = array("I"), 0, 0
+    for start in sorted(starts):
+        line += block.count(b"\n", counted, start)
+        counted = start
+        indices.append(line)
+    named.sort()
+    return indices, named
+
+
+def _fields(line: bytes) -> list[bytes]:
+    """Split a line into subject, predicate and the rest (IRIs and blank nodes hold no space)."""
+    return line.split(None, 2)
+
+
+def _unbracket(term: bytes) -> str:
+    """Return a term's plain value as ``rdf.term_value`` does: an IRI without its brackets."""
+    text = term.decode("utf-8", "replace")
+    return text[1:-1] if text.startswith("<") and text.endswith(">") else text
+
+
+def _triple_key(line: bytes) -> int:
+    """Return a hash of a quad line's triple: its terms without the graph, spaces normalized."""
+    body = line.strip()
+    if body.endswith(b"."):
+        body = body[:-1].rstrip()
+    quote = body.rfind(b'"')
+    if quote < 0:  # no literal: S P O [G], none holding a space
+        return hash(b" ".join(body.split()[:3]))
+    head, tail = body[: quote + 1], body[quote + 1:]
+    before = head.find(b'"')
+    # The literal's language tag or datatype is glued to its closing quote; the graph follows.
+    suffix = tail.split(None, 1)[0] if tail[:1] in (b"@", b"^") else b""
+    return hash(b" ".join(head[:before].split()) + b" " + head[before:] + suffix)
+
+
+class LineSampler:
+    """The facts of an N-Triples or N-Quads file, also drawn from as raw lines.
+
+    Called, it streams the file's facts through ``reader`` (as ``iter(reader)``); as
+    ``sampling.RawRecords`` its records are the lines holding facts, and the chosen lines'
+    facts are parsed and named here, leaving ``reader`` with their names (as after a full
+    pass, so that ``reader.named`` reads the file no further).
+    """
+
+    def __init__(self, reader: RdfReader, block_bytes: int = BLOCK_BYTES) -> None:
+        self.reader = reader
+        self.block_bytes = block_bytes
+
+    def __call__(self) -> Iterator[Fact]:
+        """Stream the file's facts with the full parser."""
+        return iter(self.reader)
+
+    def records(self) -> Iterator[Line]:
+        """Yield the lines holding facts, one per fact of the streaming parser, in order."""
+        quads = self.reader.format in QUAD_FORMATS
+        seen: set[int] = set()
+        for number, line in file_lines(self.reader.path, self.block_bytes):
+            first = line[:1]
+            if first != b"<" and first != b"_":
+                text = line.strip()
+                if not text or text.startswith(b"#"):
+                    continue
+            if ((_NAME_HINTS[0] in line or _NAME_HINTS[1] in line or _NAME_HINTS[2] in line)
+                    and _is_name_line(line)):
+                continue
+            if quads:
+                key = _triple_key(line)
+                if key in seen:
+                    continue
+                seen.add(key)
+            yield number, line
+
+    def record_key(self, stratify: str) -> Callable[[Line], str]:
+        """Return a line's stratum from its fields, as ``sampling.STRATA`` gives its fact's."""
+        if stratify == "predicate":
+            return lambda item: _unbracket(_field(item[1], 1))
+        if stratify == "subject":
+            return lambda item: _unbracket(_field(item[1], 0))
+        constant = self.reader.dataset if stratify == "dataset" else "unknown"
+        return lambda _item: constant
+
+    def parse_chosen(self, chosen: list[tuple[int, Any]]) -> list[tuple[int, Fact]] | None:
+        """Parse the chosen lines into facts and find their names; None if a line needs more.
+
+        A malformed chosen line is a ``TriplesError`` naming the file and the line.
+        """
+        if any(_RENUMBERED_BNODE.search(line) for _n, (_number, line) in chosen):
+            return None
+        reader = self.reader
+        facts: list[tuple[int, Fact]] = []
+        for n, (number, line) in chosen:
+            triples = list(parse_terms(line + b"\n", reader.format, reader.path, number))
+            if len(triples) != 1:
+                raise TriplesError(f"{reader.path}, line {number}: {len(triples)} triples on "
+                                   "one line; N-Triples and N-Quads hold one per line")
+            facts.append((n, rdf_fact(*triples[0], reader.dataset)))
+        self._name([fact for _n, fact in facts])
+        return facts
+
+    def _name(self, facts: list[Fact]) -> None:
+        """Give ``reader`` the names of the facts' terms: naming lines found by byte search."""
+        reader = self.reader
+        reader.names = Names(reader.names.cap)
+        wanted = {fact.rdf[key].encode() for fact in facts if fact.rdf for key in TERMS}
+        for number, line in self._name_lines(wanted):
+            try:
+                triples = list(parse_terms(line + b"\n", reader.format, reader.path, number))
+            except TriplesError:
+                continue  # a broken naming line: the term keeps its local name
+            for subject, predicate, obj in triples:
+                reader.names.offer(str(subject), predicate.value, obj, bounded=False)
+        reader.exhausted = True
+
+    def _name_lines(self, subjects: set[bytes]) -> Iterator[Line]:
+        """Yield, in file order, the naming lines whose subject is one of ``subjects``."""
+        if not subjects:
+            return
+        number = 0
+        with open_binary(self.reader.path) as fh:
+            while block := fh.read(self.block_bytes):
+                if not block.endswith(b"\n"):
+                    block += fh.readline()
+                found: list[int] = []
+                for needle in NAME_FIELDS:
+                    at = block.find(needle)
+                    while at >= 0:
+                        found.append(block.rfind(b"\n", 0, at) + 1)
+                        at = block.find(needle, at + len(needle))
+                counted = 0
+                for start in sorted(set(found)):
+                    end = block.find(b"\n", start)
+                    line = block[start:] if end < 0 else block[start:end]
+                    fields = _fields(line)
+                    if len(fields) > 1 and fields[1] in NAME_FIELDS and fields[0] in subjects:
+                        number += block.count(b"\n", counted, start)
+                        counted = start
+                        yield number + 1, line
+                number += block.count(b"\n", counted)
+
+
+class TriplesLineSampler(LineSampler):
+    """An N-Triples file, whose facts a plain sample counts and picks block by block.
+
+    N-Triples needs no per-line step (no graph to deduplicate): the facts of a block are its
+    lines less those the byte searches of ``_no_fact_lines`` find, so counting them takes
+    a few searches per block, and the chosen ones are picked from a second read (the blocks
+    holding one are split into lines).
+    """
+
+    _lines: list[int]
+    _no_facts: list[array[int]]
+    # Where the naming lines are, from the last count (None: not counted, or since drawn
+    # over the lines one by one, as strata are).
+    _name_at: array[int] | None = None
+    _name_subject: array[int]
+
+    def records(self) -> Iterator[Line]:
+        """Yield the lines holding facts (for strata), forgetting the last count."""
+        self._name_at = None
+        return super().records()
+
+    def count_records(self) -> int:
+        """Count the file's facts (its lines holding a triple).
+
+        Keeps, per block, its line count and the indices of its lines holding no fact
+        (4 bytes per naming, comment or blank line) for ``pick``, and where each naming
+        line is with a hash of its subject (16 bytes each) to name the chosen facts.
+        """
+        self._lines, self._no_facts = [], []
+        self._name_at, self._name_subject = array("q"), array("q")
+        offset = 0
+        for block in file_blocks(self.reader.path, self.block_bytes):
+            skipped, named = _no_fact_lines(block)
+            self._lines.append(_line_count(block))
+            self._no_facts.append(skipped)
+            for start, subject in named:
+                self._name_at.append(offset + start)
+                self._name_subject.append(subject)
+            offset += len(block)
+        return sum(self._lines) - sum(map(len, self._no_facts))
+
+    def _name_lines(self, subjects: set[bytes]) -> Iterator[Line]:
+        """Yield the naming lines of ``subjects``, found by the count pass (number 0)."""
+        if self._name_at is None:
+            yield from super()._name_lines(subjects)
+            return
+        hashes = {hash(subject) for subject in subjects}
+        with open_binary(self.reader.path) as fh:
+            for at, subject in zip(self._name_at, self._name_subject, strict=True):
+                if subject in hashes:
+                    fh.seek(at)
+                    line = fh.readline().rstrip(b"\r\n")
+                    if _fields(line)[0] in subjects:  # not another term of the same hash
+                        yield 0, line
+
+    def pick(self, indices: Sequence[int]) -> list[tuple[int, Any]]:
+        """Return ``(index, (line number, line))`` for the facts at these indices."""
+        picked: list[tuple[int, Any]] = []
+        wanted = iter(indices)
+        index = next(wanted, None)
+        first_fact = first_line = 0
+        for block, count, skipped in zip(file_blocks(self.reader.path, self.block_bytes),
+                                         self._lines, self._no_facts, strict=False):
+            facts = count - len(skipped)
+            if index is not None and index < first_fact + facts:
+                lines = block.split(b"\n")
+                passed = 0
+                while index is not None and index < first_fact + facts:
+                    line = index - first_fact + passed
+                    while passed < len(skipped) and skipped[passed] <= line:
+                        passed += 1
+                        line = index - first_fact + passed
+                    picked.append((index, (first_line + line + 1, lines[line])))
+                    index = next(wanted, None)
+            first_fact += facts
+            first_line += count
+            if index is None:
+                break
+        return picked
+
+
+def _field(line: bytes, index: int) -> bytes:
+    fields = _fields(line)
+    return fields[index] if len(fields) > index else b""
+
+
+def _is_name_line(line: bytes) -> bool:
+    fields = _fields(line)
+    return len(fields) > 1 and fields[1] in NAME_FIELDS
+
+
+def line_source(reader: RdfReader) -> Callable[[], Iterator[Fact]]:
+    """Return the stream of a file's facts: a ``LineSampler`` where lines can be sampled."""
+    if reader.format == ox.RdfFormat.N_TRIPLES:
+        return TriplesLineSampler(reader)
+    if can_sample_lines(reader):
+        return LineSampler(reader)
+    return lambda: iter(reader)
+
+
+__all__ = ["LineSampler", "TriplesLineSampler", "can_sample_lines", "file_lines", "line_source"]
