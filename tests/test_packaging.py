@@ -91,4 +91,4 @@ def test_the_installed_wheel_runs_on_its_own(wheel: Path, tmp_path: Path) -> Non
                          capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert ran.stdout.strip() == (
-        "['dka', 'dka-sc', 'giv-f', 'giv-z', 'rag'] ['T', 'T', 'F'] GIV-F")
+        "['dka', 'dka-sc', 'giv-f', 'giv-z', 'rag', 'schema'] ['T', 'T', 'F'] GIV-F")
