@@ -165,6 +165,16 @@ def get_strategy(name: str) -> Strategy:
     return found
 
 
+def forget_builders() -> None:
+    """Drop every registered graph's cached builder: the next compile builds it anew.
+
+    A tracer that wraps ``StateGraph.add_node`` (OpenLIT does, for node spans) sees only
+    graphs built after it starts; tracing calls this once it has started.
+    """
+    for entry in STRATEGIES.items().values():
+        entry.__dict__.pop("builder", None)
+
+
 def compile_graph(key: GraphKey | str, **kwargs: Any) -> AnyCompiledGraph:
     """Compile the graph a key or name names; ``kwargs`` go to ``compile`` (``checkpointer``).
 

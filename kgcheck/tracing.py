@@ -73,8 +73,6 @@ SERVICE_NAME = "kgcheck"
 # ``kgcheck.run_id``, ``kgcheck.fact_id``, ...
 META_PREFIX = "kgcheck_"
 ATTR_PREFIX = "kgcheck."
-# Modules that build graphs on import: once imported, OpenLIT cannot wrap their nodes.
-GRAPH_MODULES = ("kgcheck.graphs.strategies.", "kgcheck.graphs.consensus.graph")
 # The graphs reach every model through LangChain and every index through Chroma. OpenLIT's
 # provider (openai, ollama) and HTTP instrumentors would only repeat those spans, and
 # loading all of its seventy instrumentors costs seconds at start-up.
@@ -161,10 +159,6 @@ def setup_tracing(force: bool = False, *, capture_content: bool | None = None,
         console = _truthy(os.environ.get(CONSOLE_ENV))
     if not PRICING_FILE.is_file():
         raise TracingError(f"pricing file {PRICING_FILE} is missing; reinstall kgcheck")
-    late = sorted(m for m in sys.modules if m.startswith(GRAPH_MODULES))
-    if late:
-        logger.warning("tracing started after %s built their graphs: their nodes get no "
-                       "spans of their own", ", ".join(late))
 
     found = trace.get_tracer_provider()
     own_provider = not isinstance(found, TracerProvider)
@@ -204,6 +198,11 @@ def setup_tracing(force: bool = False, *, capture_content: bool | None = None,
     )
     _end_model_spans_in_async_runs()
     _wrap_graph_entry_points()
+    # Graphs built before OpenLIT wrapped add_node would have no node spans: the registry's
+    # are built anew at their next compile (module-level ``graph`` objects stay as built).
+    from kgcheck.graphs.registry import forget_builders
+
+    forget_builders()
     _SETUP = TracingSetup(endpoint=endpoint, capture_content=capture_content,
                           console=console, own_provider=own_provider)
     return _SETUP
