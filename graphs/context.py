@@ -22,6 +22,7 @@ from typing import Annotated, Any, ClassVar, TypeVar, cast
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
+from kgcheck.arguments import truthy
 from kgcheck.providers import ModelSettings, resolve_model
 
 LLM_HINT = {"__template_metadata__": {"kind": "llm"}}
@@ -87,7 +88,7 @@ class Context(ModelSettings):
 
     def __post_init__(self) -> None:
         if isinstance(self.abstain, str):
-            self.abstain = self.abstain.strip().lower() in ("1", "true", "yes", "on")
+            self.abstain = truthy(self.abstain)
         if self.abstain:
             # Only settings still at the class's default switch: a chosen prompt stays.
             defaults = {f.name: f.default for f in fields(self)}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["NAME_ONLY", "Arg", "ArgumentError", "ArgumentMessage", "ArgumentNote",
-           "Placeholder", "Spell", "literal", "python_spelling"]
+           "Placeholder", "Spell", "literal", "python_spelling", "truthy"]
 
 
 class _NameOnly:
@@ -53,6 +53,15 @@ class Arg:
 
 # How a front end spells an argument: (Python name, value or NAME_ONLY) -> text.
 Spell = Callable[[str, Any], str]
+
+
+# The words that say "yes" in a setting, a flag's value or an environment variable.
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def truthy(text: str | None) -> bool:
+    """Read a yes/no word (``true``, ``on``, ``1``, ...; case and spaces ignored)."""
+    return (text or "").strip().lower() in TRUE_WORDS
 
 
 def literal(text: str) -> str:

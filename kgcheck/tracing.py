@@ -46,6 +46,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from kgcheck.arguments import truthy
 from kgcheck.providers.pricing import PRICING_FILE
 from kgcheck.providers.secrets import MASK, is_secret_name, redact_url, redact_value
 
@@ -111,10 +112,6 @@ class TracingSetup:
 _SETUP: TracingSetup | None = None
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def tracing_requested() -> bool:
     """Whether the environment asks for traces (an OTLP endpoint is set)."""
     return bool(os.environ.get(ENDPOINT_ENV) or os.environ.get(TRACES_ENDPOINT_ENV))
@@ -154,9 +151,9 @@ def setup_tracing(force: bool = False, *, capture_content: bool | None = None,
     if not force and not tracing_requested():
         return None
     if capture_content is None:
-        capture_content = _truthy(os.environ.get(CONTENT_ENV))
+        capture_content = truthy(os.environ.get(CONTENT_ENV))
     if console is None:
-        console = _truthy(os.environ.get(CONSOLE_ENV))
+        console = truthy(os.environ.get(CONSOLE_ENV))
     if not PRICING_FILE.is_file():
         raise TracingError(f"pricing file {PRICING_FILE} is missing; reinstall kgcheck")
 

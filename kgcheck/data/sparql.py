@@ -31,6 +31,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from kgcheck.arguments import truthy
 from kgcheck.data.facts import Fact
 from kgcheck.data.httpbody import (
     ACCEPT_ENCODING,
@@ -84,7 +85,7 @@ def _max_bytes_default() -> int:
 
 
 def _trust_env_default() -> bool:
-    return os.environ.get(TRUST_ENV_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return truthy(os.environ.get(TRUST_ENV_ENV))
 
 
 def _shown(value: Any) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, literal
+from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, literal, truthy
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
@@ -396,7 +396,7 @@ def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
         default = fields[key].default
         try:
             if isinstance(default, bool):
-                value: Any = raw.strip().lower() in ("1", "true", "yes", "on")
+                value: Any = truthy(raw)
             elif isinstance(default, int):
                 value = int(raw)
             elif isinstance(default, float):
