@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 __all__ = ["calibration_figure", "calibration_report", "certainty", "confidence_sources",
            "expected_calibration_error", "precision_coverage", "reliability",
            "reliability_rows", "review_threshold", "run_calibration", "summary_calibration",
+           "summary_calibration_of",
            "truth_pairs", "verdict_confidence"]
 
 
@@ -249,11 +250,23 @@ SUMMARY_CURVE_POINTS = 20
 
 def summary_calibration(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Return the calibration section of a run's summary (gold labels; a thinned curve)."""
-    section = run_calibration(records)
-    scores = section["scores"]
-    if scores:
-        curve = scores["precision_coverage"]
+    truth, scores = truth_pairs(records)
+    return summary_calibration_of(truth, scores, confidence_sources(records))
+
+
+def summary_calibration_of(truth: Sequence[int], scores: Sequence[float],
+                           sources: Mapping[str, int]) -> dict[str, Any]:
+    """Return the summary's calibration section from truths, confidences and their sources.
+
+    What ``summary_calibration`` computes, for a caller that gathered the three while
+    streaming the verdicts (a whole KG's run keeps no records in memory).
+    """
+    section: dict[str, Any] = {"sources": dict(sorted(sources.items())),
+               "scores": calibration_report(truth, scores)}
+    scores_section = section["scores"]
+    if scores_section:
+        curve = scores_section["precision_coverage"]
         step = max(1, len(curve) // SUMMARY_CURVE_POINTS)
-        scores["precision_coverage"] = curve[step - 1::step] + (
+        scores_section["precision_coverage"] = curve[step - 1::step] + (
             [curve[-1]] if len(curve) % step else [])
     return section

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, TypeAlias
@@ -36,7 +36,7 @@ from kgcheck.registry import Registry, UnknownNameError
 AnyStateGraph: TypeAlias = StateGraph[Any, Any, Any, Any]
 AnyCompiledGraph: TypeAlias = CompiledStateGraph[Any, Any, Any, Any]
 # Checks a batch run makes before starting: (facts, context) -> warnings to print.
-Preflight = Callable[[Sequence[Fact], Any], list[str]]
+Preflight = Callable[[Iterable[Fact], Any], list[str]]
 Kind = Literal["strategy", "consensus", "review"]
 STRATEGY: Kind = "strategy"
 # A graph named by kind and name: ("strategy", "giv-z"), ("review", "review"); a consensus

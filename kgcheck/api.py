@@ -472,7 +472,8 @@ async def acheck(facts: Iterable[FactLike], strategy: str = "dka", model: str = 
                             judge=judge, data=data, out=Path(folder) / "run",
                             concurrency=concurrency, cache=cache, engine=engine,
                             settings=settings, warn=warn, **strategy_settings)
-    found = {str(r["fact_id"]): r for r in result.records}
+        # Read before the folder goes: the records stream from its verdicts file.
+        found = {str(r["fact_id"]): r for r in result.records}
     label = get_strategy(strategy).label
     who = ",".join(consensus) if consensus else model
     return [Verdict.model_validate(found[f.id]) if f.id in found else

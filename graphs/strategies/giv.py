@@ -14,7 +14,7 @@ import asyncio
 import json
 import operator
 import random
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -176,7 +176,7 @@ def examples_path(name: str, dataset: str) -> Path:
     return EXAMPLES_DIR / DEFAULT_EXAMPLES
 
 
-def examples_notice(facts: Sequence[Fact], ctx: GIVFContext) -> list[str]:
+def examples_notice(facts: Iterable[Fact], ctx: GIVFContext) -> list[str]:
     """Say which KGs of a run have no worked examples of their own (the default ones serve)."""
     if ctx.examples:
         return []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
@@ -509,23 +509,30 @@ def build(context: type[RAGContext] = RAGContext) -> AnyStateGraph:
     return graph_builder
 
 
-def evidence_coverage(facts: Sequence[Fact], ctx: RAGContext) -> list[str]:
+def evidence_coverage(facts: Iterable[Fact], ctx: RAGContext) -> list[str]:
     """Check the sources; warn about facts the evidence corpus holds no documents for."""
     if uses_live_sources(ctx):
         check_sources(ctx)
         return []
     source = open_source(ctx.corpus, api_key=ctx.api_key())
     missing: dict[str, int] = {}
-    for dataset in sorted({f.dataset for f in facts}):
-        covered = set(source.fact_ids(dataset))
-        missing[dataset] = sum(1 for f in facts if f.dataset == dataset and f.id not in covered)
+    covered: dict[str, set[str]] = {}
+    total = 0
+    # One pass: the facts may be a stream (a whole file), read again at each pass.
+    for fact in facts:
+        total += 1
+        if fact.dataset not in covered:
+            covered[fact.dataset] = set(source.fact_ids(fact.dataset))
+            missing[fact.dataset] = 0
+        missing[fact.dataset] += fact.id not in covered[fact.dataset]
+    missing = dict(sorted(missing.items()))
     lacking = sum(missing.values())
     if not lacking:
         return []
     example = next(iter(d for d, n in missing.items() if n)).lower()
     return [ArgumentNote(
         f"the evidence corpus {literal(source.location)} has no documents for {lacking} of "
-        f"{len(facts)} facts; they will be NA (no evidence). Fetch evidence while checking "
+        f"{total} facts; they will be NA (no evidence). Fetch evidence while checking "
         f"with {{sources}} (or web, searxng, sparql), or import it first: kgcheck corpus "
         f"import --dataset {literal(example)} --from PATH (a folder or .tar.gz in the "
         "rag_dataset layout) or pass {corpus}",

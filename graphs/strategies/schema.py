@@ -10,7 +10,7 @@ is no evidence that a fact is true. See ``kgcheck.retrievers.rules`` for the rul
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, NotRequired
 
@@ -90,7 +90,7 @@ def rules_verdict(fact: Fact, found: list[Finding], method: str = "SCHEMA",
     return verdict.model_dump()  # type: ignore[return-value]
 
 
-def check_rule_files(facts: Sequence[Fact], ctx: SchemaContext) -> list[str]:
+def check_rule_files(facts: Iterable[Fact], ctx: SchemaContext) -> list[str]:
     """Read the rules and the types before a run: a bad file stops it with one line."""
     checker_of(ctx)
     return []

@@ -192,12 +192,15 @@ class RdfReader:
         self.format = FORMATS[Path(name).suffix]
         self.names = Names()
         self.exhausted = False
+        # A whole pass has been read: ``names`` holds every name of the file (unless
+        # overflowed), also while a later pass goes on.
+        self.names_complete = False
 
     def __iter__(self) -> Iterator[Fact]:
         self.exhausted = False
         facts = self._facts()
         yield from distinct_triples(facts) if self.format in QUAD_FORMATS else facts
-        self.exhausted = True
+        self.exhausted = self.names_complete = True
 
     def _facts(self) -> Iterator[Fact]:
         for subject, predicate, obj in self._triples():
@@ -209,7 +212,7 @@ class RdfReader:
     def named(self, facts: Iterable[Fact]) -> list[Fact]:
         """Return facts with readable names from the file (reading the rest of it if needed)."""
         facts = list(facts)
-        if not self.exhausted or self.names.overflowed:
+        if not (self.exhausted or self.names_complete) or self.names.overflowed:
             wanted = {f.rdf[k] for f in facts if f.rdf for k in TERMS}
             try:
                 for subject, predicate, obj in self._triples():

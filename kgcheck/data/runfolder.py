@@ -13,6 +13,8 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/.view-index.sqlite  the explorer's index of verdicts.jsonl (``kgcheck view``), rebuilt
                         whenever verdicts.jsonl changes
     RUN/.lock           held by the one process writing the folder
+    RUN/.resume-index.sqlite  a resume's index of verdicts.jsonl (``kgcheck.data.verdict_index``),
+                        there while the run goes on
 
 Every file but ``verdicts.jsonl`` is replaced whole (``kgcheck.data.atomic``);
 ``verdicts.jsonl`` is appended one whole line at a time (``VerdictSink``).
@@ -44,12 +46,14 @@ from kgcheck.data.upstream import as_source
 
 __all__ = [
     "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS",
-    "LOCK", "REVIEW_DB", "RUN_INFO", "SUMMARY",
+    "LOCK", "RESUME_INDEX", "REVIEW_DB", "RUN_INFO", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VIEW_INDEX", "VerdictSink", "amend_summary", "annotator_label_files", "checked_facts",
+    "VIEW_INDEX", "VerdictSink", "VerdictsView", "amend_summary", "annotator_label_files",
+    "checked_facts",
     "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
-    "read_run_info", "read_summary", "read_verdict", "read_verdict_at", "read_verdicts",
-    "record_problem", "scan_verdicts", "short_repr", "verdicts_stamp", "write_json",
+    "problem_note", "read_run_info", "read_summary", "read_verdict", "read_verdict_at",
+    "read_verdicts", "record_problem", "scan_verdicts", "short_repr", "verdict_lines",
+    "verdicts_stamp", "write_json",
     "write_labels",
 ]
 
@@ -61,6 +65,7 @@ ESTIMATE = "estimate.json"
 REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 VIEW_INDEX = ".view-index.sqlite"
+RESUME_INDEX = ".resume-index.sqlite"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA", "NEI")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
@@ -115,36 +120,58 @@ def record_problem(record: Any) -> str | None:
     return None
 
 
+# One line of a verdicts file: (line number, byte offset, byte length, record or None,
+# why it is not a verdict or None).
+VerdictLine = tuple[int, int, int, dict[str, Any] | None, str | None]
+
+
+def verdict_lines(path: Path) -> Iterator[VerdictLine]:
+    """Read a verdicts file as a stream: every non-blank line, as a record or a problem.
+
+    The one parser of verdicts.jsonl: a line that is not a verdict (a torn last line from
+    a crash, ``{}``, a record without ``label``) comes with the reason instead of a record.
+    """
+    if not path.exists():
+        return
+    offset = 0
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                # Bytes that are not UTF-8 are replaced, not a reason to drop the verdict.
+                record = json.loads(line.decode("utf-8", errors="replace"))
+            except json.JSONDecodeError:
+                yield n, start, len(line), None, "incomplete or malformed JSON"
+                continue
+            problem = record_problem(record)
+            yield n, start, len(line), None if problem else record, problem
+
+
+def problem_note(path: Path, problems: Sequence[str]) -> str:
+    """Say, in one line, which lines of a verdicts file were ignored and why."""
+    shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
+    return (f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
+            "those facts keep their last good verdict or run again")
+
+
 def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
     """Read a verdicts file, last valid record per fact.
 
-    A line that is not a verdict (a torn last line from a crash, ``{}``, a record without
-    ``label``) is skipped, so it never replaces a good verdict; ``warn`` hears of such lines
-    once, with their line numbers.
+    A line that is not a verdict is skipped, so it never replaces a good verdict; ``warn``
+    hears of such lines once, with their line numbers. This holds every record in memory:
+    a whole KG's run is read with ``VerdictsView`` or ``scan_verdicts`` instead.
     """
     records: dict[str, dict[str, Any]] = {}
-    if not path.exists():
-        return records
     problems: list[str] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                problems.append(f"line {n}: incomplete or malformed JSON")
-                continue
-            problem = record_problem(record)
-            if problem:
-                problems.append(f"line {n}: {problem}")
-                continue
+    for n, _, _, record, problem in verdict_lines(path):
+        if record is None:
+            problems.append(f"line {n}: {problem}")
+        else:
             records[str(record["fact_id"])] = record
     if problems and warn is not None:
-        shown = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
-        warn(f"{path}: ignored {len(problems)} line(s) that are not verdicts ({shown}); "
-             "those facts keep their last good verdict or run again")
+        warn(problem_note(path, problems))
     return records
 
 
@@ -170,20 +197,9 @@ def scan_verdicts(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
     Lines that are not verdicts are skipped as ``read_verdicts`` skips them; a fact may
     appear more than once (the last one counts), so an index keeps the last offset per fact.
     """
-    if not path.exists():
-        return
-    offset = 0
-    with path.open("rb") as fh:
-        for line in fh:
-            start, offset = offset, offset + len(line)
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if record_problem(record) is None:
-                yield start, len(line), record
+    for _, offset, length, record, _ in verdict_lines(path):
+        if record is not None:
+            yield offset, length, record
 
 
 def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
@@ -329,6 +345,40 @@ class VerdictSink:
     def close(self) -> None:
         """Close the file."""
         os.close(self.fd)
+
+
+class VerdictsView(Sequence[dict[str, Any]]):
+    """The records of a verdicts file that holds one per fact, read from disk when asked.
+
+    What a run hands back as its records: iterating streams the file (flat in memory for a
+    whole KG's run); ``len`` counts its records once; indexing reads the whole file into
+    memory on first use (for small runs and tests).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._count: int | None = None
+        self._loaded: list[dict[str, Any]] | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._loaded is not None:
+            yield from self._loaded
+            return
+        for _, _, record in scan_verdicts(self.path):
+            yield record
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = sum(1 for _ in scan_verdicts(self.path))
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._loaded is None:
+            self._loaded = list(self)
+        return self._loaded[index]
+
+    def __repr__(self) -> str:
+        return f"VerdictsView({str(self.path)!r})"
 
 
 def checked_facts(run_dir: Path, info: Mapping[str, Any], data: str | Path | None = None,

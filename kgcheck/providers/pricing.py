@@ -96,24 +96,30 @@ def default_pricing() -> Pricing:
     return load_pricing()
 
 
+def add_usage(usage: dict[str, list[int]], record: Mapping[str, Any],
+              models: Sequence[str]) -> None:
+    """Add one record's input and output tokens to ``usage`` (per member vote, else model)."""
+    votes = [v for v in (record.get("details") or {}).get("votes") or []
+             if isinstance(v, dict) and v.get("model")]
+    counted = [v for v in votes if v.get("tokens_in") is not None
+               or v.get("tokens_out") is not None]
+    parts = counted or [{"model": models[0] if len(models) == 1 else record.get("model"),
+                         "tokens_in": record.get("tokens_in"),
+                         "tokens_out": record.get("tokens_out")}]
+    for part in parts:
+        if part.get("tokens_in") is None and part.get("tokens_out") is None:
+            continue
+        totals = usage.setdefault(str(part["model"]), [0, 0])
+        totals[0] += int(part.get("tokens_in") or 0)
+        totals[1] += int(part.get("tokens_out") or 0)
+
+
 def _usage_by_model(records: Iterable[Mapping[str, Any]],
                     models: Sequence[str]) -> dict[str, list[int]]:
     """Sum input and output tokens per model: votes per member, else the run's model."""
     usage: dict[str, list[int]] = {}
     for record in records:
-        votes = [v for v in (record.get("details") or {}).get("votes") or []
-                 if isinstance(v, dict) and v.get("model")]
-        counted = [v for v in votes if v.get("tokens_in") is not None
-                   or v.get("tokens_out") is not None]
-        parts = counted or [{"model": models[0] if len(models) == 1 else record.get("model"),
-                             "tokens_in": record.get("tokens_in"),
-                             "tokens_out": record.get("tokens_out")}]
-        for part in parts:
-            if part.get("tokens_in") is None and part.get("tokens_out") is None:
-                continue
-            totals = usage.setdefault(str(part["model"]), [0, 0])
-            totals[0] += int(part.get("tokens_in") or 0)
-            totals[1] += int(part.get("tokens_out") or 0)
+        add_usage(usage, record, models)
     return usage
 
 
@@ -123,10 +129,16 @@ def cost_summary(records: Iterable[Mapping[str, Any]], models: Sequence[str],
 
     ``cost_usd`` is None when no tokens were counted or some model has no price.
     """
+    return cost_of_usage(_usage_by_model(records, models), models, pricing)
+
+
+def cost_of_usage(usage: Mapping[str, list[int]], models: Sequence[str],
+                  pricing: Pricing | None = None) -> dict[str, Any]:
+    """Price token usage per model (from ``add_usage``) as ``cost_summary`` reports it."""
     prices = pricing or default_pricing()
     by_model: dict[str, dict[str, Any]] = {}
     unpriced = []
-    usage = _usage_by_model(records, models)
+    usage = {model: list(totals) for model, totals in usage.items()}
     for model in models:
         # Replayed answers count no tokens, and cost nothing.
         if model.partition(":")[0] in FREE_PROVIDERS:

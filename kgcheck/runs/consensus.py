@@ -11,7 +11,7 @@ phases stream to their own ``verdicts.jsonl`` and resume on their own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -124,7 +124,7 @@ def _check_replay_judge(spec: str | None, data_dir: str, dataset: str,
 
 
 async def run_consensus(
-    facts: Sequence[Fact],
+    facts: Iterable[Fact],
     *,
     strategy: Strategy,
     members: Sequence[str],

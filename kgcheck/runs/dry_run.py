@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -129,7 +129,7 @@ class Estimate:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def estimate(facts: Sequence[Fact], contexts: Mapping[str, Context],
+def estimate(facts: Iterable[Fact], contexts: Mapping[str, Context],
              pricing: Pricing | None = None, *, done: Iterable[str] = ()) -> Estimate:
     """Estimate a run: every fact not ``done`` and not defective, for each model's Context.
 

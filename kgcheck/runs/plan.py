@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 
 from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, literal, truthy
 from kgcheck.data.datasets import load_facts
+from kgcheck.data.fact_stream import FactStream
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
@@ -183,7 +184,7 @@ def check_prompt_files(ctx: Context) -> None:
     check_prompts(ctx)
 
 
-def check_replay(models: Sequence[str], chosen: Strategy, facts: Sequence[Fact],
+def check_replay(models: Sequence[str], chosen: Strategy, facts: Iterable[Fact],
                  data: str | Path | None, *, own_file: bool = False) -> None:
     """Fail early, with the alternatives, when a replay model has nothing recorded."""
     folder = str(data) if data else None
@@ -233,7 +234,8 @@ def cache_path(cache: CacheChoice) -> Path | None:
 class RunPlan:
     """A batch run, checked and ready: what ``arun`` executes."""
 
-    facts: list[Fact]
+    # A list, or a FactStream when every fact of a file is checked (read at each pass).
+    facts: Sequence[Fact] | FactStream
     strategy: Strategy
     members: list[str]
     judge: str
@@ -501,11 +503,23 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if by_predicate is not None:
         chooser = by_predicate
         opener = lambda: chooser.apply(origin.open())  # noqa: E731 - a fresh pass each call
-    selection: Selection = _select_facts(opener, limit=limit, sample=sample, seed=seed,
-                                         stratify=stratify, per_stratum=per_stratum, ids=ids)
-    loaded = origin.named(selection.facts)
-    if gold is not None:
-        loaded = gold.apply(loaded)
+    whole_file = (triples is not None and origin.sharded is None
+                  and all(x is None for x in (limit, sample, stratify, per_stratum, ids)))
+    loaded: Sequence[Fact] | FactStream
+    if whole_file:
+        # Every fact of a file: streamed at each pass, never held (a whole KG fits no list).
+        loaded = FactStream(opener, prepare=_batch_preparer(origin, gold))
+        counted = loaded.scan()
+        selection = Selection([], counted["facts"], [])
+        if loaded.repeats:
+            selection.notes.append(f"{loaded.repeats} fact(s) repeat another (the same triple "
+                                   "twice in the input): each is checked once")
+    else:
+        selection = _select_facts(opener, limit=limit, sample=sample, seed=seed,
+                                  stratify=stratify, per_stratum=per_stratum, ids=ids)
+        loaded = origin.named(selection.facts)
+        if gold is not None:
+            loaded = gold.apply(loaded)
     source_name, source = origin.name, origin.location
     if not loaded and by_predicate is not None:
         raise SettingsError(f"{literal(origin.location)}: no fact has a predicate that "
@@ -515,7 +529,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
     # What a resume must match: the facts by content (each verdict keeps its fact's digest).
-    fingerprint = {**input_fingerprint(loaded),
+    fingerprint = {**(counted if whole_file else input_fingerprint(loaded)),
                    "drawn": {**drawn_from(selection, limit=limit, sample=sample, seed=seed,
                                           stratify=stratify, per_stratum=per_stratum, ids=ids),
                              **(by_predicate.describe() if by_predicate else {})}}
@@ -536,7 +550,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         notes.append(f"{', '.join(by_predicate.unmatched())}: no predicate of the "
                      f"{by_predicate.seen:,} facts read matched (prefixes known: "
                      f"{', '.join(PREFIXES)}; or give the whole IRI)")
-    if gold is not None and not any(f.label is not None for f in loaded):
+    labelled = (loaded.labelled if isinstance(loaded, FactStream)
+                else any(f.label is not None for f in loaded))
+    if gold is not None and not labelled:
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
     if triples is not None and not as_dataset and origin.name != base_name(Path(triples))[0]:
         stem = base_name(Path(triples))[0]
@@ -560,6 +576,14 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes, origin.sharded.shards if origin.sharded else 0, ci=ci,
                    repeats=repeats, prefilter=rules_ctx)
+
+
+def _batch_preparer(origin: FactSource, gold: Any) -> Callable[[list[Fact]], list[Fact]]:
+    """Name a batch of streamed facts and set their gold labels, as a list's facts are."""
+    def prepare(batch: list[Fact]) -> list[Fact]:
+        named = origin.named(batch)
+        return gold.apply(named) if gold is not None else named
+    return prepare
 
 
 def open_engine(name: str = "local", *, cache: CacheChoice = True,

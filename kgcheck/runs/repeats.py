@@ -81,7 +81,7 @@ async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOn
     out_dir = Path(out_dir)
     started = time.perf_counter()
     with exclusive(out_dir):
-        prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)
+        prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)[0].close()
         info_path = out_dir / RUN_INFO
         stored = json.loads(info_path.read_text(encoding="utf-8"))
         before = stored.get("repeats")

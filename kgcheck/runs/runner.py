@@ -16,8 +16,11 @@ import json
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from contextlib import suppress
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -31,31 +34,35 @@ from rich.progress import (
 
 from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.fact_stream import fact_row
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
     LOCK,
+    RESUME_INDEX,
     RUN_INFO,
     SUMMARY,
     VERDICTS,
     RunError,
     VerdictSink,
+    VerdictsView,
     exclusive,
     make_folder,
-    read_verdicts,
     short_repr,
 )
-from kgcheck.evals.calibration import summary_calibration
+from kgcheck.data.verdict_index import VerdictIndex
+from kgcheck.evals.calibration import TRUTH, summary_calibration_of
 from kgcheck.evals.metrics import problem_counts, score_summary
 from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
-from kgcheck.providers.pricing import Pricing, cost_summary
+from kgcheck.providers.pricing import Pricing, add_usage, cost_of_usage
 from kgcheck.providers.secrets import redact_settings, redact_value
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.records import verdict_record
 
 __all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
-           "RunWarning", "Warn", "as_limit", "changed_facts", "check_facts", "fact_digest",
+           "RunWarning", "SummaryTally", "Warn", "as_limit", "batched", "changed_facts",
+           "check_facts", "fact_digest",
            "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
            "public_settings", "resume_conflicts", "summarize", "verdict_of"]
 
@@ -72,6 +79,8 @@ RESUME_NEUTRAL = frozenset({"base_url", "timeout", "max_retries", "retry_backoff
 ADDED_SETTINGS: dict[str, Any] = {"abstain": False, "reasons": False, "citations": False,
                                   "corrections": False, "transcript": True, "logprobs": "auto"}
 RECURSION_LIMIT = 50
+# Facts looked up in the resume index at once while the input streams past.
+_LOOKUP_BATCH = 256
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
 Warn = Callable[[str], None]
@@ -92,19 +101,13 @@ def public_settings(values: Mapping[str, Any]) -> dict[str, Any]:
     return dict(json.loads(json.dumps(kept, default=str)))
 
 
-def _fact_row(fact: Fact) -> bytes:
-    row = [fact.id, fact.dataset, fact.subject, fact.predicate, fact.object, fact.label,
-           fact.sentence]
-    return json.dumps(row, ensure_ascii=False).encode("utf-8")
-
-
 def fact_digest(fact: Fact) -> str:
     """Identify one fact by content: a SHA-256 (16 hex digits) over id, terms and label.
 
     Each verdict keeps it (``fact_sha``), so a resume can tell whether a stored verdict
     still belongs to the fact of that id.
     """
-    return hashlib.sha256(_fact_row(fact)).hexdigest()[:16]
+    return hashlib.sha256(fact_row(fact)).hexdigest()[:16]
 
 
 def input_fingerprint(facts: Iterable[Fact]) -> dict[str, Any]:
@@ -112,7 +115,7 @@ def input_fingerprint(facts: Iterable[Fact]) -> dict[str, Any]:
     digest = hashlib.sha256()
     count = 0
     for fact in facts:
-        digest.update(_fact_row(fact) + b"\n")
+        digest.update(fact_row(fact) + b"\n")
         count += 1
     return {"facts": count, "sha256": digest.hexdigest()}
 
@@ -127,7 +130,8 @@ class RunResult:
     """What a finished (or stopped) run leaves: its folder, verdicts and summary."""
 
     out_dir: Path
-    records: list[dict[str, Any]]
+    # The folder's verdicts: a list, or a ``VerdictsView`` streaming them from disk.
+    records: Sequence[dict[str, Any]]
     summary: dict[str, Any]
     aborted: str | None = None
 
@@ -212,31 +216,44 @@ def kept_verdict(record: Mapping[str, Any]) -> bool:
     return not record.get("error") or verdicts.is_defect(record)
 
 
-def changed_facts(existing: Mapping[str, Mapping[str, Any]],
-                  facts: Sequence[Fact]) -> list[str]:
-    """Say which stored verdicts belong to other facts now (the input was edited)."""
-    differ = [f.id for f in facts
-              if f.id in existing and existing[f.id].get("fact_sha") != fact_digest(f)]
+def changed_facts(index: VerdictIndex, facts: Iterable[Fact]) -> tuple[list[str], int]:
+    """Say which stored verdicts belong to other facts now (the input was edited).
+
+    Returns the problem (empty: none) and how many of ``facts`` have a kept verdict. The
+    facts stream past in batches; the verdicts are looked up in the on-disk index.
+    """
+    differ = with_verdicts = 0
+    first: str | None = None
+    for batch in batched(facts, _LOOKUP_BATCH):
+        stored = index.digests([f.id for f in batch])
+        for fact in batch:
+            if fact.id not in stored:
+                continue
+            with_verdicts += 1
+            if stored[fact.id] != fact_digest(fact):
+                differ += 1
+                first = first or fact.id
     if not differ:
-        return []
-    with_verdicts = sum(1 for f in facts if f.id in existing)
-    return [f"the input facts ({len(differ)} of the {with_verdicts} facts with verdicts are "
-            f"not the facts those verdicts were given for, e.g. fact {differ[0]!r})"]
+        return [], with_verdicts
+    return [f"the input facts ({differ} of the {with_verdicts} facts with verdicts are "
+            f"not the facts those verdicts were given for, e.g. fact {first!r})"], with_verdicts
 
 
 def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
                     fresh: bool, warn: Warn | None = None,
-                    facts: Sequence[Fact] | None = None) -> dict[str, dict[str, Any]]:
-    """Check or create the run folder; return the finished verdicts a resume keeps.
+                    facts: Iterable[Fact] | None = None) -> tuple[VerdictIndex, int | None]:
+    """Check or create the run folder; return the index of the verdicts a resume keeps.
 
     A resume must match the stored run (``resume_conflicts``), and every verdict kept for a
-    fact of ``facts`` must have been given for that same fact (``fact_sha``).
+    fact of ``facts`` must have been given for that same fact (``fact_sha``). Returns the
+    index (the caller closes it) and, when known, how many of ``facts`` it holds.
     """
     make_folder(out_dir)
     verdicts_path = out_dir / VERDICTS
     info_path = out_dir / RUN_INFO
     foreign = sorted(p.name for p in out_dir.iterdir()
-                     if p.is_file() and p.name not in (VERDICTS, SUMMARY, RUN_INFO, LOCK))
+                     if p.is_file() and p.name not in (VERDICTS, SUMMARY, RUN_INFO, LOCK,
+                                                       RESUME_INDEX))
     if foreign and not info_path.exists():
         raise RunError(
             f"{literal(str(out_dir))} is not a kgcheck run folder (it holds "
@@ -246,31 +263,59 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
     if fresh:
         for name in (VERDICTS, SUMMARY, RUN_INFO):
             (out_dir / name).unlink(missing_ok=True)
-    existing = read_verdicts(verdicts_path, warn or _warn_default)
-    if existing and not resume:
+    index = VerdictIndex.build(verdicts_path, kept_verdict, warn or _warn_default)
+    try:
+        done = _check_resume(index, out_dir, info, resume=resume, facts=facts)
+        # Rewrite without duplicates, unreadable lines or errored records (retried below).
+        index.rewrite()
+        _write_atomic(info_path, json.dumps(info.stored(), indent=1) + "\n")
+    except OSError as exc:
+        index.close()
+        raise RunError(f"cannot write {literal(str(verdicts_path))}: "
+                       f"{literal(str(exc.strerror or exc))}; free space or fix the folder's "
+                       "permissions, then rerun with {resume}",
+                       resume=Arg("resume", True, out=str(out_dir))) from None
+    except BaseException:
+        index.close()
+        raise
+    return index, done
+
+
+def _check_resume(index: VerdictIndex, out_dir: Path, info: RunInfo, *, resume: bool,
+                  facts: Iterable[Fact] | None) -> int | None:
+    """Refuse a folder that holds verdicts of another run; count the input's kept verdicts."""
+    held = index.total()
+    if held and not resume:
         raise RunError(
-            f"{literal(str(out_dir))} already holds {len(existing)} verdicts: pass {{resume}} "
+            f"{literal(str(out_dir))} already holds {held} verdicts: pass {{resume}} "
             "to continue that run, {fresh} to start over, or another {out}",
             resume=Arg("resume", True), fresh=Arg("fresh", True), out=Arg("out"))
-    if info_path.exists() and resume:
-        try:
-            stored = json.loads(info_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            stored = {}
-        changes = resume_conflicts(stored if isinstance(stored, dict) else {}, info)
-        if info.input and facts is not None:
-            changes += changed_facts(existing, facts)
-        if changes:
-            raise RunError(
-                f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
-                f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
-                "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
-        info.run_id = stored.get("run_id", info.run_id)
-    finished = {fid: r for fid, r in existing.items() if kept_verdict(r)}
-    # Rewrite without duplicates, unreadable lines or errored records (retried below).
-    _write_atomic(verdicts_path, "".join(json.dumps(r) + "\n" for r in finished.values()))
-    _write_atomic(info_path, json.dumps(info.stored(), indent=1) + "\n")
-    return finished
+    if not held:
+        return 0
+    info_path = out_dir / RUN_INFO
+    if not info_path.exists():
+        return None  # verdicts without run.json: kept as they are, as the facts come
+    try:
+        stored = json.loads(info_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        stored = {}
+    stored = stored if isinstance(stored, dict) else {}
+    changes = resume_conflicts(stored, info)
+    done: int | None = None
+    if info.input and facts is not None and not changes:
+        if (stored.get("input") or {}).get("sha256") == info.input.get("sha256"):
+            # The very same facts: every kept verdict is one of theirs, given for it.
+            done = len(index)
+        else:
+            found, done = changed_facts(index, facts)
+            changes += found
+    if changes:
+        raise RunError(
+            f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
+            f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
+            "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
+    info.run_id = stored.get("run_id", info.run_id)
+    return done
 
 
 def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -318,7 +363,7 @@ def as_limit(concurrency: int | Limit) -> Limit:
 
 
 async def check_facts(
-    facts: Sequence[Fact],
+    facts: Iterable[Fact],
     invoke: Invoke,
     info: RunInfo,
     out_dir: Path,
@@ -328,11 +373,15 @@ async def check_facts(
     fresh: bool = False,
     show_progress: bool = True,
     max_consecutive_unreachable: int | None = None,
-    summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+    summary_extras: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] | None = None,
     phase: str | None = None,
     warn: Warn | None = None,
 ) -> RunResult:
     """Invoke a graph on every fact, appending each verdict as it completes.
+
+    ``facts`` may be a stream (read once, in a bounded window: a whole KG never sits in
+    memory); the verdicts a resume keeps are looked up in an on-disk index, and the summary
+    streams the folder's verdicts, so memory stays flat in the number of facts.
 
     ``invoke`` runs one fact and returns the graph output (with ``verdict``). Stops early,
     with verdicts kept, when the model server is unreachable for many facts in a row.
@@ -453,7 +502,7 @@ class StopRule:
 
 
 async def _run_locked(
-    facts: Sequence[Fact],
+    facts: Iterable[Fact],
     invoke: Invoke,
     info: RunInfo,
     out_dir: Path,
@@ -463,45 +512,89 @@ async def _run_locked(
     fresh: bool,
     show_progress: bool,
     max_consecutive_unreachable: int | None,
-    summary_extras: Callable[[list[dict[str, Any]]], dict[str, Any]] | None,
+    summary_extras: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] | None,
     phase: str | None = None,
     warn: Warn | None,
 ) -> RunResult:
-    finished = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh, warn=warn,
-                               facts=facts)
-    todo = [f for f in facts if f.id not in finished]
+    index, done_before = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh,
+                                         warn=warn, facts=facts)
+    try:
+        return await _run_indexed(
+            facts, invoke, info, out_dir, index, done_before, concurrency=concurrency,
+            show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
+            summary_extras=summary_extras, phase=phase)
+    finally:
+        index.close()
+
+
+async def _run_indexed(
+    facts: Iterable[Fact],
+    invoke: Invoke,
+    info: RunInfo,
+    out_dir: Path,
+    index: VerdictIndex,
+    done_before: int | None,
+    *,
+    concurrency: Limit,
+    show_progress: bool,
+    max_consecutive_unreachable: int | None,
+    summary_extras: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] | None,
+    phase: str | None,
+) -> RunResult:
+    asked = len(facts) if isinstance(facts, Sized) else None
+    todo_total = None if asked is None or done_before is None else max(0, asked - done_before)
     model_label = ",".join(info.models)
     limit = max_consecutive_unreachable or max(5, 2 * concurrency.maximum)
     adaptive = isinstance(concurrency, AdaptiveLimit)
-    queue: asyncio.Queue[Fact] = asyncio.Queue()
-    for fact in todo:
-        queue.put_nowait(fact)
-    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "member_errors": 0}
+    workers = min(concurrency.maximum, max(1, todo_total if todo_total is not None
+                                           else concurrency.maximum))
+    # A bounded window: the input streams in as facts finish, never read ahead in whole.
+    queue: asyncio.Queue[Fact | None] = asyncio.Queue(maxsize=2 * workers)
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "member_errors": 0, "read": 0}
     stop = StopRule(limit)
     aborted: list[str] = []
     write_failed: list[OSError] = []
+    read_failed: list[Exception] = []
     started = time.perf_counter()
     verdicts_path = out_dir / VERDICTS
     sink = VerdictSink(verdicts_path)
+    skip_done = len(index) > 0
+
+    async def produce() -> None:
+        try:
+            for batch in batched(facts, _LOOKUP_BATCH):
+                kept = index.kept_among([f.id for f in batch]) if skip_done else set()
+                for fact in batch:
+                    if fact.id in kept:
+                        continue
+                    if aborted:
+                        return
+                    state["read"] += 1
+                    await queue.put(fact)
+        except Exception as exc:  # noqa: BLE001 - a malformed line ends the run cleanly
+            read_failed.append(exc)
+            aborted.append(str(exc))
+        # The end of the input, for each worker (not when cancelled: the workers are gone).
+        for _ in range(workers):
+            await queue.put(None)
 
     with _progress(not show_progress, adaptive) as progress, \
             pressure.listening(concurrency.signal, concurrency.retake):
         title = f"{info.method} {info.dataset}" + (f" {phase}" if phase else "")
-        task = progress.add_task(title, total=len(todo), rate=0.0, tally=_tally(state, phase),
-                                 level=concurrency.current)
+        task = progress.add_task(title, total=todo_total, rate=0.0,
+                                 tally=_tally(state, phase), level=concurrency.current)
 
         async def worker() -> None:
-            while not aborted:
-                try:
-                    fact = queue.get_nowait()
-                except asyncio.QueueEmpty:
+            while True:
+                fact = await queue.get()
+                if fact is None or aborted:
                     return
                 async with concurrency.slot() as held:
                     verdict = await verdict_of(invoke, fact, info.method, model_label)
                     seconds = held.active_seconds()
                 failure = classify_name((verdict.get("details") or {}).get("error_type"))
                 concurrency.done(seconds, overloaded=is_overload(failure))
-                if aborted:
+                if aborted and not read_failed:
                     return  # stopped meanwhile (e.g. the disk is full): write nothing more
                 record = _record(fact, verdict, info.run_id)
                 try:
@@ -524,23 +617,30 @@ async def _run_locked(
                 progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
                                 tally=_tally(state, phase), level=concurrency.current)
 
-        workers = min(concurrency.maximum, max(1, len(todo)))
+        reader = asyncio.ensure_future(produce())
         try:
             await asyncio.gather(*(worker() for _ in range(workers)))
         finally:
+            if not reader.done():
+                reader.cancel()
+            with suppress(asyncio.CancelledError):
+                await reader
             sink.close()
 
+    records = VerdictsView(verdicts_path)
     if write_failed:
-        kept = len(read_verdicts(verdicts_path))
-        raise RunError(f"{literal(aborted[0])}; the {kept} verdicts written so far are kept: "
-                       "free space, then continue with {resume}",
+        raise RunError(f"{literal(aborted[0])}; the {len(records)} verdicts written so far are "
+                       "kept: free space, then continue with {resume}",
+                       resume=Arg("resume", True, out=str(out_dir)))
+    if read_failed:
+        raise RunError(f"{literal(str(read_failed[0]))}; the {len(records)} verdicts written so "
+                       "far are kept: fix the input, then continue with {resume}",
                        resume=Arg("resume", True, out=str(out_dir)))
     seconds = time.perf_counter() - started
-    # The folder's verdicts, all of them: a resume that asked for fewer facts (--limit) does
-    # not shrink what the summary describes.
-    records = list(read_verdicts(verdicts_path).values())
+    # The folder's verdicts, all of them, streamed from disk: a resume that asked for fewer
+    # facts (--limit) does not shrink what the summary describes.
     summary = summarize(records, info, seconds=seconds, ran=state["done"])
-    summary["asked"] = len(facts)
+    summary["asked"] = asked if asked is not None else state["read"] + (done_before or 0)
     if isinstance(concurrency, AdaptiveLimit):
         summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
                                   "final": concurrency.current, "peak": concurrency.peak,
@@ -555,14 +655,112 @@ async def _run_locked(
     return RunResult(out_dir, records, summary, summary.get("aborted"))
 
 
-def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: float,
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Yield lists of up to ``size`` items (``itertools.batched`` from Python 3.12)."""
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+class SummaryTally:
+    """Take verdict records one at a time; give the run's summary figures at the end.
+
+    Memory stays small however many records pass: counters, and per record a few bytes
+    (its truth and confidence for calibration) and one reference to a record shared by
+    every verdict with the same predicate, gold mark and label (what the scores read).
+    """
+
+    def __init__(self, models: Sequence[str]) -> None:
+        self.models = list(models)
+        self.n = 0
+        self.scored: list[dict[str, Any]] = []
+        self._shared: dict[tuple[Any, Any, str], dict[str, Any]] = {}
+        self.truth: array[int] = array("b")
+        self.confidence: array[float] = array("d")
+        self.sources: dict[str, int] = {}
+        self.problems: dict[str, int] = {}
+        self.usage: dict[str, list[int]] = {}
+        self.counts = dict.fromkeys(
+            ("with_reason", "with_correction", "invalid", "errors", "skipped", "na",
+             "T", "F", "NA", "NEI"), 0)
+        self.tokens_in = self.tokens_out = 0
+        self.counted_in = self.counted_out = False
+        self.model_seconds = 0.0
+        self.timed = 0
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Take one verdict record into the figures."""
+        self.n += 1
+        label = str(record.get("label", "NA"))
+        key = (record.get("predicate"), record.get("gold"), label)
+        shared = self._shared.get(key)
+        if shared is None:
+            shared = self._shared[key] = {"predicate": key[0], "gold": key[1], "label": label}
+        self.scored.append(shared)
+        confidence = record.get("confidence")
+        mark = str(record.get("gold") or "")
+        if confidence is not None and mark in TRUTH:
+            self.truth.append(TRUTH[mark])
+            self.confidence.append(float(confidence))
+        source = str(record.get("confidence_source") or "none")
+        self.sources[source] = self.sources.get(source, 0) + 1
+        for kind, count in problem_counts([record]).items():
+            self.problems[kind] = self.problems.get(kind, 0) + count
+        add_usage(self.usage, record, self.models)
+        counts = self.counts
+        counts["with_reason"] += bool(record.get("rationale"))
+        counts["with_correction"] += bool(record.get("correction"))
+        if label in counts:
+            counts[label] += 1
+        defect = verdicts.is_defect(record)
+        counts["invalid"] += label == "NA" and not record.get("error")
+        counts["errors"] += bool(record.get("error")) and not defect
+        counts["skipped"] += defect
+        counts["na"] += label == "NA"
+        if record.get("tokens_in") is not None:
+            self.tokens_in += record["tokens_in"]
+            self.counted_in = True
+        if record.get("tokens_out") is not None:
+            self.tokens_out += record["tokens_out"]
+            self.counted_out = True
+        if record.get("seconds"):
+            self.model_seconds += record["seconds"]
+            self.timed += 1
+
+    def figures(self, pricing: Pricing | None = None) -> dict[str, Any]:
+        """Return the summary's figures over the records taken so far."""
+        counts = self.counts
+        return {
+            "n": self.n,
+            **score_summary(self.scored),
+            "calibration": summary_calibration_of(self.truth, self.confidence, self.sources),
+            # Bad answers beside the label: invented passage ids, invalid corrections, ...
+            "answer_problems": dict(sorted(self.problems.items())),
+            "with_reason": counts["with_reason"],
+            "with_correction": counts["with_correction"],
+            "verdicts": {label: counts[label] for label in ("T", "F", "NA", "NEI")},
+            "invalid": counts["invalid"],
+            # Failed checks (a resume retries them); defective input is counted as skipped.
+            "errors": counts["errors"],
+            "skipped": counts["skipped"],
+            "na": counts["na"],
+            "mean_model_seconds": self.model_seconds / self.timed if self.timed else None,
+            "tokens_in": self.tokens_in if self.counted_in else None,
+            "tokens_out": self.tokens_out if self.counted_out else None,
+            **cost_of_usage(self.usage, self.models, pricing),
+        }
+
+
+def summarize(records: Iterable[Mapping[str, Any]], info: RunInfo, *, seconds: float,
               ran: int) -> dict[str, Any]:
-    """Compute the run's summary: scores, NA and error counts, time and throughput."""
-    records = list(records)
-    skipped = [r for r in records if verdicts.is_defect(r)]
-    tokens_in = [r["tokens_in"] for r in records if r.get("tokens_in") is not None]
-    tokens_out = [r["tokens_out"] for r in records if r.get("tokens_out") is not None]
-    model_seconds = [r["seconds"] for r in records if r.get("seconds")]
+    """Compute the run's summary: scores, NA and error counts, time and throughput.
+
+    ``records`` is read once, as a stream (a ``VerdictsView`` of a whole KG's run).
+    """
+    tally = SummaryTally(info.models)
+    for record in records:
+        tally.add(record)
+    figures = tally.figures(info.pricing)
     return {
         "run_id": info.run_id,
         "dataset": info.dataset,
@@ -570,26 +768,10 @@ def summarize(records: Iterable[dict[str, Any]], info: RunInfo, *, seconds: floa
         "method": info.method,
         "models": info.models,
         "judge": info.judge,
-        "n": len(records),
+        "n": figures.pop("n"),
         # Facts in the input (before --limit), when the run knows its input.
         "input_facts": info.input.get("facts"),
-        **score_summary(records),
-        "calibration": summary_calibration(records),
-        # Bad answers beside the label: invented passage ids, invalid corrections, ...
-        "answer_problems": problem_counts(records),
-        "with_reason": sum(1 for r in records if r.get("rationale")),
-        "with_correction": sum(1 for r in records if r.get("correction")),
-        "verdicts": {label: sum(1 for r in records if r["label"] == label)
-                     for label in ("T", "F", "NA", "NEI")},
-        "invalid": sum(1 for r in records if r["label"] == "NA" and not r.get("error")),
-        # Failed checks (a resume retries them); defective input is counted as skipped.
-        "errors": sum(1 for r in records if r.get("error") and not verdicts.is_defect(r)),
-        "skipped": len(skipped),
-        "na": sum(1 for r in records if r["label"] == "NA"),
-        "mean_model_seconds": sum(model_seconds) / len(model_seconds) if model_seconds else None,
-        "tokens_in": sum(tokens_in) if tokens_in else None,
-        "tokens_out": sum(tokens_out) if tokens_out else None,
-        **cost_summary(records, info.models, info.pricing),
+        **figures,
         "ran_this_time": ran,
         "seconds": round(seconds, 3),
         "facts_per_second": round(ran / seconds, 2) if seconds > 0 else None,

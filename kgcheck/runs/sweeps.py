@@ -88,7 +88,7 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
                 result = await execute(plan, concurrency=sweep.concurrency, resume=True,
                                        cache=cache)
                 row = leaderboard_row(row, result.summary, result.records)
-                verdicts[row["cell"]] = result.records
+                verdicts[row["cell"]] = list(result.records)
                 if result.aborted:
                     row["error"] = result.aborted
             except (RunError, SettingsError, OSError) as exc:

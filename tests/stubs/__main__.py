@@ -18,9 +18,11 @@ def main() -> None:
     parser.add_argument("--fail", type=int, default=0, help="fail this many calls first")
     parser.add_argument("--status", type=int, default=503, help="status of those failures")
     parser.add_argument("--hang", action="store_true", help="never answer")
+    parser.add_argument("--delay", type=float, default=0.0,
+                        help="seconds each model call waits before its answer")
     args = parser.parse_args()
     behaviour = Behaviour(answer=args.answer, fail_times=args.fail, fail_status=args.status,
-                          hang=args.hang)
+                          hang=args.hang, delay=args.delay)
     kinds = {"ollama": OllamaStub, "openai": OpenAIStub, "azure": AzureStub}
     if args.kind == "azure":
         # On stderr: standard output's first line is the URL, for the process reading it.

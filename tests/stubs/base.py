@@ -52,6 +52,7 @@ class Behaviour:
         chunked: Send JSON replies as chunked bodies (no ``Content-Length``).
         redirect: Answer every request with a 307 to the same path under ``/moved``
             first; the request that follows it is served.
+        delay: Seconds each model call waits before it is answered (a server's latency).
     """
 
     answer: str = "T"
@@ -69,6 +70,7 @@ class Behaviour:
     gzip: bool = True
     chunked: bool = True
     redirect: bool = False
+    delay: float = 0.0
 
 
 # Where a redirected request is sent again.
@@ -173,6 +175,8 @@ class StubHandler(BaseHTTPRequestHandler):
         if calls <= behaviour.fail_times:
             self.send_failure(behaviour.fail_status)
             return False
+        if behaviour.delay:
+            self.shared.stopping.wait(behaviour.delay)
         with self.shared.lock:
             self.shared.answered += 1
         return True

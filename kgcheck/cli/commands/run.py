@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -461,7 +462,7 @@ def _engine_options(engine: str, address: str | None, workers: int | None,
     return options
 
 
-def _report_source_failures(records: list[dict[str, Any]]) -> None:
+def _report_source_failures(records: Sequence[dict[str, Any]]) -> None:
     """Say once per evidence source that it failed, for how many facts, and why."""
     failed: dict[str, Counter[str]] = {}
     for record in records:
@@ -474,7 +475,7 @@ def _report_source_failures(records: list[dict[str, Any]]) -> None:
                     f"{len(records)} facts: {reason}")
 
 
-def _report_errors(records: list[dict[str, Any]], out_dir: Path, *, retry: bool = True,
+def _report_errors(records: Sequence[dict[str, Any]], out_dir: Path, *, retry: bool = True,
                    advice: str = "") -> None:
     """Say why facts failed (the commonest error); fail the command when every fact did.
 

@@ -1,0 +1,116 @@
+"""A whole input file's facts as a stream: read again at every pass, never held in memory.
+
+A run over every fact of a large KG cannot keep the facts in a list (a pydantic ``Fact``
+takes kilobytes). ``FactStream`` stands where that list stood: ``scan`` reads the input
+once to fingerprint it (count and SHA-256, as ``input_fingerprint`` computes them), to see
+whether any fact carries a gold label, and to find repeated fact ids (a line given twice)
+with 8 bytes per fact; every later iteration reads the input again, naming terms and
+setting gold labels a batch at a time, and drops the repeats as a list of facts would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+from kgcheck.data.facts import Fact
+
+__all__ = ["FactStream", "fact_row"]
+
+# Facts named (and labelled) at once while the stream passes.
+NAME_BATCH = 2_000
+
+Batch = Callable[[list[Fact]], list[Fact]]
+
+
+def fact_row(fact: Fact) -> bytes:
+    """Return the bytes that identify a fact by content (id, terms, label, sentence)."""
+    row = [fact.id, fact.dataset, fact.subject, fact.predicate, fact.object, fact.label,
+           fact.sentence]
+    return json.dumps(row, ensure_ascii=False).encode("utf-8")
+
+
+class FactStream:
+    """The facts of a re-readable source, one pass at a time (see the module docstring).
+
+    Args:
+        open_facts: Returns a fresh iterator over the source's facts.
+        prepare: Turns a batch of read facts into the facts checked (names, gold labels).
+        batch: How many facts ``prepare`` gets at once.
+
+    """
+
+    def __init__(self, open_facts: Callable[[], Iterable[Fact]],
+                 prepare: Batch | None = None, batch: int = NAME_BATCH) -> None:
+        self._open = open_facts
+        self._prepare = prepare
+        self._batch = batch
+        self._count: int | None = None
+        self._repeated: frozenset[int] = frozenset()
+        self.repeats = 0
+        self.labelled = False
+        self.sha256 = ""
+
+    def scan(self) -> dict[str, Any]:
+        """Read the whole input once; return its fingerprint (``facts``, ``sha256``)."""
+        digest = hashlib.sha256()
+        hashes: array[int] = array("q")
+        count = 0
+        labelled = False
+        for fact in self._pass(dedupe=False):
+            digest.update(fact_row(fact) + b"\n")
+            hashes.append(hash(fact.id))
+            labelled = labelled or fact.label is not None
+            count += 1
+        self._repeated = _repeated_hashes(hashes)
+        self._count = count
+        self.labelled = labelled
+        self.sha256 = digest.hexdigest()
+        # The repeats are left out of every later pass: count them once here.
+        self.repeats = 0
+        if self._repeated:
+            self.repeats = count - sum(1 for _ in self._pass(dedupe=True))
+            self._count = count - self.repeats
+            digest = hashlib.sha256()
+            for fact in self._pass(dedupe=True):
+                digest.update(fact_row(fact) + b"\n")
+            self.sha256 = digest.hexdigest()
+        return {"facts": self._count, "sha256": self.sha256}
+
+    def __iter__(self) -> Iterator[Fact]:
+        return self._pass(dedupe=True)
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self.scan()
+        return self._count or 0
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def _pass(self, *, dedupe: bool) -> Iterator[Fact]:
+        source = iter(self._open())
+        seen: set[str] = set()
+        while batch := list(islice(source, self._batch)):
+            facts = self._prepare(batch) if self._prepare else batch
+            for fact in facts:
+                if dedupe and self._repeated and hash(fact.id) in self._repeated:
+                    if fact.id in seen:
+                        continue
+                    seen.add(fact.id)
+                yield fact
+
+
+def _repeated_hashes(hashes: array[int]) -> frozenset[int]:
+    """Return the hashes that occur more than once (candidates for repeated ids)."""
+    import numpy as np
+
+    if len(hashes) < 2:
+        return frozenset()
+    ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+    twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    return frozenset(int(h) for h in np.unique(twice))

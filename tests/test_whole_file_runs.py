@@ -1,0 +1,133 @@
+"""Every fact of a file, streamed: the same verdicts as a list, and resumes that are exact.
+
+A run over a whole file keeps no list of facts (``FactStream``), looks finished facts up in
+an on-disk index (``VerdictIndex``) and streams the summary from disk; what it writes must
+be what the in-memory path writes, and a run killed with kill -9 must resume to exactly one
+verdict per fact.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kgcheck
+from kgcheck.api import plan_run
+from kgcheck.data.fact_stream import FactStream
+from kgcheck.data.runfolder import RESUME_INDEX, read_verdicts
+from kgcheck.runs.runner import input_fingerprint
+from tests.conftest import ROOT
+from tests.stubs import Behaviour, OllamaStub
+from tests.test_runner import CLI_ENV, _start_and_stop
+
+LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
+VOLATILE = ("run_id", "seconds", "checked_at")
+
+
+def _kg(path: Path, facts: int, *, repeat: bool = True) -> Path:
+    lines = []
+    for i in range(facts):
+        lines.append(f"<http://ex.org/s{i}> <http://ex.org/p{i % 3}> <http://ex.org/o{i}> .")
+        if i % 4 == 0:
+            # Names come after the facts that use them: the stream must still find them.
+            lines.append(f'<http://ex.org/o{i}> {LABEL} "Object {i}"@en .')
+    if repeat:
+        lines.append(lines[0])  # the same triple twice: one fact
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _stable(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in VOLATILE}
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with OllamaStub(Behaviour(answer="T")) as server:
+        yield server
+
+
+def test_a_whole_file_streams_the_facts_a_list_holds(tmp_path: Path, stub: OllamaStub) -> None:
+    kg = _kg(tmp_path / "kg.nt", 30)
+    streamed = plan_run(triples=kg, model="ollama:m", base_url=stub.url)
+    listed = plan_run(triples=kg, model="ollama:m", base_url=stub.url, limit=10**6)
+    assert isinstance(streamed.facts, FactStream) and isinstance(listed.facts, list)
+    assert list(streamed.facts) == listed.facts
+    assert len(streamed.facts) == 30, "the repeated triple is one fact"
+    assert streamed.info.input["sha256"] == input_fingerprint(listed.facts)["sha256"]
+    assert streamed.info.input["drawn"] == {"how": "all"}
+    named = [f for f in streamed.facts if f.names and f.names.get("object")]
+    assert len(named) == 8 and named[0].names["object"] == "Object 0"
+    assert any("repeat another" in str(note) for note in streamed.notes)
+
+
+def test_the_streamed_run_writes_what_the_listed_run_writes(tmp_path: Path,
+                                                            stub: OllamaStub) -> None:
+    kg = _kg(tmp_path / "kg.nt", 25)
+    whole = kgcheck.run(triples=kg, model="ollama:m", base_url=stub.url, cache=False,
+                        out=tmp_path / "whole")
+    first = kgcheck.run(triples=kg, model="ollama:m", base_url=stub.url, cache=False,
+                        limit=10**6, out=tmp_path / "listed")
+    ours = {r["fact_id"]: _stable(r) for r in whole.records}
+    theirs = {r["fact_id"]: _stable(r) for r in first.records}
+    assert ours == theirs and len(ours) == 25
+    for key in ("n", "verdicts", "errors", "na", "tokens_in", "by_predicate"):
+        assert whole.summary[key] == first.summary[key], key
+    assert whole.summary["asked"] == 25
+    assert not (tmp_path / "whole" / RESUME_INDEX).exists(), "the index is removed at the end"
+
+
+def test_a_resume_of_an_edited_file_is_refused(tmp_path: Path, stub: OllamaStub) -> None:
+    kg = tmp_path / "kg.jsonl"
+    rows = [{"id": str(i), "subject": f"S{i}", "predicate": "p", "object": f"O{i}"}
+            for i in range(12)]
+    kg.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kgcheck.run(triples=kg, model="ollama:m", base_url=stub.url, cache=False,
+                out=tmp_path / "run")
+    rows[4]["object"] = "Another object"  # same id, another fact
+    kg.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(kgcheck.api.RunError, match=r"1 of the 12 facts with verdicts are not "
+                                                  r"the facts those verdicts were given for, "
+                                                  r"e\.g\. fact '4'"):
+        kgcheck.run(triples=kg, model="ollama:m", base_url=stub.url, cache=False,
+                    out=tmp_path / "run", resume=True)
+
+
+def test_a_whole_file_run_killed_with_kill_9_resumes_exactly(tmp_path: Path) -> None:
+    kg = _kg(tmp_path / "kg.nt", 150)
+    out = tmp_path / "run"
+    with OllamaStub(Behaviour(answer="F", delay=0.02)) as slow:
+        cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--triples", str(kg), "--model",
+               "ollama:m", "--base-url", slow.url, "--no-cache", "--concurrency", "4",
+               "--out", str(out), "--no-progress"]
+        verdicts = out / "verdicts.jsonl"
+        proc = _start_and_stop(cmd, verdicts, after=20, sig=signal.SIGKILL)
+        proc.communicate(timeout=10)
+        written = len(read_verdicts(verdicts))
+        assert 20 <= written < 150, "the run should have been killed part way"
+        done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=CLI_ENV, capture_output=True,
+                              text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [json.loads(line) for line in verdicts.read_text().splitlines() if line.strip()]
+    ids = [r["fact_id"] for r in lines]
+    assert len(ids) == len(set(ids)) == 150
+    assert set(ids) == {f.id for f in kgcheck.select_facts(kg)}
+    assert all(r["label"] == "F" and not r.get("error") for r in lines)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n"] == 150 and summary["ran_this_time"] == 150 - written
+
+
+def test_a_malformed_line_far_into_the_file_fails_before_any_fact_runs(
+        tmp_path: Path, stub: OllamaStub) -> None:
+    kg = _kg(tmp_path / "kg.nt", 40, repeat=False)
+    with kg.open("a") as fh:
+        fh.write("<http://ex.org/broken> <http://ex.org/p> .\n")
+    with pytest.raises(ValueError, match=r"kg\.nt, line \d+: malformed N-Triples"):
+        kgcheck.run(triples=kg, model="ollama:m", base_url=stub.url, cache=False,
+                    out=tmp_path / "run")
+    assert not (tmp_path / "run" / "verdicts.jsonl").exists()
