@@ -113,17 +113,23 @@ def _start_and_stop(cmd: list[str], verdicts: Path, after: int, sig: int) -> sub
     return proc
 
 
+def kill_and_resume(cmd: list[str], verdicts: Path, *, after: int, total: int) -> int:
+    """Kill -9 a run once ``after`` verdicts are written, resume it; return how many were."""
+    proc = _start_and_stop(cmd, verdicts, after=after, sig=signal.SIGKILL)
+    proc.communicate(timeout=10)
+    written = len(read_verdicts(verdicts))
+    assert after <= written < total, "the run should have been killed part way"
+    done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=CLI_ENV, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return written
+
+
 def test_killed_run_resumes_with_exactly_one_verdict_per_fact(tmp_path) -> None:
     out = tmp_path / "run"
     cmd = _cli_run(out, limit=120, concurrency=4, latency=0.05)
     verdicts = out / "verdicts.jsonl"
-    proc = _start_and_stop(cmd, verdicts, after=20, sig=signal.SIGKILL)
-    proc.communicate(timeout=10)
-    written = len(read_verdicts(verdicts))
-    assert 20 <= written < 120, "the run should have been killed part way"
-    done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=CLI_ENV, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    written = kill_and_resume(cmd, verdicts, after=20, total=120)
     lines = _lines(verdicts)
     ids = [r["fact_id"] for r in lines]
     assert len(ids) == len(set(ids)) == 120

@@ -9,8 +9,6 @@ verdict per fact.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,11 +17,10 @@ import pytest
 import kgcheck
 from kgcheck.api import plan_run
 from kgcheck.data.fact_stream import FactStream
-from kgcheck.data.runfolder import RESUME_INDEX, read_verdicts
+from kgcheck.data.runfolder import RESUME_INDEX
 from kgcheck.runs.runner import input_fingerprint
-from tests.conftest import ROOT
 from tests.stubs import Behaviour, OllamaStub
-from tests.test_runner import CLI_ENV, _start_and_stop
+from tests.test_runner import kill_and_resume
 
 LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
 VOLATILE = ("run_id", "seconds", "checked_at")
@@ -106,13 +103,7 @@ def test_a_whole_file_run_killed_with_kill_9_resumes_exactly(tmp_path: Path) -> 
                "ollama:m", "--base-url", slow.url, "--no-cache", "--concurrency", "4",
                "--out", str(out), "--no-progress"]
         verdicts = out / "verdicts.jsonl"
-        proc = _start_and_stop(cmd, verdicts, after=20, sig=signal.SIGKILL)
-        proc.communicate(timeout=10)
-        written = len(read_verdicts(verdicts))
-        assert 20 <= written < 150, "the run should have been killed part way"
-        done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=CLI_ENV, capture_output=True,
-                              text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+        written = kill_and_resume(cmd, verdicts, after=20, total=150)
     lines = [json.loads(line) for line in verdicts.read_text().splitlines() if line.strip()]
     ids = [r["fact_id"] for r in lines]
     assert len(ids) == len(set(ids)) == 150
