@@ -91,13 +91,7 @@ class VerdictIndex:
 
     def kept_among(self, ids: Sequence[str]) -> set[str]:
         """Return those of ``ids`` whose verdict a resume keeps."""
-        found: set[str] = set()
-        for start in range(0, len(ids), _BATCH):
-            part = ids[start:start + _BATCH]
-            marks = ",".join("?" * len(part))
-            found.update(row[0] for row in self._db.execute(
-                f"SELECT fact_id FROM verdicts WHERE kept AND fact_id IN ({marks})", part))
-        return found
+        return set(self.digests(ids))
 
     def digests(self, ids: Sequence[str]) -> dict[str, str | None]:
         """Return the ``fact_sha`` of the kept verdicts among ``ids`` (by id)."""
