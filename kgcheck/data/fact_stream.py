@@ -19,7 +19,7 @@ from typing import Any
 
 from kgcheck.data.facts import Fact
 
-__all__ = ["FactStream", "fact_row"]
+__all__ = ["FactStream", "batched", "fact_row", "input_fingerprint"]
 
 # Facts named (and labelled) at once while the stream passes.
 NAME_BATCH = 2_000
@@ -32,6 +32,23 @@ def fact_row(fact: Fact) -> bytes:
     row = [fact.id, fact.dataset, fact.subject, fact.predicate, fact.object, fact.label,
            fact.sentence]
     return json.dumps(row, ensure_ascii=False).encode("utf-8")
+
+
+def input_fingerprint(facts: Iterable[Fact]) -> dict[str, Any]:
+    """Identify input facts by content: their count and a SHA-256 over ids, terms and labels."""
+    digest = hashlib.sha256()
+    count = 0
+    for fact in facts:
+        digest.update(fact_row(fact) + b"\n")
+        count += 1
+    return {"facts": count, "sha256": digest.hexdigest()}
+
+
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Yield lists of up to ``size`` items (``itertools.batched`` from Python 3.12)."""
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
 
 
 class FactStream:
@@ -70,15 +87,13 @@ class FactStream:
         self._count = count
         self.labelled = labelled
         self.sha256 = digest.hexdigest()
-        # The repeats are left out of every later pass: count them once here.
+        # The repeats are left out of every later pass: one more pass fingerprints the rest.
         self.repeats = 0
         if self._repeated:
-            self.repeats = count - sum(1 for _ in self._pass(dedupe=True))
-            self._count = count - self.repeats
-            digest = hashlib.sha256()
-            for fact in self._pass(dedupe=True):
-                digest.update(fact_row(fact) + b"\n")
-            self.sha256 = digest.hexdigest()
+            kept = input_fingerprint(self._pass(dedupe=True))
+            self.repeats = count - kept["facts"]
+            self._count = kept["facts"]
+            self.sha256 = kept["sha256"]
         return {"facts": self._count, "sha256": self.sha256}
 
     def __iter__(self) -> Iterator[Fact]:
@@ -93,9 +108,8 @@ class FactStream:
         return len(self) > 0
 
     def _pass(self, *, dedupe: bool) -> Iterator[Fact]:
-        source = iter(self._open())
         seen: set[str] = set()
-        while batch := list(islice(source, self._batch)):
+        for batch in batched(self._open(), self._batch):
             facts = self._prepare(batch) if self._prepare else batch
             for fact in facts:
                 if dedupe and self._repeated and hash(fact.id) in self._repeated:

@@ -17,10 +17,9 @@ import time
 import uuid
 import warnings
 from array import array
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Sized
 from contextlib import suppress
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from rich.progress import (
 
 from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.atomic import write_text_atomic
-from kgcheck.data.fact_stream import fact_row
+from kgcheck.data.fact_stream import batched, fact_row, input_fingerprint
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
     LOCK,
@@ -108,16 +107,6 @@ def fact_digest(fact: Fact) -> str:
     still belongs to the fact of that id.
     """
     return hashlib.sha256(fact_row(fact)).hexdigest()[:16]
-
-
-def input_fingerprint(facts: Iterable[Fact]) -> dict[str, Any]:
-    """Identify input facts by content: their count and a SHA-256 over ids, terms and labels."""
-    digest = hashlib.sha256()
-    count = 0
-    for fact in facts:
-        digest.update(fact_row(fact) + b"\n")
-        count += 1
-    return {"facts": count, "sha256": digest.hexdigest()}
 
 
 def file_digest(path: str | Path) -> str:
@@ -653,13 +642,6 @@ async def _run_indexed(
     summary = redact_value(summary)
     _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))
-
-
-def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Yield lists of up to ``size`` items (``itertools.batched`` from Python 3.12)."""
-    iterator = iter(items)
-    while batch := list(islice(iterator, size)):
-        yield batch
 
 
 class SummaryTally:
