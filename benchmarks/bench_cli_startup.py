@@ -22,7 +22,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -31,24 +30,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.package_tree import build_tree  # noqa: E402
+from tests.package_tree import build_tree, commit_tree  # noqa: E402
 
 COMMANDS = {"version": ["--version"], "help": ["--help"], "run_help": ["run", "--help"]}
 GOALS = {"version": 0.3, "help": 0.3, "run_help": 0.6}
 ENTRY = "import sys\nfrom kgcheck.cli import app\napp(sys.argv[1:], prog_name='kgcheck')\n"
-
-
-def tree_of(commit: str, into: Path) -> Path:
-    """Extract ``commit`` of this repository into ``into``; return the namespace tree."""
-    source = into / "source"
-    source.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
-                             capture_output=True, check=True).stdout
-    archive_path = into / "source.tar"
-    archive_path.write_bytes(archive)
-    with tarfile.open(archive_path) as tar:
-        tar.extractall(source, filter="data")
-    return build_tree(into / "tree", root=source)
 
 
 def seconds_of(args: list[str], tree: Path) -> float:
@@ -84,7 +70,7 @@ def main() -> None:
         if args.against:
             base = Path(folder) / "base"
             base.mkdir()
-            trees[args.against] = tree_of(args.against, base)
+            trees[args.against] = commit_tree(args.against, base)
         for tree in trees.values():
             seconds_of(["--version"], tree)  # warm the file cache and the bytecode
             seconds_of(["run", "--help"], tree)

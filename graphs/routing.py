@@ -8,16 +8,23 @@ path map names both ways, so the graph's picture labels the edges.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import Any, Final, Literal
+from collections.abc import Hashable
+from typing import Any, Final, Literal, NotRequired
 
 from langgraph.graph import END
+from typing_extensions import TypedDict
 
 CONTINUE: Final = "continue"
 DECIDED: Final = "decided"
 
 
-async def unless_decided(state: Mapping[str, Any]) -> Literal["continue", "decided"]:
+class Decided(TypedDict):
+    """The one key the router reads: LangGraph then hands it that channel, not the state."""
+
+    verdict: NotRequired[Any]
+
+
+async def unless_decided(state: Decided) -> Literal["continue", "decided"]:
     """Go on while the fact has no verdict; stop once a node has written one."""
     # Async on purpose: LangGraph runs a plain function router in a worker thread.
     return DECIDED if "verdict" in state else CONTINUE

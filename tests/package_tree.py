@@ -11,7 +11,9 @@ tree, where ``kgcheck/graphs`` is a link to ``graphs/``.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -39,6 +41,22 @@ def build_tree(target: Path, root: Path = ROOT) -> Path:
         if name != "kgcheck":
             (target / name.replace(".", "/")).symlink_to(folder, target_is_directory=True)
     return target
+
+
+def commit_tree(commit: str, into: Path, root: Path = ROOT) -> Path:
+    """Extract ``commit`` of the repository at ``root`` into ``into``; return its namespace tree.
+
+    Benchmarks run the code of an earlier commit this way, beside this tree's, in one run.
+    """
+    source = into / "source"
+    source.mkdir()
+    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", commit],
+                             capture_output=True, check=True).stdout
+    archive_path = into / "source.tar"
+    archive_path.write_bytes(archive)
+    with tarfile.open(archive_path) as tar:
+        tar.extractall(source, filter="data")
+    return build_tree(into / "tree", root=source)
 
 
 if __name__ == "__main__":

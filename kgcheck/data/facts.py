@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from typing import Any, Literal, NotRequired
 from urllib.parse import unquote
 
@@ -33,6 +34,7 @@ _PREFIXED = re.compile(r"^(?:[a-z][\w.-]*:)+(?P<local>[^\s:]+)$")
 _DOTTED = re.compile(r"^[a-z_][a-z_]*(?:\.[a-z_][\w]*)+$")
 
 
+@lru_cache(maxsize=65_536)  # a KG repeats its predicates and many terms: rendered once
 def readable_term(raw: str) -> str:
     """Render a KG term for a person: strip namespaces and prefixes, split names.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -45,8 +46,10 @@ _HEADER_NAMES = ("authorization", "api-key", "cookie")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 
 
+@lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Tell whether a setting, header or query parameter name holds a credential."""
+    # Cached: every verdict record is redacted, and its keys are the same few dozen names.
     parts = {part.lower() for part in _NAME_PART.findall(name)}
     return bool(parts & SECRET_WORDS) or name.lower().replace("-", "_") in {"x_api_key"}
 

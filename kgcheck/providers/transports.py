@@ -108,9 +108,71 @@ def capped_transport(*, asynchronous: bool) -> CappedTransport:
     Bodies are decoded in the transport (gzip, deflate, zstd) and a reply past
     ``MAX_REPLY_BYTES`` decoded ends in ``BodyTooLargeError``, however it was compressed.
     """
-    inner = (httpx.AsyncHTTPTransport(verify=ssl_context()) if asynchronous
+    inner = (_aiohttp_transport()(verify=ssl_context()) if asynchronous
              else httpx.HTTPTransport(verify=ssl_context()))
     return CappedTransport(inner, MAX_REPLY_BYTES)
+
+
+@cache
+def _aiohttp_transport() -> type[httpx.AsyncBaseTransport]:
+    """Build (once) the async transport of model calls: httpx's interface over aiohttp.
+
+    aiohttp's C-accelerated connections cost about half the client CPU of httpx's own
+    (``benchmarks/bench_client_cpu.py``), which is what lets one process keep a fast server
+    busy. httpx-aiohttp maps every aiohttp connection failure to ``ConnectTimeout`` (a
+    refused connection, a server that hung up); they are mapped here to what httpx itself
+    raises, so retries and messages tell a dead server from a slow one.
+    """
+    from httpx_aiohttp import AiohttpTransport
+
+    class Transport(AiohttpTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            try:
+                response = await super().handle_async_request(request)
+            except httpx.TransportError as exc:
+                raise _httpx_error(exc) from exc.__cause__
+            return httpx.Response(response.status_code, headers=response.headers,
+                                  stream=_MappedStream(response.stream),
+                                  extensions=response.extensions, request=request)
+
+    return Transport
+
+
+class _MappedStream(httpx.AsyncByteStream):
+    """An aiohttp response body whose failures are httpx's own (see ``_aiohttp_transport``)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for piece in self.raw:
+                yield piece
+        except httpx.TransportError as exc:
+            raise _httpx_error(exc) from exc.__cause__
+
+    async def aclose(self) -> None:
+        """Release the connection."""
+        await self.raw.aclose()
+
+
+def _httpx_error(exc: httpx.TransportError) -> httpx.TransportError:
+    """Return the httpx error that the aiohttp failure behind ``exc`` stands for."""
+    import aiohttp
+
+    cause = exc.__cause__
+    kinds: list[tuple[type[BaseException], type[httpx.TransportError]]] = [
+        (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+        (aiohttp.SocketTimeoutError, httpx.ReadTimeout),
+        (TimeoutError, httpx.TimeoutException),
+        (aiohttp.ClientConnectorError, httpx.ConnectError),
+        (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
+        (aiohttp.ClientConnectionError, httpx.ReadError),
+    ]
+    for aiohttp_kind, httpx_kind in kinds:
+        if isinstance(cause, aiohttp_kind):
+            return exc if type(exc) is httpx_kind else httpx_kind(str(exc))
+    return exc
 
 
 @cache

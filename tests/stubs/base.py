@@ -282,6 +282,8 @@ class StubHandler(BaseHTTPRequestHandler):
 
 class _StubHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # A real server's backlog: socketserver's 5 resets a client opening 16 connections at once.
+    request_queue_size = 128
     allow_reuse_address = True
 
     def __init__(self, handler: type[StubHandler], shared: _Shared) -> None:
