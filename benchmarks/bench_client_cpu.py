@@ -16,7 +16,7 @@ Each layer is measured ``--repeats`` times, each time in a fresh process (the me
 reported). With ``--before REV`` the same layers of that commit's code (``git archive``,
 laid out as the installed namespace) are measured too, interleaved with this tree's, so
 the before/after ratio comes from one run. With ``--profile``, the top functions by own
-time (cProfile) of the ``runner`` layer. Goal: at most 2.5 ms per fact for ``runner``
+time (cProfile) of the ``runner`` layer, before and after. Goal: at most 2.5 ms per fact for ``runner``
 (400 facts/s per core). The machine is noisy: compare within one run.
 
     python benchmarks/bench_client_cpu.py [--facts 2000] [--provider ollama|openai]
@@ -201,18 +201,19 @@ def layer_job(name: str, provider: str, url: str, folder: Path
     return runner_layer(model, url, folder)
 
 
-def measure_in(tree: Path | None, layer: str, args: argparse.Namespace, url: str) -> float:
-    """Measure one layer in a fresh process over ``tree`` (None: this tree); CPU ms per fact."""
+def run_child(tree: Path | None, layer: str, args: argparse.Namespace, url: str,
+              *extra: str) -> str:
+    """Run one layer in a fresh process over ``tree`` (None: this tree); return its output."""
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     command = [sys.executable, str(Path(__file__).resolve()), "--child", layer, "--url", url,
-               "--provider", args.provider, "--facts", str(args.facts)]
+               "--provider", args.provider, "--facts", str(args.facts), *extra]
     done = subprocess.run(command, env=env, cwd=tree or ROOT, capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
         raise SystemExit(f"layer {layer} failed:\n{done.stderr[-2000:]}")
-    return float(done.stdout.strip().splitlines()[-1])
+    return done.stdout.strip().splitlines()[-1]
 
 
 def summary_of(times: list[float], facts: int) -> dict[str, Any]:
@@ -234,10 +235,12 @@ def main() -> None:
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:  # one measurement, in this process
+    if args.child:  # one measurement (or profile), in this process
         with tempfile.TemporaryDirectory(prefix="kgcheck-cpu-") as folder:
             job = layer_job(args.child, args.provider, args.url, Path(folder))
-            print(cpu_of(job, make_facts(args.facts)))
+            facts = make_facts(args.facts)
+            print(json.dumps(profile_of(job, facts, args.top)) if args.profile
+                  else cpu_of(job, facts))
         return
     stub, url = start_stub(args.provider)
     layers = args.layers.split(",")
@@ -256,7 +259,7 @@ def main() -> None:
             for _ in range(args.repeats):
                 for layer in layers:
                     for key, tree in trees.items():  # interleaved: the same noise for both
-                        times[key][layer].append(measure_in(tree, layer, args, url))
+                        times[key][layer].append(float(run_child(tree, layer, args, url)))
             result: dict[str, Any] = {
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "load_average": os.getloadavg()},
@@ -271,9 +274,10 @@ def main() -> None:
                                  / statistics.median(times["after"][layer]), 2)
                     for layer in layers}
             if args.profile:
-                result["profile_runner"] = profile_of(
-                    layer_job("runner", args.provider, url, Path(folder)),
-                    make_facts(args.facts), args.top)
+                result["profile_runner"] = {
+                    key: json.loads(run_child(tree, "runner", args, url, "--profile", "--top",
+                                              str(args.top)))
+                    for key, tree in trees.items()}
     finally:
         stub.terminate()
         stub.wait()

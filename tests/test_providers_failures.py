@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from ollama import ResponseError
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import VERDICTS
+from kgcheck.failures import Failure, classify
 from kgcheck.graphs.strategies.dka import DKAContext, graph
 from kgcheck.providers import ModelSettings, UnknownModelError, redact_url, resolve_model
 from kgcheck.providers.transports import ModelReplyError, backoff_delay
@@ -126,6 +129,37 @@ async def test_ollama_refused_connection() -> None:
     with pytest.raises(httpx.ConnectError) as info:
         await model.ainvoke([HumanMessage("?")])
     assert f"cannot reach {OLLAMA} at {url} (3 attempts)" in str(info.value)
+
+
+async def test_a_server_that_hangs_up_is_unreachable_not_slow() -> None:
+    # aiohttp reports a dropped connection as it reports a timeout; kgcheck tells them apart.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.settimeout(0.1)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        stop = threading.Event()
+
+        def hang_up() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    continue
+                with conn:
+                    conn.recv(65536)
+
+        thread = threading.Thread(target=hang_up, daemon=True)
+        thread.start()
+        try:
+            model = resolve_model(OLLAMA, fast(base_url=url, max_retries=1))
+            with pytest.raises(httpx.RemoteProtocolError) as info:
+                await model.ainvoke([HumanMessage("?")])
+        finally:
+            stop.set()
+            thread.join()
+    assert classify(info.value) is Failure.UNREACHABLE
+    assert f"cannot reach {OLLAMA} at {url} (2 attempts)" in str(info.value)
 
 
 def test_backoff_doubles_and_is_capped() -> None:
