@@ -16,8 +16,8 @@ Each layer is measured ``--repeats`` times, each time in a fresh process (the me
 reported). With ``--before REV`` the same layers of that commit's code (``git archive``,
 laid out as the installed namespace) are measured too, interleaved with this tree's, so
 the before/after ratio comes from one run. With ``--profile``, the top functions by own
-time (cProfile) of the ``runner`` layer, before and after. Goal: at most 2.5 ms per fact for ``runner``
-(400 facts/s per core). The machine is noisy: compare within one run.
+time (cProfile) of the ``runner`` layer, before and after. Goal: at most 2.5 ms per fact
+for ``runner`` (400 facts/s per core). The machine is noisy: compare within one run.
 
     python benchmarks/bench_client_cpu.py [--facts 2000] [--provider ollama|openai]
         [--before REV] [--repeats 3] [--profile]
