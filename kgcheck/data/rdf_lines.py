@@ -36,8 +36,9 @@ _NAME_HINTS = (b"#label>", b"#prefLabel>", b"schema.org/name>")
 # (see ``rdf.rdf_terms``): a chosen line holding one is only named right by the full parse.
 _RENUMBERED_BNODE = re.compile(rb"_:[0-9a-f]{20,32}(?![0-9A-Za-z_.-])")
 
-# A line that may hold no triple (a comment, a blank, indentation) starts with neither.
-_ODD_START = re.compile(rb"\n[^<_]")
+# A line that may hold no triple (a comment, a blank, indentation) starts with neither; the
+# lookahead leaves that first byte unread, so a blank line before another odd one is found.
+_ODD_START = re.compile(rb"\n(?=[^<_])")
 # What the naming predicates end with: one search finds rdfs:label and skos:prefLabel.
 _NAME_ENDS = (b"abel>", b"/name>")
 
