@@ -77,9 +77,9 @@ class LineIndex:
         self.lines: list[int] = []
         self.skipped: list[array[int]] = []
 
-    def add(self, block: bytes, skipped: array[int]) -> None:
-        """Count the next block, whose lines at the ``skipped`` indices hold no record."""
-        self.lines.append(line_count(block))
+    def add(self, lines: int, skipped: array[int]) -> None:
+        """Count the next block, of ``lines`` lines, those at ``skipped`` holding no record."""
+        self.lines.append(lines)
         self.skipped.append(skipped)
 
     @property

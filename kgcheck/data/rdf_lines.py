@@ -29,6 +29,7 @@ from kgcheck.data.line_blocks import (
     file_blocks,
     file_lines,
     line_at,
+    line_count,
     line_indices,
 )
 from kgcheck.data.rdf import NAME_PREDICATES, QUAD_FORMATS, TERMS, Names, RdfReader, rdf_fact
@@ -243,7 +244,7 @@ class TriplesLineSampler(LineSampler):
         offset = 0
         for block in file_blocks(self.reader.path, self.block_bytes):
             skipped, named = _no_fact_lines(block)
-            self._index.add(block, skipped)
+            self._index.add(line_count(block), skipped)
             for start, subject in named:
                 self._name_at.append(offset + start)
                 self._name_subject.append(subject)
