@@ -213,10 +213,10 @@ class RecordSampler:
         """
         check = self._ids_checked != self._stamp()
         ids = _IdHashes()
-        for number, line in self._raw_records():
+        for block, number, lines, skipped in self._blocks():
             if check:
-                ids.add(self._id(number, line))
-            yield number, line
+                self._add_ids(ids, block, number, lines, skipped)
+            yield from _block_records(block, number, skipped)
         if check and not self.spanning:
             self._check_ids(ids)
 
@@ -225,18 +225,23 @@ class RecordSampler:
         self._index = index = LineIndex()
         ids = _IdHashes()
         for block, number, lines, skipped in self._blocks():
-            if not self._may_hold_ids(block):
-                ids.numbered += lines - len(skipped)
-            elif (found := self._block_ids(block, lines, skipped)) is not None:
-                ids.hashes.extend(map(hash, found))
-            else:
-                for line_number, line in _block_records(block, number, skipped):
-                    ids.add(self._id(line_number, line))
+            self._add_ids(ids, block, number, lines, skipped)
             index.add(lines, skipped)
         if self.spanning:
             return 0
         self._check_ids(ids)
         return index.records
+
+    def _add_ids(self, ids: _IdHashes, block: bytes, number: int, lines: int,
+                 skipped: array[int]) -> None:
+        """Add the ids of a block's records: by one search where it can, else line by line."""
+        if not self._may_hold_ids(block):
+            ids.numbered += lines - len(skipped)
+        elif (found := self._block_ids(block, lines, skipped)) is not None:
+            ids.hashes.extend(map(hash, found))
+        else:
+            for line_number, line in _block_records(block, number, skipped):
+                ids.add(self._id(line_number, line))
 
     def pick(self, indices: list[int]) -> list[tuple[int, Any]]:
         """Return ``(index, (line number, line))`` for the records at these indices."""
