@@ -49,6 +49,10 @@ def _jsonl(path: Path, n: int = 400, ids: str = "strings", odd: bool = True) -> 
             text = text.replace('": ', '" :  ').replace(", ", ",")  # other spacing
         if odd and i % 17 == 0:
             text = "  " + text  # indented
+        if odd and i % 19 == 0:
+            text = text.replace(f'"object {i}"', '"predicate"')  # a key's name as a value
+        if odd and i % 23 == 0:
+            text = text[:-1] + ', "predicate": "given twice", "label": 1}'  # JSON keeps the last
         lines.append(text)
         if i % 11 == 0:
             lines.append(["", "   ", "\r", "\u3000\u00a0", "\t"][i % 5])

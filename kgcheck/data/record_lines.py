@@ -72,9 +72,6 @@ _CONTENT = re.compile(rb"[^" + _BLANKISH + rb"]")
 _BOM = b"\xef\xbb\xbf"
 # A JSON line that is not an object's start: blank, or a record the parser will refuse.
 _NOT_OBJECT = re.compile(rb"\n(?=[^{])")
-_COLON = re.compile(rb"[ \t\r]*:[ \t\r]*")
-_STRING = re.compile(rb'"([^"\\]*)"')
-_INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?=[ \t\r]*[,}])")
 # An id as its fact holds it (no blank at either end), and a line's id key: a quote after
 # a backslash is escaped, so a match not after one is the string token "id" itself.
 _CLEAN = rb"[^\s\x1c-\x1f\x80-\xff%s](?:[^\n%s]*[^\s\x1c-\x1f\x80-\xff%s])?"
@@ -290,7 +287,19 @@ def _blank_text(line: bytes) -> bool:
         return False  # not text: a record, whose error a full read reports
 
 
-def _simple_value(line: bytes, key: bytes) -> tuple[bool, str | int | None]:
+def _field(name: str) -> tuple[bytes, re.Pattern[bytes], re.Pattern[bytes]]:
+    """Return a JSON key's bytes, its search as a key, and as a key with a plain value."""
+    key = b'"%s"' % name.encode()
+    # A quote after a backslash is escaped: a match not after one is the string token.
+    keyed = key + rb"(?<!\\" + key + rb")[ \t\r]*:[ \t\r]*"
+    return key, re.compile(keyed), re.compile(
+        keyed + rb'(?:"([^"\\]*)"|(-?(?:0|[1-9][0-9]*))(?=[ \t\r]*[,}]))')
+
+
+_FIELDS = {name: _field(name) for name in ("id", "subject", "predicate", "label")}
+
+
+def _simple_value(line: bytes, name: str) -> tuple[bool, str | int | None]:
     """Find a JSON line's top-level field by byte search, where the line allows it.
 
     Returns ``(True, value)`` (``value`` None when the key is absent) for a line holding
@@ -299,26 +308,23 @@ def _simple_value(line: bytes, key: bytes) -> tuple[bool, str | int | None]:
     """
     if b"\\u" in line or line.count(b"{") != 1:
         return False, None
-    at = -1
-    start = line.find(key)
-    while start >= 0:
-        # A quote after a backslash is escaped: the match is then no string token.
-        if (start == 0 or line[start - 1] != 0x5C) and (
-                colon := _COLON.match(line, start + len(key))) is not None:
-            if at >= 0:
-                return False, None  # the key twice: JSON keeps the last
-            at = colon.end()
-        start = line.find(key, start + len(key))
-    if at < 0:
+    key, keyed, valued = _FIELDS[name]
+    if (occurrences := line.count(key)) == 0:
         return True, None
-    if (text := _STRING.match(line, at)) is not None:
-        try:
-            return True, text.group(1).decode("utf-8")
-        except UnicodeDecodeError:
-            return False, None
-    if (integer := _INTEGER.match(line, at)) is not None:
-        return True, int(integer.group())
-    return False, None
+    found = valued.search(line)
+    if occurrences > 1 or found is None:  # the name also as a value, or another value
+        keys = len(keyed.findall(line))
+        if keys == 0:
+            return True, None
+        if keys > 1 or found is None:
+            return False, None  # the key twice (JSON keeps the last), or a value to decode
+    text, integer = found.groups()
+    if text is None:
+        return True, int(integer)
+    try:
+        return True, text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False, None
 
 
 class JsonLinesSampler(RecordSampler):
@@ -364,7 +370,7 @@ class JsonLinesSampler(RecordSampler):
     def _id(self, number: int, line: bytes) -> str | None:
         if b'"id"' not in line and b"\\u" not in line:
             return None  # no key spelled id
-        simple, value = _simple_value(line, b'"id"')
+        simple, value = _simple_value(line, "id")
         if simple and (value is None or (value := str(value).strip())):
             return value
         row = self._row(number, line)
@@ -382,7 +388,7 @@ class JsonLinesSampler(RecordSampler):
         return lambda _item: self.dataset
 
     def _term(self, number: int, line: bytes, name: str) -> str:
-        simple, value = _simple_value(line, b'"%s"' % name.encode())
+        simple, value = _simple_value(line, name)
         text = str(value).strip() if simple and value is not None else ""
         if not text:
             row = self._row(number, line)
@@ -391,7 +397,7 @@ class JsonLinesSampler(RecordSampler):
         return text[:MAX_TERM_CHARS]
 
     def _label(self, number: int, line: bytes) -> str:
-        simple, value = _simple_value(line, b'"label"')
+        simple, value = _simple_value(line, "label")
         if not simple:
             value = self._row(number, line).get("label")
         return label_stratum(label_word(value, self._where(number), TriplesError))
