@@ -12,9 +12,11 @@ reader's own code and errors (a malformed chosen record names the file and the l
 What is read of the other records, so that the sample stays the streaming reader's:
 
 - **fact ids**, when the file gives them (a JSON line holding ``"id"``, an ``id`` column),
-  to refuse a repeated id as the streaming reader does: a byte search for the field where
-  the line allows it (one object, no escapes), else the line's JSON; 8 bytes per id kept
-  (its hash), and an exact second pass only when two hashes meet;
+  to refuse a repeated id as the streaming reader does: one search per block where every
+  line allows it (the key once in one object, no Unicode escape, a plain string or integer
+  value; a cell with no quote before it), else a search per line, else the line's JSON or
+  row; 8 bytes per id kept (its hash), and an exact second pass only when two hashes meet
+  or when some facts are numbered (a numbered fact's id may be another's);
 - **the stratum** of ``--stratify``: the field or column alone, found the same way.
 
 A malformed record that is not chosen goes unnoticed unless reading its id or stratum
