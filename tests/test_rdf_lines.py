@@ -73,6 +73,7 @@ def test_n_triples_are_counted_and_picked_by_block(tmp_path) -> None:
                      + b"".join(b"<http://e.org/s%d> <http://e.org/p> <http://e.org/o> .\r\n\t\r\n" % i
                                 for i in range(300))
                      + b'<http://e.org/s1> <http://www.w3.org/2000/01/rdf-schema#label> "One" .\r\n'
+                     + b"\n\n\n# two blank lines above\n\n# and one between comments\n"
                      + b"<http://e.org/z> <http://e.org/p> _:end .")
     for name in (path, _kg(tmp_path / "kg.nt")):
         for block in (64, 1000, 1 << 20):

@@ -17,17 +17,25 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyoxigraph as ox
 
 from kgcheck.data.facts import Fact
+from kgcheck.data.line_blocks import (
+    BLOCK_BYTES,
+    Line,
+    LineIndex,
+    file_blocks,
+    file_lines,
+    line_at,
+    line_count,
+    line_indices,
+)
 from kgcheck.data.rdf import NAME_PREDICATES, QUAD_FORMATS, TERMS, Names, RdfReader, rdf_fact
 from kgcheck.data.rdf import rdf_terms as parse_terms
 from kgcheck.data.sources import TriplesError, open_binary
 
-BLOCK_BYTES = 8 * 1024 * 1024
 LINE_FORMATS = (ox.RdfFormat.N_TRIPLES, ox.RdfFormat.N_QUADS)
 NAME_FIELDS = frozenset(f"<{iri}>".encode() for iri in NAME_PREDICATES)
 # Substrings every naming predicate's line holds: a line without any needs no split.
@@ -36,51 +44,16 @@ _NAME_HINTS = (b"#label>", b"#prefLabel>", b"schema.org/name>")
 # (see ``rdf.rdf_terms``): a chosen line holding one is only named right by the full parse.
 _RENUMBERED_BNODE = re.compile(rb"_:[0-9a-f]{20,32}(?![0-9A-Za-z_.-])")
 
-# A line that may hold no triple (a comment, a blank, indentation) starts with neither.
-_ODD_START = re.compile(rb"\n[^<_]")
+# A line that may hold no triple (a comment, a blank, indentation) starts with neither; the
+# lookahead leaves that first byte unread, so a blank line before another odd one is found.
+_ODD_START = re.compile(rb"\n(?=[^<_])")
 # What the naming predicates end with: one search finds rdfs:label and skos:prefLabel.
 _NAME_ENDS = (b"abel>", b"/name>")
-
-# A line holding a fact: its line number and its bytes (without the line end).
-Line = tuple[int, bytes]
 
 
 def can_sample_lines(reader: RdfReader) -> bool:
     """Whether a file is sampled over its raw lines (N-Triples and N-Quads, gzipped too)."""
     return reader.format in LINE_FORMATS
-
-
-def file_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
-    """Yield a file in blocks of about ``block_bytes``, each cut at a line end."""
-    try:
-        with open_binary(path) as fh:
-            while block := fh.read(block_bytes):
-                if not block.endswith(b"\n"):
-                    block += fh.readline()  # to the end of the line the cut fell in
-                yield block
-    except (OSError, EOFError) as exc:
-        raise TriplesError(f"{path}: cannot be read ({exc})") from None
-
-
-def file_lines(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[Line]:
-    """Yield every line of a file with its number (without its line end)."""
-    number = 0
-    for block in file_blocks(path, block_bytes):
-        lines = block.split(b"\n")
-        if not lines[-1]:
-            lines.pop()
-        for line in lines:
-            number += 1
-            yield number, line
-
-
-def _line_count(block: bytes) -> int:
-    return block.count(b"\n") + (not block.endswith(b"\n"))
-
-
-def _line_at(block: bytes, start: int) -> bytes:
-    end = block.find(b"\n", start)
-    return block[start:] if end < 0 else block[start:end]
 
 
 def _no_fact_lines(block: bytes) -> tuple[array[int], list[tuple[int, int]]]:
@@ -97,7 +70,7 @@ def _no_fact_lines(block: bytes) -> tuple[array[int], list[tuple[int, int]]]:
         at = block.find(needle)
         while at >= 0:
             start = block.rfind(b"\n", 0, at) + 1
-            fields = _fields(_line_at(block, start))
+            fields = _fields(line_at(block, start))
             if len(fields) > 1 and fields[1] in NAME_FIELDS and start not in starts:
                 starts.add(start)
                 named.append((start, hash(fields[0])))
@@ -105,16 +78,11 @@ def _no_fact_lines(block: bytes) -> tuple[array[int], list[tuple[int, int]]]:
     odd = [] if block[:1] in (b"<", b"_") else [0]
     odd += [match.start() + 1 for match in _ODD_START.finditer(block)]
     for start in odd:
-        text = _line_at(block, start).strip()
+        text = line_at(block, start).strip()
         if not text or text.startswith(b"#"):
             starts.add(start)
-    indices, counted, line = array("I"), 0, 0
-    for start in sorted(starts):
-        line += block.count(b"\n", counted, start)
-        counted = start
-        indices.append(line)
     named.sort()
-    return indices, named
+    return line_indices(block, starts), named
 
 
 def _fields(line: bytes) -> list[bytes]:
@@ -226,26 +194,22 @@ class LineSampler:
         if not subjects:
             return
         number = 0
-        with open_binary(self.reader.path) as fh:
-            while block := fh.read(self.block_bytes):
-                if not block.endswith(b"\n"):
-                    block += fh.readline()
-                found: list[int] = []
-                for needle in NAME_FIELDS:
-                    at = block.find(needle)
-                    while at >= 0:
-                        found.append(block.rfind(b"\n", 0, at) + 1)
-                        at = block.find(needle, at + len(needle))
-                counted = 0
-                for start in sorted(set(found)):
-                    end = block.find(b"\n", start)
-                    line = block[start:] if end < 0 else block[start:end]
-                    fields = _fields(line)
-                    if len(fields) > 1 and fields[1] in NAME_FIELDS and fields[0] in subjects:
-                        number += block.count(b"\n", counted, start)
-                        counted = start
-                        yield number + 1, line
-                number += block.count(b"\n", counted)
+        for block in file_blocks(self.reader.path, self.block_bytes):
+            found: list[int] = []
+            for needle in NAME_FIELDS:
+                at = block.find(needle)
+                while at >= 0:
+                    found.append(block.rfind(b"\n", 0, at) + 1)
+                    at = block.find(needle, at + len(needle))
+            counted = 0
+            for start in sorted(set(found)):
+                line = line_at(block, start)
+                fields = _fields(line)
+                if len(fields) > 1 and fields[1] in NAME_FIELDS and fields[0] in subjects:
+                    number += block.count(b"\n", counted, start)
+                    counted = start
+                    yield number + 1, line
+            number += block.count(b"\n", counted)
 
 
 class TriplesLineSampler(LineSampler):
@@ -257,8 +221,7 @@ class TriplesLineSampler(LineSampler):
     holding one are split into lines).
     """
 
-    _lines: list[int]
-    _no_facts: list[array[int]]
+    _index: LineIndex
     # Where the naming lines are, from the last count (None: not counted, or since drawn
     # over the lines one by one, as strata are).
     _name_at: array[int] | None = None
@@ -276,18 +239,17 @@ class TriplesLineSampler(LineSampler):
         (4 bytes per naming, comment or blank line) for ``pick``, and where each naming
         line is with a hash of its subject (16 bytes each) to name the chosen facts.
         """
-        self._lines, self._no_facts = [], []
+        self._index = LineIndex()
         self._name_at, self._name_subject = array("q"), array("q")
         offset = 0
         for block in file_blocks(self.reader.path, self.block_bytes):
             skipped, named = _no_fact_lines(block)
-            self._lines.append(_line_count(block))
-            self._no_facts.append(skipped)
+            self._index.add(line_count(block), skipped)
             for start, subject in named:
                 self._name_at.append(offset + start)
                 self._name_subject.append(subject)
             offset += len(block)
-        return sum(self._lines) - sum(map(len, self._no_facts))
+        return self._index.records
 
     def _name_lines(self, subjects: set[bytes]) -> Iterator[Line]:
         """Yield the naming lines of ``subjects``, found by the count pass (number 0)."""
@@ -305,28 +267,7 @@ class TriplesLineSampler(LineSampler):
 
     def pick(self, indices: Sequence[int]) -> list[tuple[int, Any]]:
         """Return ``(index, (line number, line))`` for the facts at these indices."""
-        picked: list[tuple[int, Any]] = []
-        wanted = iter(indices)
-        index = next(wanted, None)
-        first_fact = first_line = 0
-        for block, count, skipped in zip(file_blocks(self.reader.path, self.block_bytes),
-                                         self._lines, self._no_facts, strict=False):
-            facts = count - len(skipped)
-            if index is not None and index < first_fact + facts:
-                lines = block.split(b"\n")
-                passed = 0
-                while index is not None and index < first_fact + facts:
-                    line = index - first_fact + passed
-                    while passed < len(skipped) and skipped[passed] <= line:
-                        passed += 1
-                        line = index - first_fact + passed
-                    picked.append((index, (first_line + line + 1, lines[line])))
-                    index = next(wanted, None)
-            first_fact += facts
-            first_line += count
-            if index is None:
-                break
-        return picked
+        return list(self._index.pick(file_blocks(self.reader.path, self.block_bytes), indices))
 
 
 def _field(line: bytes, index: int) -> bytes:
@@ -348,4 +289,4 @@ def line_source(reader: RdfReader) -> Callable[[], Iterator[Fact]]:
     return lambda: iter(reader)
 
 
-__all__ = ["LineSampler", "TriplesLineSampler", "can_sample_lines", "file_lines", "line_source"]
+__all__ = ["LineSampler", "TriplesLineSampler", "can_sample_lines", "line_source"]

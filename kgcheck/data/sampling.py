@@ -50,11 +50,17 @@ class RawRecords(Protocol):
         """Parse the chosen records into facts; None when only the full parse can."""
         ...
 
+
+def label_stratum(label: bool | None) -> str:
+    """Return the stratum of a gold label: ``T``, ``F`` or ``unknown``."""
+    return "unknown" if label is None else ("T" if label else "F")
+
+
 STRATA: dict[str, Callable[[Fact], str]] = {
     "predicate": lambda f: f.predicate,
     "subject": lambda f: f.subject,
     "dataset": lambda f: f.dataset,
-    "label": lambda f: "unknown" if f.label is None else ("T" if f.label else "F"),
+    "label": lambda f: label_stratum(f.label),
 }
 
 
@@ -232,8 +238,8 @@ def select_facts(facts: Iterable[Fact] | Stream, *, limit: int | None = None,
     ``facts`` is an iterable, or a function returning a fresh iterator (needed only for a
     proportional ``stratify``, which counts the strata first). ``ids`` filters first, then
     ``sample``/``stratify`` draw, then ``limit`` caps the result. A ``RawRecords`` stream
-    (an N-Triples or N-Quads file) is drawn from over its unparsed lines, with the same
-    choice as over its facts.
+    (an N-Triples, N-Quads, JSON Lines, CSV or TSV file) is drawn from over its unparsed
+    lines, with the same choice as over its facts.
     """
     for name, value in (("limit", limit), ("sample", sample), ("per_stratum", per_stratum)):
         if value is not None and value < 1:
@@ -349,5 +355,5 @@ def _by_ids(facts: Iterator[Fact], wanted: set[str]) -> Iterator[Fact]:
                 return
 
 
-__all__ = ["STRATA", "CountedRecords", "RawRecords", "Selection", "SelectionError", "parse_ids",
-           "reservoir_indices", "select_facts"]
+__all__ = ["STRATA", "CountedRecords", "RawRecords", "Selection", "SelectionError", "label_stratum",
+           "parse_ids", "reservoir_indices", "select_facts"]

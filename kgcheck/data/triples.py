@@ -47,13 +47,32 @@ def _fact_id(row: dict[str, Any], where: str, row_number: int) -> str:
     return text
 
 
+def term_text(row: dict[str, Any], name: str) -> str:
+    """Return a row's term as its fact holds it (stripped; empty when missing)."""
+    value = row.get(name)
+    return "" if value is None else str(value).strip()
+
+
 def _fact(row: dict[str, Any], where: str, row_number: int, dataset: str) -> Fact:
-    missing = [k for k in REQUIRED if row.get(k) is None or not str(row.get(k)).strip()]
+    terms = [term_text(row, k) for k in REQUIRED]
+    missing = [k for k, term in zip(REQUIRED, terms, strict=True) if not term]
     if missing:
         raise TriplesError(f"{where}: missing {', '.join(missing)}")
-    return Fact.from_triple(_fact_id(row, where, row_number), dataset,
-                            [str(row[k]).strip() for k in REQUIRED],
+    return Fact.from_triple(_fact_id(row, where, row_number), dataset, terms,
                             label_word(row.get("label"), where, TriplesError))
+
+
+def decode_line(raw: bytes, path: Path, number: int) -> str:
+    """Decode line ``number`` of a text file, naming the line when its bytes are not text."""
+    if b"\x00" in raw:
+        raise TriplesError(f"{path}, line {number}: holds NUL bytes, so it is a binary "
+                           "file, not text; give a CSV, TSV or JSON Lines file")
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise TriplesError(
+            f"{path}, line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+            f"column {exc.start + 1}); save the file as UTF-8") from None
 
 
 def _text_lines(fh: IO[bytes], path: Path, first_line: int = 1) -> Iterator[str]:
@@ -61,54 +80,70 @@ def _text_lines(fh: IO[bytes], path: Path, first_line: int = 1) -> Iterator[str]
     number = first_line - 1
     try:
         for number, raw in enumerate(fh, start=first_line):  # noqa: B007 - the count is the location
-            if b"\x00" in raw:
-                raise TriplesError(f"{path}, line {number}: holds NUL bytes, so it is a binary "
-                                   "file, not text; give a CSV, TSV or JSON Lines file")
-            try:
-                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise TriplesError(
-                    f"{path}, line {number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
-                    f"column {exc.start + 1}); save the file as UTF-8") from None
+            yield decode_line(raw, path, number)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise TriplesError(f"{path}, line {number + 1}: broken gzip data ({exc})") from None
 
 
+def table_kind(delimiter: str) -> str:
+    """Name the format of a table with this delimiter."""
+    return "TSV" if delimiter == "\t" else "CSV"
+
+
+def table_header(fields: list[str], path: Path) -> list[str]:
+    """Read a table's header row into lower-cased column names; refuse repeated or lacking ones."""
+    header = [h.strip().lower() for h in fields]
+    seen: set[str] = set()
+    for name in header:
+        if name and name in seen:
+            raise TriplesError(f"{path}, row 1: the header names column {name!r} "
+                               "twice; give each column once")
+        seen.add(name)
+    absent = [k for k in REQUIRED if k not in header]
+    if absent:
+        raise TriplesError(
+            f"{path}: header lacks {', '.join(absent)} (found: {', '.join(header)})")
+    return header
+
+
+def blank_row(fields: list[str]) -> bool:
+    """Whether a table row holds nothing (it is skipped, and gets no row id)."""
+    return not fields or not any(f.strip() for f in fields)
+
+
+def table_fact(fields: list[str], header: list[str], path: Path, row: int, record: int,
+               dataset: str) -> Fact:
+    """Build the fact of table row ``row`` (the header is row 1), the ``record``-th fact."""
+    if len(fields) > len(header) and any(f.strip() for f in fields[len(header):]):
+        raise TriplesError(f"{path}, row {row}: {len(fields)} fields but the header has "
+                           f"{len(header)}; {QUOTING_HINT}")
+    return _fact(dict(zip(header, fields, strict=False)), f"{path}, row {row}", record, dataset)
+
+
+def table_error(exc: csv.Error, path: Path, row: int, delimiter: str) -> TriplesError:
+    """Turn the csv module's error on table row ``row`` into one naming the file and row."""
+    detail = str(exc)
+    if "field limit" in detail:
+        detail = (f"a field is longer than {csv.field_size_limit():,} characters "
+                  "(128 KiB); an unclosed quote makes the rest of the file one field")
+    return TriplesError(f"{path}, row {row}: malformed {table_kind(delimiter)} ({detail})")
+
+
 def _table_rows(path: Path, dataset: str, delimiter: str) -> Iterator[Fact]:
-    kind = "TSV" if delimiter == "\t" else "CSV"
     with open_binary(path) as fh:
         reader = csv.reader(_text_lines(fh, path), delimiter=delimiter)
         rows = records = 0
         try:
-            header = [h.strip().lower() for h in next(reader, [])]
-            seen: set[str] = set()
-            for name in header:
-                if name and name in seen:
-                    raise TriplesError(f"{path}, row 1: the header names column {name!r} "
-                                       "twice; give each column once")
-                seen.add(name)
-            absent = [k for k in REQUIRED if k not in header]
-            if absent:
-                raise TriplesError(
-                    f"{path}: header lacks {', '.join(absent)} (found: {', '.join(header)})")
+            header = table_header(next(reader, []), path)
             for fields in reader:
                 rows += 1
-                n = rows + 1  # the header is row 1, as in a spreadsheet
-                if not fields or not any(f.strip() for f in fields):
+                if blank_row(fields):
                     continue
-                if len(fields) > len(header) and any(f.strip() for f in fields[len(header):]):
-                    raise TriplesError(
-                        f"{path}, row {n}: {len(fields)} fields but the header has "
-                        f"{len(header)}; {QUOTING_HINT}")
                 records += 1
-                row = dict(zip(header, fields, strict=False))
-                yield _fact(row, f"{path}, row {n}", records, dataset)
+                # The header is row 1, as in a spreadsheet.
+                yield table_fact(fields, header, path, rows + 1, records, dataset)
         except csv.Error as exc:
-            detail = str(exc)
-            if "field limit" in detail:
-                detail = (f"a field is longer than {csv.field_size_limit():,} characters "
-                          "(128 KiB); an unclosed quote makes the rest of the file one field")
-            raise TriplesError(f"{path}, row {rows + 2}: malformed {kind} ({detail})") from None
+            raise table_error(exc, path, rows + 2, delimiter) from None
 
 
 def _jsonl_rows(path: Path, dataset: str) -> Iterator[Fact]:
@@ -130,9 +165,14 @@ def unique_ids(facts: Iterable[Fact], path: Path) -> Iterator[Fact]:
     for n, fact in enumerate(facts, start=1):
         earlier = first.setdefault(fact.id, n)
         if earlier != n:
-            raise TriplesError(f"{path}: fact id {fact.id!r} appears more than once (facts "
-                               f"{earlier:,} and {n:,}); ids must be unique")
+            raise repeated_id(path, fact.id, earlier, n)
         yield fact
+
+
+def repeated_id(path: Path, fact_id: str, earlier: int, n: int) -> TriplesError:
+    """Return the error of fact ``n`` of a file having the id of fact ``earlier``."""
+    return TriplesError(f"{path}: fact id {fact_id!r} appears more than once (facts "
+                        f"{earlier:,} and {n:,}); ids must be unique")
 
 
 def iter_triples(path: str | Path, dataset: str = "", *, reader: RdfReader | None = None

@@ -26,6 +26,7 @@ from kgcheck.data.gold import read_gold
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.rdf_lines import line_source
+from kgcheck.data.record_lines import record_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
     VERDICTS,
@@ -37,7 +38,6 @@ from kgcheck.data.sampling import select_facts as _select_facts
 from kgcheck.data.shards import ParallelRead, ShardedReader, can_shard
 from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
-from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
 from kgcheck.evals.stats.tables import run_intervals
 from kgcheck.graphs.consensus.graph import settings_class
@@ -300,10 +300,12 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
                                     reader=reader)
             return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
+        # A sample of a file of one fact per line is drawn over its raw lines
+        # (kgcheck.data.rdf_lines: N-Triples, N-Quads; kgcheck.data.record_lines: JSON Lines,
+        # CSV, TSV).
         if reader is not None:
-            # A sample of N-Triples or N-Quads is drawn over raw lines (kgcheck.data.rdf_lines).
             return FactSource(line_source(reader), stem, str(path.resolve()), own, reader.named)
-        return FactSource(lambda: _iter_triples(path, stem), stem, str(path.resolve()), own)
+        return FactSource(record_source(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
         location = " ".join(x for x in (redact_endpoint(sparql), graph and f"<{graph}>", where)

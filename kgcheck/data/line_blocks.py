@@ -1,0 +1,120 @@
+"""Read a file of one record per line in large blocks, and find its records again by index.
+
+The raw-line samplers (``kgcheck.data.rdf_lines`` for N-Triples and N-Quads,
+``kgcheck.data.record_lines`` for JSON Lines, CSV and TSV) count a file's records block by
+block with byte searches, keeping per block only its line count and the lines that hold no
+record (``LineIndex``); a second read picks the chosen records by their index.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from kgcheck.data.sources import TriplesError, open_binary
+
+BLOCK_BYTES = 8 * 1024 * 1024
+
+# A line of a file: its number (from 1) and its bytes, without the line end.
+Line = tuple[int, bytes]
+
+
+def file_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """Yield a file in blocks of about ``block_bytes``, each cut at a line end."""
+    try:
+        with open_binary(path) as fh:
+            while block := fh.read(block_bytes):
+                if not block.endswith(b"\n"):
+                    block += fh.readline()  # to the end of the line the cut fell in
+                yield block
+    except (OSError, EOFError) as exc:
+        raise TriplesError(f"{path}: cannot be read ({exc})") from None
+
+
+def file_lines(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[Line]:
+    """Yield every line of a file with its number (without its line end)."""
+    number = 0
+    for block in file_blocks(path, block_bytes):
+        lines = block.split(b"\n")
+        if not lines[-1]:
+            lines.pop()
+        for line in lines:
+            number += 1
+            yield number, line
+
+
+def line_count(block: bytes) -> int:
+    """Return how many lines a block holds (the last may lack its line end)."""
+    return block.count(b"\n") + (not block.endswith(b"\n"))
+
+
+def line_at(block: bytes, start: int) -> bytes:
+    """Return the line of a block that starts at ``start``, without its line end."""
+    end = block.find(b"\n", start)
+    return block[start:] if end < 0 else block[start:end]
+
+
+def line_indices(block: bytes, starts: Iterable[int]) -> array[int]:
+    """Turn the start offsets of some lines of a block into their indices in it (ascending)."""
+    indices, counted, line = array("I"), 0, 0
+    for start in sorted(starts):
+        line += block.count(b"\n", counted, start)
+        counted = start
+        indices.append(line)
+    return indices
+
+
+class LineIndex:
+    """Where a file's records are, from one pass: per block, its lines less those holding none.
+
+    Keeps a block's line count and the indices of its lines that hold no record (4 bytes
+    each: blank lines, comments, names, a header), so that the records at given indices
+    are found again by reading the blocks once more.
+    """
+
+    def __init__(self) -> None:
+        self.lines: list[int] = []
+        self.skipped: list[array[int]] = []
+
+    def add(self, lines: int, skipped: array[int]) -> None:
+        """Count the next block, of ``lines`` lines, those at ``skipped`` holding no record."""
+        self.lines.append(lines)
+        self.skipped.append(skipped)
+
+    @property
+    def records(self) -> int:
+        """How many records the blocks counted so far hold."""
+        return sum(self.lines) - sum(map(len, self.skipped))
+
+    def pick(self, blocks: Iterable[bytes], indices: Sequence[int]) -> list[tuple[int, Line]]:
+        """Return ``(index, (line number, line))`` for the records at these (ascending) indices.
+
+        ``blocks`` are the blocks counted, read again; only those holding a chosen record
+        are split into lines.
+        """
+        picked: list[tuple[int, Line]] = []
+        wanted = iter(indices)
+        index = next(wanted, None)
+        first_record = first_line = 0
+        for block, count, skipped in zip(blocks, self.lines, self.skipped, strict=False):
+            records = count - len(skipped)
+            if index is not None and index < first_record + records:
+                lines = block.split(b"\n")
+                passed = 0
+                while index is not None and index < first_record + records:
+                    line = index - first_record + passed
+                    while passed < len(skipped) and skipped[passed] <= line:
+                        passed += 1
+                        line = index - first_record + passed
+                    picked.append((index, (first_line + line + 1, lines[line])))
+                    index = next(wanted, None)
+            first_record += records
+            first_line += count
+            if index is None:
+                break
+        return picked
+
+
+__all__ = ["BLOCK_BYTES", "Line", "LineIndex", "file_blocks", "file_lines", "line_at",
+           "line_count", "line_indices"]
