@@ -25,14 +25,12 @@ against whether it was right (scikit-learn's ``calibration_curve`` bins) and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
 import numpy as np
 
-matplotlib.use("Agg")  # Files only: never open a window.
-
-import matplotlib.pyplot as plt  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["calibration_figure", "calibration_report", "certainty", "confidence_sources",
            "expected_calibration_error", "precision_coverage", "reliability",
@@ -69,8 +67,14 @@ def reliability(confidence: Sequence[float], correct: Sequence[bool],
 
 
 def calibration_figure(confidence: Sequence[float], correct: Sequence[bool], title: str,
-                       bins: int = 10) -> plt.Figure:
+                       bins: int = 10) -> Figure:
     """Draw the reliability diagram of one run's confidences."""
+    # Imported here: every run summarizes calibration, and pyplot costs a run's start 0.4 s.
+    import matplotlib
+
+    matplotlib.use("Agg")  # Files only: never open a window.
+    import matplotlib.pyplot as plt
+
     stats = reliability(confidence, correct, bins)
     fig, ax = plt.subplots(figsize=(5.2, 4.6))
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="calibrated")

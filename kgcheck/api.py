@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import inspect
 import json
 import re
@@ -26,7 +27,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Se
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgcheck.arguments import (
     NAME_ONLY,
@@ -53,13 +54,6 @@ from kgcheck.data.sparql import SparqlClient, SparqlReader
 from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, open_data
-from kgcheck.evals.accuracy.audit import (
-    EstimateResult,
-    SampleResult,
-    estimate_run,
-    run_verdicts,
-    write_sample,
-)
 from kgcheck.evals.accuracy.estimators import EstimateError
 from kgcheck.evals.errors.pipeline import ErrorAnalysis
 from kgcheck.evals.errors.pipeline import analyse_errors as _analyse_errors
@@ -77,8 +71,6 @@ from kgcheck.graphs.verdicts import is_defect
 from kgcheck.providers.secrets import redact_logs, redact_text
 from kgcheck.retrievers.sources.base import CORPUS, EVIDENCE_SOURCES
 from kgcheck.retrievers.store import CorpusStore, Fetched, default_store_path, import_corpus
-from kgcheck.review.server import Served
-from kgcheck.review.server import serve as serve_review
 from kgcheck.review.session import ReviewSession, parse_only
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.engines import Engine
@@ -104,10 +96,33 @@ from kgcheck.runs.plan import (
     plan_run,
 )
 from kgcheck.runs.runner import RunResult
-from kgcheck.runs.sweeps import asweep, plan_sweep
 from kgcheck.tracing import setup_tracing
 from kgcheck.view.explorer import Explorer
-from kgcheck.view.server import serve as serve_explorer
+
+if TYPE_CHECKING:
+    from kgcheck.evals.accuracy.audit import EstimateResult, SampleResult
+    from kgcheck.review.server import Served
+    from kgcheck.review.server import serve as serve_review
+    from kgcheck.runs.sweeps import asweep, plan_sweep
+    from kgcheck.view.server import serve as serve_explorer
+
+# Names served from their modules on first use (PEP 562): accuracy estimates, the review and
+# explorer servers and sweeps import pandas, matplotlib and FastAPI; a run starts without.
+LAZY_NAMES = {
+    "serve_review": ("kgcheck.review.server", "serve"),
+    "Served": ("kgcheck.review.server", "Served"),
+    "asweep": ("kgcheck.runs.sweeps", "asweep"),
+    "plan_sweep": ("kgcheck.runs.sweeps", "plan_sweep"),
+    "serve_explorer": ("kgcheck.view.server", "serve"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in LAZY_NAMES:
+        module, attribute = LAZY_NAMES[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module 'kgcheck.api' has no attribute {name!r}")
+
 
 __all__ = [
     # Checking facts: sync and async twins.
@@ -1120,6 +1135,8 @@ def sample(*, n: int, out: str | Path, dataset: str | None = None,
         SettingsError: Not exactly one source of facts.
 
     """
+    from kgcheck.evals.accuracy.audit import run_verdicts, write_sample
+
     if sum(x is not None for x in (dataset, triples, facts, run)) != 1:
         raise SettingsError("give exactly one of {sources}", sources=Arg(
             "dataset", triples=NAME_ONLY, facts=NAME_ONLY, run=NAME_ONLY, join=", "))
@@ -1245,6 +1262,8 @@ def estimate(run: str | Path, *, labels: str | Path | None = None,
             labels to estimate from.
 
     """
+    from kgcheck.evals.accuracy.audit import estimate_run
+
     return estimate_run(Path(run), labels=Path(labels) if labels else None,
                         gold_sample=gold_sample, seed=seed, confidence=confidence,
                         stratify=stratify, design=design, cluster=cluster,

@@ -35,8 +35,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from kgcheck.data.facts import MAX_TERM_CHARS, Fact
 from kgcheck.data.labels import label_word
 from kgcheck.data.line_blocks import (
@@ -113,6 +111,8 @@ class _IdHashes:
     def may_repeat(self) -> bool:
         if self.numbered and self.hashes:
             return True
+        import numpy as np  # here: a run's start need not load it
+
         ordered = np.sort(np.frombuffer(self.hashes, dtype=np.int64))
         return bool((ordered[1:] == ordered[:-1]).any())
 

@@ -15,7 +15,7 @@ import json
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -114,7 +114,7 @@ def capped_transport(*, asynchronous: bool) -> CappedTransport:
 
 
 @cache
-def _aiohttp_transport() -> type[httpx.AsyncBaseTransport]:
+def _aiohttp_transport() -> Callable[..., httpx.AsyncBaseTransport]:
     """Build (once) the async transport of model calls: httpx's interface over aiohttp.
 
     aiohttp's C-accelerated connections cost about half the client CPU of httpx's own
