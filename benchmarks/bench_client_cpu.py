@@ -53,18 +53,6 @@ RUNS = itertools.count()  # every runner job writes a folder of its own
 MODELS = {"ollama": "ollama:bench", "openai": "openai-compatible:bench"}
 
 
-def start_stub(kind: str) -> tuple[subprocess.Popen, str]:
-    """Start a stub model server in its own process; return it and its URL."""
-    process = subprocess.Popen([sys.executable, "-m", "tests.stubs", kind, "--answer", "T"],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True)
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    if not url.startswith("http"):
-        raise SystemExit(f"the stub server did not start: {url!r}")
-    return process, url
-
-
 def make_facts(count: int) -> list[Fact]:
     """Return ``count`` distinct facts with readable terms."""
     return [Fact(id=f"f{i}", subject=f"Entity {i}", predicate="bornIn",
@@ -242,13 +230,15 @@ def main() -> None:
             print(json.dumps(profile_of(job, facts, args.top)) if args.profile
                   else cpu_of(job, facts))
         return
-    stub, url = start_stub(args.provider)
+    sys.path.insert(0, str(ROOT))  # tests/: the parent runs this tree only
+    from tests.stubs.process import start_stub_process
+
+    stub, url = start_stub_process("tests.stubs", args.provider, "--answer", "T")
     layers = args.layers.split(",")
     try:
         with tempfile.TemporaryDirectory(prefix="kgcheck-cpu-") as folder:
             trees: dict[str, Path | None] = {"after": None}
             if args.before:
-                sys.path.insert(0, str(ROOT))  # tests/: the parent runs this tree only
                 from tests.package_tree import commit_tree
 
                 base = Path(folder) / "before"

@@ -36,16 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import kgcheck  # noqa: E402
+from tests.stubs.process import start_stub_process  # noqa: E402
 
 
 def start_stub(slots: int, seconds: float, mode: str) -> tuple[subprocess.Popen[str], str]:
     """Start the slotted stub in its own process; return it and its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.stubs.slotted", "--slots", str(slots),
-         "--seconds", str(seconds), "--mode", mode],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
+    return start_stub_process("tests.stubs.slotted", "--slots", str(slots),
+                              "--seconds", str(seconds), "--mode", mode)
 
 
 def facts(n: int, tag: str) -> list[dict[str, str]]:

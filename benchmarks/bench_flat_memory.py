@@ -52,18 +52,6 @@ def generate(path: Path, facts: int) -> None:
                 fh.write(f'{subject} <{LABEL}> "Entity {i}" .\n')
 
 
-def start_stub() -> tuple[subprocess.Popen, str]:
-    """Start the stub Ollama server in its own process; return it and its URL."""
-    process = subprocess.Popen([sys.executable, "-m", "tests.stubs", "ollama", "--answer", "T"],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True)
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    if not url.startswith("http"):
-        raise SystemExit(f"the stub server did not start: {url!r}")
-    return process, url
-
-
 def command(path: Path, url: str, out: Path, *extra: str) -> list[str]:
     """Return the ``kgcheck run`` command line over a whole file."""
     return [sys.executable, "-c", "from kgcheck.cli import app; app()", "run",
@@ -101,7 +89,6 @@ def full_run(path: Path, facts: int, url: str, tmp: Path, pythonpath: str | None
 
 def resume_million(tmp: Path, url: str, left: int = 1000) -> dict:
     """Measure a resume of a 1,000,000-fact run with all but ``left`` facts done."""
-    sys.path.insert(0, str(ROOT))
     from kgcheck.api import plan_run
     from kgcheck.data.runfolder import VERDICTS
     from kgcheck.runs.runner import _record
@@ -151,7 +138,10 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="add the 1,000,000 resume")
     args = parser.parse_args()
     sizes = [int(n) for n in args.facts.split(",")]
-    stub, url = start_stub()
+    sys.path.insert(0, str(ROOT))
+    from tests.stubs.process import start_stub_process
+
+    stub, url = start_stub_process("tests.stubs", "ollama", "--answer", "T")
     rows = []
     try:
         with tempfile.TemporaryDirectory() as name:

@@ -167,6 +167,22 @@ class RecordSampler:
         """Return the id of the ``record``-th fact, on line ``number``, when it gives none."""
         raise NotImplementedError
 
+    def record_key(self, stratify: str) -> Callable[[Line], str]:
+        """Return a record's stratum, as ``sampling.STRATA`` gives its fact's."""
+        if stratify in ("subject", "predicate"):
+            return lambda item: self._term(*item, stratify)
+        if stratify == "label":
+            return lambda item: self._label(*item)
+        return lambda _item: self.dataset
+
+    def _term(self, number: int, line: bytes, name: str) -> str:
+        """Return the record's ``subject`` or ``predicate``, read without building a fact."""
+        raise NotImplementedError
+
+    def _label(self, number: int, line: bytes) -> str:
+        """Return the record's label stratum (``T``, ``F`` or ``unknown``)."""
+        raise NotImplementedError
+
     def _fact(self, record: int, number: int, line: bytes) -> Fact:
         """Build the fact of the ``record``-th record, line ``number``."""
         raise NotImplementedError
@@ -381,14 +397,6 @@ class JsonLinesSampler(RecordSampler):
     def _numbered_id(self, number: int, record: int) -> str:
         return str(number)
 
-    def record_key(self, stratify: str) -> Callable[[Line], str]:
-        """Return a record's stratum, as ``sampling.STRATA`` gives its fact's."""
-        if stratify in ("subject", "predicate"):
-            return lambda item: self._term(*item, stratify)
-        if stratify == "label":
-            return lambda item: self._label(*item)
-        return lambda _item: self.dataset
-
     def _term(self, number: int, line: bytes, name: str) -> str:
         simple, value = _simple_value(line, name)
         text = str(value).strip() if simple and value is not None else ""
@@ -530,14 +538,6 @@ class TableSampler(RecordSampler):
 
     def _numbered_id(self, number: int, record: int) -> str:
         return str(record)
-
-    def record_key(self, stratify: str) -> Callable[[Line], str]:
-        """Return a row's stratum, as ``sampling.STRATA`` gives its fact's."""
-        if stratify in ("subject", "predicate"):
-            return lambda item: self._term(*item, stratify)
-        if stratify == "label":
-            return lambda item: self._label(*item)
-        return lambda _item: self.dataset
 
     def _term(self, number: int, line: bytes, name: str) -> str:
         cell = self._cell(number, line, self._columns[name])
