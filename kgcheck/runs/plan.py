@@ -28,7 +28,6 @@ from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.rdf_lines import line_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
-    VERDICTS,
     amend_summary,
     read_verdicts,
 )
@@ -727,7 +726,7 @@ def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
     """
     done: set[str] = set()
     if resume:
-        done = {fid for fid, r in read_verdicts(plan.out_dir / VERDICTS).items()
+        done = {fid for fid, r in read_verdicts(plan.out_dir).items()
                 if not r.get("error")}
     contexts = {m: plan.strategy.make_context(**{**plan.values, "model": m})
                 for m in plan.members}

@@ -382,7 +382,7 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
     if dry_run:
         print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
         return
-    if resume and not (out_dir / api.VERDICTS).exists():
+    if resume and not api.has_verdicts(out_dir):
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run",
                           markup=False, highlight=False)
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
@@ -391,14 +391,15 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
-        kept = len(api.read_verdicts(out_dir / api.VERDICTS))
-        err_console.print(f"interrupted: {kept} verdicts are kept in {out_dir / api.VERDICTS}; "
+        kept = len(api.read_verdicts(out_dir))
+        err_console.print(f"interrupted: {kept} verdicts are kept in "
+                          f"{api.verdicts_location(out_dir)}; "
                           f"continue with {_resume_flags(out_dir)}", markup=False,
                           highlight=False)
         raise typer.Exit(130) from None
     print_summary(result.summary)
     # One line each, never wrapped: paths stay whole for copying.
-    console.print(f"verdicts: {out_dir / api.VERDICTS}", soft_wrap=True, markup=False,
+    console.print(f"verdicts: {api.verdicts_location(out_dir)}", soft_wrap=True, markup=False,
                   highlight=False)
     console.print(f"summary: {out_dir / 'summary.json'}", soft_wrap=True, markup=False,
                   highlight=False)
