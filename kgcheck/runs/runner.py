@@ -58,6 +58,7 @@ from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, add_usage, cost_of_usage
 from kgcheck.providers.secrets import redact_settings, redact_value
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
+from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.records import verdict_record
 
 __all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
@@ -125,6 +126,12 @@ class RunResult:
     records: Sequence[dict[str, Any]]
     summary: dict[str, Any]
     aborted: str | None = None
+    # What went wrong, already counted (a sharded run's workers count their shards).
+    outcomes: RunOutcomes | None = None
+
+    def outcome_counts(self) -> RunOutcomes:
+        """Return the run's failed and skipped facts and failing sources, counted."""
+        return self.outcomes if self.outcomes is not None else RunOutcomes.of(self.records)
 
 
 @dataclass
