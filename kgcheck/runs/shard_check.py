@@ -17,10 +17,11 @@ cannot be reached, a setting is wrong) or when the driver leaves ``RUN/shards/.s
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,29 @@ async def _check(job: ShardJob, source: ShardSource, shard: Shard, index: int,
     folder = Path(job.out_dir)
     path = shard_verdicts_path(folder, index)
     path.parent.mkdir(parents=True, exist_ok=True)
+    with _held(path.with_suffix(".lock")):
+        finished = shard_result(folder, index)
+        if finished is not None:
+            return finished  # finished by a worker that held the lock before this one
+        return await _check_held(job, source, shard, index, drops, names, progress)
+
+
+@contextmanager
+def _held(path: Path) -> Iterator[None]:
+    """Hold a shard's lock: a worker of a driver that died may still be finishing it."""
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+async def _check_held(job: ShardJob, source: ShardSource, shard: Shard, index: int,
+                      drops: set[int], names: NamesPart | None,
+                      progress: Callable[[int], None] | None) -> dict[str, Any]:
+    folder = Path(job.out_dir)
+    path = shard_verdicts_path(folder, index)
     resumed = None
     if path.exists() and path.stat().st_size:
         # One kept verdict per fact, in place, before any is appended.
