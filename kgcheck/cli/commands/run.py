@@ -271,11 +271,13 @@ def run(
     ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
                                            "(host:6379 or ray://host:10001); default: "
                                            "start a local one.")] = None,
-    ray_workers: Annotated[int | None, Opt(help="With --engine ray: worker actors "
+    ray_workers: Annotated[int | None, Opt(help="With --engine ray: workers, each checking "
+                                           "--concurrency facts at once over a whole file "
                                            "(default: the cluster's CPUs, at most 8).")] = None,
     ray_shard_mb: Annotated[float | None, Opt(help="With --engine ray: an N-Triples, N-Quads "
-                                              "or JSON Lines file is read in parallel "
-                                              "shards of this many MB (default 32).")] = None,
+                                              "or JSON Lines file is read, and checked "
+                                              "whole, in shards of this many MB (default "
+                                              "32).")] = None,
     out: Annotated[Path | None, Opt(help="Run folder (default "
                                     "runs/<data>-<strategy>-<model>)")] = (
         None
