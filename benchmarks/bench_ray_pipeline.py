@@ -95,7 +95,8 @@ def main() -> int:
 
         from kgcheck.runs.ray_cluster import LocalCluster
     except ImportError:
-        print(json.dumps({"skipped": "Ray is not installed: pip install 'kgcheck[ray]'"}))
+        print(json.dumps({"benchmark": "bench_ray_pipeline",
+                          "skipped": "Ray is not installed: pip install 'kgcheck[ray]'"}))
         return SKIPPED
     workers = [int(w) for w in args.workers.split(",")]
     report: dict[str, Any] = {

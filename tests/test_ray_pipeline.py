@@ -113,14 +113,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def _cmd(world: World, out: Path, *extra: str, kg: Path | None = None,
-         on_ray: bool = True, concurrency: int = 2) -> list[str]:
+         on_ray: bool = True, concurrency: int = 2, shard_mb: str = "0.002") -> list[str]:
     cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--triples", str(kg or world.kg),
            "--labels", str(world.gold), "--model", MODEL, "--out", str(out), "--no-progress",
            "--no-cache", "--concurrency", str(concurrency), *extra]
     if on_ray:
         # Shards of about 2 kB: the 10 kB file is cut in five or six.
         cmd += ["--engine", "ray", "--ray-address", world.address, "--ray-workers", "2",
-                "--ray-shard-mb", "0.002"]
+                "--ray-shard-mb", shard_mb]
     return cmd
 
 
@@ -303,3 +303,26 @@ def test_a_malformed_line_fails_with_one_line_and_keeps_the_verdicts(
     again = _run(world, _cmd(world, run, "--resume", kg=world.kg.parent / "kg-broken.nt"))
     assert again.returncode == 2 and "line 121: malformed N-Triples" in again.stderr
     assert {p.name: p.read_bytes() for p in verdict_files(run)} == kept
+
+
+def test_a_resume_goes_on_in_the_shards_the_run_was_cut_in(
+        world: World, tmp_path: Path, twins: tuple[Path, Path, dict]) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(twins[1], run)
+    plan = (run / SHARDS / "plan.json").read_text()
+    # Shard 2 as a killed worker leaves it: no marker, two verdicts and a torn line.
+    (run / SHARDS / "00002.done").unlink()
+    shard = run / SHARDS / "00002.jsonl"
+    kept = shard.read_text().splitlines()[:2]
+    shard.write_text("\n".join(kept) + '\n{"fact_id": "x", "la')
+    before = [_calls(s) for s in world.nodes]
+    # Another shard size asked: the run goes on in its own shards.
+    done = _run(world, _cmd(world, run, "--resume", shard_mb="0.004"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (run / SHARDS / "plan.json").read_text() == plan
+    assert shard.read_text().splitlines()[:2] == kept
+    _one_verdict_per_fact(run)
+    asked = sum(_calls(s) - b for s, b in zip(world.nodes, before, strict=True))
+    summary = json.loads((run / "summary.json").read_text())
+    assert asked == summary["ran_this_time"] == len(shard.read_text().splitlines()) - 2
+    assert summary["n"] == FACTS

@@ -141,7 +141,10 @@ def _get(refs: Any) -> Any:
             raise TriplesError(str(cause)) from None
         if isinstance(cause, RunError):
             raise cause from None
-        raise RunError(f"a Ray task of the sharded run failed: {literal(str(exc))}") from None
+        # One line: the cause, not the remote traceback Ray's message carries.
+        said = (f"{type(cause).__name__}: {cause}" if cause is not None
+                else str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        raise RunError(f"a Ray task of the sharded run failed: {literal(said)}") from None
 
 
 def survey(source: ShardSource, shard_bytes: int, cpus: int) -> Survey:
@@ -224,6 +227,8 @@ class _Driver:
         self.aborted: dict[str, str] | None = None
         self.failed: Exception | None = None
         self.cache = {"hits": 0, "misses": 0}
+        # Facts checked by this invocation (a finished shard's marker counts its own run's).
+        self.ran = 0
 
     def go(self, pending: list[int], done: list[dict[str, Any]]) -> RunResult:
         tasks = _tasks()
@@ -279,6 +284,7 @@ class _Driver:
             self._stop_all()
             return
         self.results.append(result)
+        self.ran += int(result.get("ran") or 0)
         for key in self.cache:
             self.cache[key] += (result.get("cache") or {}).get(key, 0)
         if result.get("stopped") and self.aborted is None and result["stopped"]["reason"] \
@@ -291,7 +297,7 @@ class _Driver:
 
     def _finish(self, seconds: float) -> RunResult:
         tally, outcomes = merged(self.results, self.info.models)
-        ran = sum(int(r.get("ran") or 0) for r in self.results)
+        ran = self.ran
         records = VerdictsView(self.out_dir)
         if self.failed is not None:
             fix = "fix the input, then " if isinstance(self.failed, TriplesError) else ""
