@@ -53,6 +53,7 @@ from kgcheck.data.runfolder import (
     RUN_INFO,
     VERDICTS,
     LabelRow,
+    has_verdicts,
     parse_only,
     read_labels,
     read_run_info,
@@ -374,7 +375,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
                           rdf=Arg("rdf", shape))
     if not folder.is_dir():
         raise ExportError(f"{folder}: run folder not found")
-    if not (folder / VERDICTS).is_file() or not (folder / RUN_INFO).is_file():
+    if not has_verdicts(folder) or not (folder / RUN_INFO).is_file():
         raise ExportError(f"{folder}: no {VERDICTS} and {RUN_INFO}; is it a `kgcheck run` "
                           "folder?")
     labels = parse_only(only, error=ExportError)
@@ -382,7 +383,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
         raise ExportError(f"--only does not apply to --format {fmt}: it deletes the facts "
                           "judged (or labelled) false and inserts accepted corrections")
     review = read_labels(folder / LABELS_FILE) if (folder / LABELS_FILE).is_file() else {}
-    every = read_verdicts(folder / VERDICTS)
+    every = read_verdicts(folder)
     records = [r for r in every.values() if not labels or r.get("label", "NA") in labels]
     if fmt == "factcheck":
         return _export_factcheck(folder, records, out)

@@ -22,6 +22,7 @@ is a tie; NA votes take no side).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,14 @@ class MetricInputError(ValueError):
     """Inputs to a metric that do not fit together (lengths, labels)."""
 
 
+# How many facts have each (gold, answer) pair: the counts every score is computed from, so
+# that scores of many verdicts need memory for the pairs, not for the verdicts.
+Pairs = Mapping[tuple[Any, str], int]
+# How many verdict records have each (predicate, gold mark, label): what a run's summary
+# scores are computed from (``score_counts``), mergeable across parts of a run.
+KeyCounts = Mapping[tuple[Any, Any, str], int]
+
+
 def _ratio(num: float, den: float) -> float:
     return num / den if den else 0.0
 
@@ -48,9 +57,15 @@ def _check_lengths(gold: Sequence[Any], pred: Sequence[Any]) -> None:
         raise MetricInputError(f"gold has {len(gold)} labels but pred has {len(pred)}")
 
 
-def _scored(gold: Sequence[bool | None], pred: Sequence[str]) -> list[tuple[bool, str]]:
+def pair_counts(gold: Sequence[bool | None], pred: Sequence[str]) -> Counter[tuple[Any, str]]:
+    """Count the (gold, answer) pairs of two aligned sequences."""
     _check_lengths(gold, pred)
-    return [(g, p) for g, p in zip(gold, pred, strict=True) if g is not None]
+    return Counter(zip(gold, pred, strict=True))
+
+
+def _scored(pairs: Pairs) -> dict[tuple[Any, str], int]:
+    """Keep the labelled pairs (gold not None)."""
+    return {(g, p): n for (g, p), n in pairs.items() if g is not None and n}
 
 
 def precision(tp: int, fp: int) -> float:
@@ -68,16 +83,29 @@ def f1(tp: int, fp: int, fn: int) -> float:
     return _ratio(2 * tp, 2 * tp + fp + fn)
 
 
-def confusion(gold: Sequence[bool | None], pred: Sequence[str], cls: str) -> tuple[int, int, int]:
-    """Count ``(tp, fp, fn)`` for class ``"T"`` or ``"F"``; NA is a miss for its gold class."""
+def confusion_of(pairs: Pairs, cls: str) -> tuple[int, int, int]:
+    """Count ``(tp, fp, fn)`` of class ``"T"`` or ``"F"`` from (gold, answer) counts."""
     if cls not in ANSWER_LABELS:
         raise MetricInputError(f"class must be 'T' or 'F', got {cls!r}")
     truth = cls == "T"
-    pairs = _scored(gold, pred)
-    tp = sum(1 for g, p in pairs if g is truth and p == cls)
-    fp = sum(1 for g, p in pairs if g is not truth and p == cls)
-    fn = sum(1 for g, p in pairs if g is truth and p != cls)
+    tp = fp = fn = 0
+    for (g, p), n in _scored(pairs).items():
+        tp += n if g is truth and p == cls else 0
+        fp += n if g is not truth and p == cls else 0
+        fn += n if g is truth and p != cls else 0
     return tp, fp, fn
+
+
+def confusion(gold: Sequence[bool | None], pred: Sequence[str], cls: str) -> tuple[int, int, int]:
+    """Count ``(tp, fp, fn)`` for class ``"T"`` or ``"F"``; NA is a miss for its gold class."""
+    return confusion_of(pair_counts(gold, pred), cls)
+
+
+def _class_scores_of(pairs: Pairs, cls: str) -> dict[str, float | None]:
+    tp, fp, fn = confusion_of(pairs, cls)
+    if tp + fn == 0:
+        return {"precision": None, "recall": None, "f1": None}
+    return {"precision": precision(tp, fp), "recall": recall(tp, fn), "f1": f1(tp, fp, fn)}
 
 
 def class_scores(gold: Sequence[bool | None], pred: Sequence[str],
@@ -87,49 +115,67 @@ def class_scores(gold: Sequence[bool | None], pred: Sequence[str],
     A class absent from the gold labels has no score (None, shown as "-"): a run whose
     facts are all true says nothing about how well false facts are found.
     """
-    tp, fp, fn = confusion(gold, pred, cls)
-    if tp + fn == 0:
-        return {"precision": None, "recall": None, "f1": None}
-    return {"precision": precision(tp, fp), "recall": recall(tp, fn), "f1": f1(tp, fp, fn)}
+    return _class_scores_of(pair_counts(gold, pred), cls)
+
+
+def _f1_pair_of(pairs: Pairs) -> tuple[float | None, float | None]:
+    return _class_scores_of(pairs, "T")["f1"], _class_scores_of(pairs, "F")["f1"]
 
 
 def f1_true_false(gold: Sequence[bool | None],
                   pred: Sequence[str]) -> tuple[float | None, float | None]:
     """F1(T) and F1(F), the study's pair of scores (None for a class absent from gold)."""
-    return class_scores(gold, pred, "T")["f1"], class_scores(gold, pred, "F")["f1"]
+    return _f1_pair_of(pair_counts(gold, pred))
 
 
-def balanced_accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
-    """Mean recall over the gold classes present (None when nothing is labelled)."""
+def _balanced_accuracy_of(pairs: Pairs) -> float | None:
     recalls = []
     for cls in ANSWER_LABELS:
-        tp, _, fn = confusion(gold, pred, cls)
+        tp, _, fn = confusion_of(pairs, cls)
         if tp + fn:
             recalls.append(recall(tp, fn))
     return sum(recalls) / len(recalls) if recalls else None
 
 
+def balanced_accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
+    """Mean recall over the gold classes present (None when nothing is labelled)."""
+    return _balanced_accuracy_of(pair_counts(gold, pred))
+
+
+def _accuracy_of(pairs: Pairs) -> float | None:
+    scored = _scored(pairs)
+    total = sum(scored.values())
+    if not total:
+        return None
+    return sum(n for (g, p), n in scored.items() if p == ("T" if g else "F")) / total
+
+
 def accuracy(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
     """Share of labelled facts answered right; an NA answer is wrong (None: no labels)."""
-    pairs = _scored(gold, pred)
-    if not pairs:
-        return None
-    return sum(1 for g, p in pairs if p == ("T" if g else "F")) / len(pairs)
+    return _accuracy_of(pair_counts(gold, pred))
+
+
+def _macro_f1_of(pairs: Pairs) -> float | None:
+    scores = [s for s in _f1_pair_of(pairs) if s is not None]
+    return sum(scores) / len(scores) if scores else None
 
 
 def macro_f1(gold: Sequence[bool | None], pred: Sequence[str]) -> float | None:
     """Mean F1 over the classes present in the gold labels (None when nothing is labelled)."""
-    scores = [s for s in f1_true_false(gold, pred) if s is not None]
-    return sum(scores) / len(scores) if scores else None
+    return _macro_f1_of(pair_counts(gold, pred))
+
+
+def _confusion_matrix_of(pairs: Pairs) -> dict[str, dict[str, int]]:
+    matrix = {g: {p: 0 for p in (*ANSWER_LABELS, "NA")} for g in ANSWER_LABELS}
+    for (g, p), n in _scored(pairs).items():
+        matrix["T" if g else "F"][p if p in ANSWER_LABELS else "NA"] += n
+    return matrix
 
 
 def confusion_matrix(gold: Sequence[bool | None],
                      pred: Sequence[str]) -> dict[str, dict[str, int]]:
     """Count labelled facts by gold class (rows ``T``, ``F``) and answer (``T``, ``F``, ``NA``)."""
-    matrix = {g: {p: 0 for p in (*ANSWER_LABELS, "NA")} for g in ANSWER_LABELS}
-    for g, p in _scored(gold, pred):
-        matrix["T" if g else "F"][p if p in ANSWER_LABELS else "NA"] += 1
-    return matrix
+    return _confusion_matrix_of(pair_counts(gold, pred))
 
 
 def invalid_count(pred: Iterable[str]) -> int:
@@ -152,6 +198,16 @@ def coverage(pred: Sequence[str]) -> float | None:
     return 1.0 - nei_count(pred) / len(pred) if pred else None
 
 
+def _answers_of(pairs: Pairs) -> tuple[int, int, int]:
+    """Count all answers, those neither T nor F, and the NEI ones."""
+    total = invalid = nei = 0
+    for (_, p), n in pairs.items():
+        total += n
+        invalid += n if p not in ANSWER_LABELS else 0
+        nei += n if p == "NEI" else 0
+    return total, invalid, nei
+
+
 def covered(gold: Sequence[bool | None],
             pred: Sequence[str]) -> tuple[list[bool | None], list[str]]:
     """Keep the facts that were not answered NEI."""
@@ -160,13 +216,38 @@ def covered(gold: Sequence[bool | None],
     return [g for g, _ in kept], [p for _, p in kept]
 
 
+def _covered_scores_of(pairs: Pairs) -> dict[str, Any]:
+    total, _, nei = _answers_of(pairs)
+    kept = {(g, p): n for (g, p), n in pairs.items() if p != "NEI"}
+    f1_t, f1_f = _f1_pair_of(kept)
+    return {"nei": nei, "coverage": 1.0 - nei / total if total else None,
+            "accuracy_covered": _accuracy_of(kept), "f1_true_covered": f1_t,
+            "f1_false_covered": f1_f}
+
+
 def covered_scores(gold: Sequence[bool | None], pred: Sequence[str]) -> dict[str, Any]:
     """Coverage, and accuracy and F1 over the covered facts (labelled ones; NA stays a miss)."""
-    golds, preds = covered(gold, pred)
-    f1_t, f1_f = f1_true_false(golds, preds)
-    return {"nei": nei_count(pred), "coverage": coverage(pred),
-            "accuracy_covered": accuracy(golds, preds), "f1_true_covered": f1_t,
-            "f1_false_covered": f1_f}
+    return _covered_scores_of(pair_counts(gold, pred))
+
+
+def _classification_report_of(pairs: Pairs) -> dict[str, Any]:
+    scored = _scored(pairs)
+    total, invalid, _ = _answers_of(scored)
+    report: dict[str, Any] = {"n": total}
+    for name, cls in (("true", "T"), ("false", "F")):
+        scores = _class_scores_of(scored, cls)
+        report[f"precision_{name}"] = scores["precision"]
+        report[f"recall_{name}"] = scores["recall"]
+        report[f"f1_{name}"] = scores["f1"]
+    report["accuracy"] = _accuracy_of(scored)
+    report["balanced_accuracy"] = _balanced_accuracy_of(scored)
+    report["macro_f1"] = _macro_f1_of(scored)
+    report["confusion"] = _confusion_matrix_of(scored)
+    # ``invalid`` stays the study's count of answers that are not T/F (NEI included).
+    report["invalid"] = invalid
+    report["invalid_rate"] = _ratio(invalid, total)
+    report.update(_covered_scores_of(scored))
+    return report
 
 
 def classification_report(gold: Sequence[bool | None],
@@ -176,51 +257,34 @@ def classification_report(gold: Sequence[bool | None],
     ``gold`` holds True/False (None = unlabelled, skipped); ``pred`` holds "T", "F" or "NA".
     Scores of a class absent from the gold labels are None.
     """
-    pairs = _scored(gold, pred)
-    golds = [g for g, _ in pairs]
-    preds = [p for _, p in pairs]
-    report: dict[str, Any] = {"n": len(pairs)}
-    for name, cls in (("true", "T"), ("false", "F")):
-        scores = class_scores(golds, preds, cls)
-        report[f"precision_{name}"] = scores["precision"]
-        report[f"recall_{name}"] = scores["recall"]
-        report[f"f1_{name}"] = scores["f1"]
-    report["accuracy"] = accuracy(golds, preds)
-    report["balanced_accuracy"] = balanced_accuracy(golds, preds)
-    report["macro_f1"] = macro_f1(golds, preds)
-    report["confusion"] = confusion_matrix(golds, preds)
-    # ``invalid`` stays the study's count of answers that are not T/F (NEI included).
-    report["invalid"] = invalid_count(preds)
-    report["invalid_rate"] = invalid_rate(preds)
-    report.update(covered_scores(golds, preds))
-    return report
+    return _classification_report_of(pair_counts(gold, pred))
 
 
-def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Break verdict records down per predicate: facts, share judged true, scores if labelled.
+def key_counts(records: Iterable[Mapping[str, Any]]) -> Counter[tuple[Any, Any, str]]:
+    """Count verdict records by (predicate, gold mark, label), what ``score_counts`` takes."""
+    return Counter((r.get("predicate"), r.get("gold"), str(r.get("label", "NA")))
+                   for r in records)
 
-    Each record needs ``predicate`` and ``label`` (``gold`` ``"T"``/``"F"`` when labelled);
-    records without a predicate are left out. Sorted by the number of facts, largest first.
-    """
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records:
-        if record.get("predicate") is not None:
-            groups.setdefault(str(record["predicate"]), []).append(record)
+
+def _by_predicate_of(counts: KeyCounts) -> list[dict[str, Any]]:
+    groups: dict[str, Counter[tuple[Any, str]]] = {}
+    for (predicate, gold, label), n in counts.items():
+        if predicate is not None and n:
+            pairs = groups.setdefault(str(predicate), Counter())
+            pairs[(GOLD.get(str(gold)), label)] += n
     rows = []
-    for predicate, members in groups.items():
-        labels = [str(r.get("label", "NA")) for r in members]
-        gold = [GOLD.get(str(r.get("gold"))) for r in members]
-        scored = sum(1 for g in gold if g is not None)
-        f1_t, f1_f = f1_true_false(gold, labels)
-        cover = covered_scores(gold, labels)
+    for predicate, pairs in groups.items():
+        total, invalid, _ = _answers_of(pairs)
+        f1_t, f1_f = _f1_pair_of(pairs)
+        cover = _covered_scores_of(pairs)
         rows.append({
             "predicate": predicate,
-            "n": len(members),
-            "judged_true": sum(1 for p in labels if p == "T") / len(members),
-            "judged_false": sum(1 for p in labels if p == "F") / len(members),
-            "na": invalid_count(labels),
-            "scored": scored,
-            "accuracy": accuracy(gold, labels),
+            "n": total,
+            "judged_true": sum(n for (_, p), n in pairs.items() if p == "T") / total,
+            "judged_false": sum(n for (_, p), n in pairs.items() if p == "F") / total,
+            "na": invalid,
+            "scored": sum(n for (g, _), n in pairs.items() if g is not None),
+            "accuracy": _accuracy_of(pairs),
             "f1_true": f1_t,
             "f1_false": f1_f,
             "nei": cover["nei"],
@@ -230,32 +294,50 @@ def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["n"], r["predicate"]))
 
 
+def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Break verdict records down per predicate: facts, share judged true, scores if labelled.
+
+    Each record needs ``predicate`` and ``label`` (``gold`` ``"T"``/``"F"`` when labelled);
+    records without a predicate are left out. Sorted by the number of facts, largest first.
+    """
+    return _by_predicate_of(key_counts(records))
+
+
 SUMMARY_SCORES = ("f1_true", "f1_false", "precision_true", "recall_true", "precision_false",
                   "recall_false", "accuracy", "balanced_accuracy", "macro_f1")
+
+
+def score_counts(counts: KeyCounts) -> dict[str, Any]:
+    """Score verdicts counted by (predicate, gold mark, label) for a run's summary.
+
+    Returns ``scored`` (labelled facts), the scores of ``SUMMARY_SCORES`` (None without
+    labels, or for a class the labels lack), ``confusion`` (gold row, answer column; None
+    without labels) and ``by_predicate`` (see ``by_predicate``). Counts of parts of a run
+    add up to the counts of the run, so its summary scores come from the parts' counts.
+    """
+    pairs: Counter[tuple[Any, str]] = Counter()
+    for (_, gold, label), n in counts.items():
+        pairs[(gold == "T" if gold in ANSWER_LABELS else None, label)] += n
+    report = _classification_report_of(pairs)
+    covers = _covered_scores_of(pairs)
+    return {
+        "scored": report["n"],
+        **{k: report[k] for k in SUMMARY_SCORES},
+        # Coverage over every verdict; the covered scores over the labelled ones.
+        "nei": covers["nei"],
+        "coverage": covers["coverage"],
+        **{k: report[k] for k in ("accuracy_covered", "f1_true_covered", "f1_false_covered")},
+        "confusion": report["confusion"] if report["n"] else None,
+        "by_predicate": _by_predicate_of(counts),
+    }
 
 
 def score_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Score verdict records (``label``, ``gold``, ``predicate``) for a run's summary.
 
-    Returns ``scored`` (labelled facts), the scores of ``SUMMARY_SCORES`` (None without
-    labels, or for a class the labels lack), ``confusion`` (gold row, answer column; None
-    without labels) and ``by_predicate`` (see ``by_predicate``).
+    What ``score_counts`` gives for the records' counts.
     """
-    records = list(records)
-    scored = [r for r in records if r.get("gold") in ANSWER_LABELS]
-    report = classification_report([r["gold"] == "T" for r in scored],
-                                    [str(r.get("label", "NA")) for r in scored])
-    labels = [str(r.get("label", "NA")) for r in records]
-    return {
-        "scored": len(scored),
-        **{k: report[k] for k in SUMMARY_SCORES},
-        # Coverage over every verdict; the covered scores over the labelled ones.
-        "nei": nei_count(labels),
-        "coverage": coverage(labels),
-        **{k: report[k] for k in ("accuracy_covered", "f1_true_covered", "f1_false_covered")},
-        "confusion": report["confusion"] if scored else None,
-        "by_predicate": by_predicate(records),
-    }
+    return score_counts(key_counts(records))
 
 
 # --- explained verdicts ---------------------------------------------------------------

@@ -29,6 +29,7 @@ from kgcheck.data.runfolder import (
     RUN_INFO,
     VERDICTS,
     LabelRow,
+    has_verdicts,
     read_labels,
     read_run_info,
     read_summary,
@@ -92,9 +93,9 @@ def read_run(path: str | Path, warn: Callable[[str], None] | None = None) -> Run
     missing = [k for k in ("dataset", "method", "models") if not info.get(k)]
     if missing:
         raise ReportInputError(f"{info_path}: missing {', '.join(missing)}")
-    if not (folder / VERDICTS).is_file():
+    if not has_verdicts(folder):
         raise ReportInputError(f"{folder}: no {VERDICTS}; the run has not started")
-    records = list(read_verdicts(folder / VERDICTS, warn).values())
+    records = list(read_verdicts(folder, warn).values())
     if not records:
         raise ReportInputError(f"{folder / VERDICTS}: no verdicts")
     # A summary torn by a crash reads as None: the verdicts are what counts.

@@ -44,9 +44,11 @@ from kgcheck.data.runfolder import (
     VERDICTS,
     RunError,
     checked_facts,
+    has_verdicts,
     read_run_info,
     read_verdict,
     read_verdicts,
+    verdicts_location,
 )
 from kgcheck.data.sampling import parse_ids
 from kgcheck.data.sampling import select_facts as _select_facts
@@ -143,7 +145,8 @@ __all__ = [
     "Fact", "Verdict", "DEFAULT_MODEL", "JUDGE_NONE", "KgcheckWarning", "SettingsError",
     "ArgumentError", "ArgumentMessage", "ArgumentNote", "RunError", "VerdictImportError",
     # What the command line uses besides (one import layer: kgcheck.cli -> kgcheck.api).
-    "VERDICTS", "read_verdicts", "parse_ids", "is_defect", "redact_logs", "redact_text",
+    "VERDICTS", "read_verdicts", "has_verdicts", "verdicts_location", "parse_ids", "is_defect",
+    "redact_logs", "redact_text",
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
     "served_graphs", "langgraph_config", "write_studio_config", "serve_review", "Served",
     "serve_explorer",

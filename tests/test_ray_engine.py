@@ -136,12 +136,15 @@ def test_ray_reads_an_input_file_in_parallel_shards_into_the_same_verdicts(
                              str(tmp_path / "ray"), *_ray(cluster), "--ray-shard-mb", "0.001"],
                             cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
     assert on_ray.returncode == 0, on_ray.stderr
-    a = read_verdicts(tmp_path / "local" / "verdicts.jsonl")
-    b = read_verdicts(tmp_path / "ray" / "verdicts.jsonl")
+    # A whole file on Ray: the workers check their shards into shards/NNNNN.jsonl.
+    a = read_verdicts(tmp_path / "local")
+    b = read_verdicts(tmp_path / "ray")
     assert len(a) == 40 and {k: v["label"] for k, v in a.items()} == {
         k: v["label"] for k, v in b.items()}
+    assert not (tmp_path / "ray" / "verdicts.jsonl").exists()
     summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert summary["engine"]["input_shards"] >= 4
+    assert summary["engine"]["pipeline"] == "shards"
     assert "input_shards" not in json.loads(
         (tmp_path / "local" / "summary.json").read_text())["engine"]
 
@@ -157,6 +160,7 @@ def test_a_malformed_line_in_a_shard_is_named_with_its_line_of_the_file(
     assert f"{source}, line 35: malformed JSON" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "run" / "verdicts.jsonl").exists()
+    assert not (tmp_path / "run" / "shards").exists()
 
 
 def test_a_killed_worker_is_restarted_and_no_fact_is_lost(cluster: str, tmp_path: Path) -> None:

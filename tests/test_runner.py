@@ -8,12 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kgcheck.data.datasets import load_facts
-from kgcheck.data.runfolder import RunError, read_verdicts
+from kgcheck.data.runfolder import RunError, read_verdicts, verdict_files
 from kgcheck.graphs.strategies.dka import DKAContext, builder
 from kgcheck.runs.runner import RunInfo, RunWarning, check_facts
 from tests.conftest import ROOT
@@ -98,31 +99,45 @@ def _cli_run(out: Path, limit: int, concurrency: int, latency: float) -> list[st
 CLI_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def _start_and_stop(cmd: list[str], verdicts: Path, after: int, sig: int) -> subprocess.Popen:
+def _start_and_stop(cmd: list[str], verdicts: Path, after: int, sig: int,
+                    env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start a run, send ``sig`` once ``after`` verdicts are on disk; return the process."""
     # A child inherits an ignored SIGINT from a background shell; restore the default.
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=CLI_ENV, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env or CLI_ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        if verdicts.exists() and len(verdicts.read_text().splitlines()) >= after:
+        if written_lines(verdicts) >= after:
             break
         time.sleep(0.05)
     proc.send_signal(sig)
     return proc
 
 
-def kill_and_resume(cmd: list[str], verdicts: Path, *, after: int, total: int) -> int:
-    """Kill -9 a run once ``after`` verdicts are written, resume it; return how many were."""
-    proc = _start_and_stop(cmd, verdicts, after=after, sig=signal.SIGKILL)
+def kill_and_resume(cmd: list[str], verdicts: Path, *, after: int, total: int,
+                    env: dict[str, str] | None = None, timeout: float = 120,
+                    before_resume: Callable[[], None] | None = None) -> int:
+    """Kill -9 a run once ``after`` verdicts are written, resume it; return how many were.
+
+    ``verdicts`` is a verdicts file, or a run folder (its verdict files: a sharded run's).
+    """
+    proc = _start_and_stop(cmd, verdicts, after=after, sig=signal.SIGKILL, env=env)
     proc.communicate(timeout=10)
     written = len(read_verdicts(verdicts))
     assert after <= written < total, "the run should have been killed part way"
-    done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=CLI_ENV, capture_output=True,
-                          text=True, timeout=120)
+    if before_resume is not None:
+        before_resume()
+    done = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=env or CLI_ENV,
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout + done.stderr
     return written
+
+
+def written_lines(verdicts: Path) -> int:
+    """Count the lines of a verdicts file, or of a run folder's verdict files."""
+    paths = verdict_files(verdicts) if verdicts.is_dir() else [verdicts]
+    return sum(len(p.read_bytes().splitlines()) for p in paths if p.exists())
 
 
 def test_killed_run_resumes_with_exactly_one_verdict_per_fact(tmp_path) -> None:

@@ -121,7 +121,7 @@ def write_sample(facts: Iterable[Fact], out: Path, *, n: int, design: str = "srs
 def run_verdicts(run_dir: Path) -> dict[str, dict[str, Any]]:
     """Read a run's verdicts; a run without any is an error."""
     read_run_info(run_dir, EstimateError)
-    records = read_verdicts(run_dir / VERDICTS)
+    records = read_verdicts(run_dir)
     if not records:
         raise EstimateError(f"{run_dir}: the run has no verdicts ({VERDICTS} is missing or "
                             "empty); run `kgcheck run` or `kgcheck import` first")

@@ -2,7 +2,7 @@
 
 A verdict is wrong when it says T or F and the truth says the other (an NA verdict is
 not an error of judgement: the report counts it apart). Each run folder is read once as
-a stream (``scan_verdicts``), keeping a few fields per fact; with ``cap`` a run's errors
+a stream (``scan_folder``), keeping a few fields per fact; with ``cap`` a run's errors
 are a seeded uniform sample, so the same seed analyses the same errors.
 """
 
@@ -18,9 +18,10 @@ from kgcheck.data.runfolder import (
     LABELS_FILE,
     VERDICTS,
     LabelsError,
+    has_verdicts,
     read_labels,
     read_run_info,
-    scan_verdicts,
+    scan_folder,
 )
 from kgcheck.evals.errors.graph import ErrorCase
 from kgcheck.evals.errors.outputs import ErrorsInputError
@@ -87,7 +88,7 @@ def read_run_errors(folders: Sequence[Path], *, cap: int | None = None,
     for folder in folders:
         folder = Path(folder)
         info = read_run_info(folder, ErrorsInputError)
-        if not (folder / VERDICTS).is_file():
+        if not has_verdicts(folder):
             raise ErrorsInputError(f"{folder}: no {VERDICTS}; the run has not started")
         reviews: dict[str, str] = {}
         if (folder / LABELS_FILE).is_file():
@@ -100,7 +101,7 @@ def read_run_errors(folders: Sequence[Path], *, cap: int | None = None,
         run = RunErrors(folder, _name(folder, taken), info,
                         truth_from="review labels, else gold" if reviews else "gold")
         latest: dict[str, dict[str, Any]] = {}
-        for _, _, record in scan_verdicts(folder / VERDICTS):
+        for _, _, _, record in scan_folder(folder):
             latest[str(record["fact_id"])] = {
                 "label": record["label"], "gold": record.get("gold"),
                 "subject": str(record.get("subject") or ""),

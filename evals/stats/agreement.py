@@ -30,7 +30,6 @@ import numpy as np
 
 from kgcheck.data.runfolder import (
     RUN_INFO,
-    VERDICTS,
     LabelsError,
     read_labels,
     read_run_info,
@@ -59,7 +58,7 @@ def _run_of(path: Path) -> tuple[Path | None, str | None, set[str] | None]:
     if not (folder / RUN_INFO).is_file():
         return None, None, None
     info = read_run_info(folder, StatsInputError)
-    facts = set(read_verdicts(folder / VERDICTS))
+    facts = set(read_verdicts(folder))
     return folder, str(info.get("run_id") or folder.resolve()), facts
 
 
@@ -177,7 +176,7 @@ def _model(sets: Sequence[Annotations], run_dir: Path | None) -> dict[str, Any] 
     if run_dir is None:
         return None
     verdicts = {fid: str(r.get("label", "NA")) for fid, r in
-                read_verdicts(run_dir / VERDICTS).items()}
+                read_verdicts(run_dir).items()}
     found = {}
     for s in sets:
         labelled = [f for f in s.labels if f in verdicts]

@@ -35,7 +35,7 @@ def read_scored_run(path: str | Path, warn: Callable[[str], None] | None = None)
     """Read a run folder's identity and verdicts; one clear error when it has none."""
     folder = Path(path)
     info = read_run_info(folder, StatsInputError)
-    records = read_verdicts(folder / VERDICTS, warn)
+    records = read_verdicts(folder, warn)
     if not records:
         raise StatsInputError(f"{folder}: no verdicts in {VERDICTS}; the run has not checked "
                               "any fact yet")

@@ -122,6 +122,15 @@ class PredicateFilter:
         """Yield the facts that pass, one at a time."""
         return (fact for fact in facts if self.keeps(fact))
 
+    def take_counts(self, seen: int, matched: Sequence[int]) -> None:
+        """Take the counts a pass over the input made elsewhere (a sharded run's survey).
+
+        ``matched`` holds, per pattern (include, then exclude), the facts it matched.
+        """
+        self.seen = seen
+        for pattern, count in zip((*self.include, *self.exclude), matched, strict=False):
+            pattern.matched = count
+
     def unmatched(self) -> list[str]:
         """Return the patterns that matched no fact so far."""
         return [p.text for p in (*self.include, *self.exclude) if not p.matched]

@@ -177,17 +177,26 @@ class LineSampler:
 
     def _name(self, facts: list[Fact]) -> None:
         """Give ``reader`` the names of the facts' terms: naming lines found by byte search."""
+        self.reader.names = self.names_of({fact.rdf[key] for fact in facts if fact.rdf
+                                           for key in TERMS})
+        self.reader.exhausted = True
+
+    def names_of(self, terms: set[str]) -> Names:
+        """Return the names the file gives to these terms (N-Triples form), best first.
+
+        The naming lines are found by byte search and only they are parsed; a broken one
+        is passed over (its term keeps its local name).
+        """
         reader = self.reader
-        reader.names = Names(reader.names.cap)
-        wanted = {fact.rdf[key].encode() for fact in facts if fact.rdf for key in TERMS}
-        for number, line in self._name_lines(wanted):
+        names = Names(reader.names.cap)
+        for number, line in self._name_lines({term.encode() for term in terms}):
             try:
                 triples = list(parse_terms(line + b"\n", reader.format, reader.path, number))
             except TriplesError:
-                continue  # a broken naming line: the term keeps its local name
+                continue
             for subject, predicate, obj in triples:
-                reader.names.offer(str(subject), predicate.value, obj, bounded=False)
-        reader.exhausted = True
+                names.offer(str(subject), predicate.value, obj, bounded=False)
+        return names
 
     def _name_lines(self, subjects: set[bytes]) -> Iterator[Line]:
         """Yield, in file order, the naming lines whose subject is one of ``subjects``."""

@@ -5,6 +5,11 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/run.json        what the run is: strategy, models, input fingerprint, settings, prompts
     RUN/verdicts.jsonl  one verdict record per line, appended as each fact completes;
                         the last valid record per fact counts
+    RUN/shards/         a sharded run's verdicts instead (``kgcheck run --engine ray`` over a
+                        whole file): ``plan.json`` (the shards: byte ranges of the input),
+                        ``NNNNN.jsonl`` (shard NNNNN's verdicts, appended as in
+                        verdicts.jsonl) and ``NNNNN.done`` (written once the shard is
+                        finished, with its summary figures)
     RUN/summary.json    scores and counts over every verdict in the folder
     RUN/labels.csv      a person's decisions (``kgcheck review``)
     RUN/estimate.json   the KG's accuracy estimate (``kgcheck estimate``)
@@ -16,8 +21,10 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/.resume-index.sqlite  a resume's index of verdicts.jsonl (``kgcheck.data.verdict_index``),
                         there while the run goes on
 
-Every file but ``verdicts.jsonl`` is replaced whole (``kgcheck.data.atomic``);
-``verdicts.jsonl`` is appended one whole line at a time (``VerdictSink``).
+Every file but the verdict files is replaced whole (``kgcheck.data.atomic``); verdict files
+are appended one whole line at a time (``VerdictSink``). Readers take a folder's verdicts
+from ``verdict_files`` (verdicts.jsonl, then the shards in order), so that every command
+reads a sharded run as it reads a local one.
 """
 
 from __future__ import annotations
@@ -46,14 +53,15 @@ from kgcheck.data.upstream import as_source
 
 __all__ = [
     "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS",
-    "LOCK", "RESUME_INDEX", "REVIEW_DB", "RUN_INFO", "SUMMARY",
+    "LOCK", "RESUME_INDEX", "REVIEW_DB", "RUN_INFO", "SHARDS", "SHARD_PLAN", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
     "VIEW_INDEX", "VerdictSink", "VerdictsView", "amend_summary", "annotator_label_files",
     "checked_facts",
     "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
     "problem_note", "read_run_info", "read_summary", "read_verdict", "read_verdict_at",
-    "read_verdicts", "record_problem", "scan_verdicts", "short_repr", "verdict_lines",
-    "verdicts_stamp", "write_json",
+    "has_verdicts", "read_verdicts", "record_problem", "scan_folder", "scan_verdicts",
+    "shard_done_path", "shard_verdicts_path", "short_repr", "verdict_files", "verdict_lines",
+    "verdicts_location", "verdicts_stamp", "write_json",
     "write_labels",
 ]
 
@@ -66,6 +74,9 @@ REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
 VIEW_INDEX = ".view-index.sqlite"
 RESUME_INDEX = ".resume-index.sqlite"
+# A sharded run's folder of verdict files, and the plan of its shards in it.
+SHARDS = "shards"
+SHARD_PLAN = "plan.json"
 # What a verdict record's ``label`` may be.
 VERDICT_LABELS = ("T", "F", "NA", "NEI")
 # labels.csv: one row per reviewed fact; ``label`` is T, F or skip; ``design`` says how the
@@ -156,22 +167,62 @@ def problem_note(path: Path, problems: Sequence[str]) -> str:
             "those facts keep their last good verdict or run again")
 
 
+def shard_verdicts_path(folder: Path, index: int) -> Path:
+    """Return the verdict file of shard ``index`` of a sharded run (``shards/00007.jsonl``)."""
+    return Path(folder) / SHARDS / f"{index:05d}.jsonl"
+
+
+def shard_done_path(folder: Path, index: int) -> Path:
+    """Return the marker a finished shard leaves (``shards/00007.done``, its summary figures)."""
+    return Path(folder) / SHARDS / f"{index:05d}.done"
+
+
+def verdict_files(folder: Path) -> list[Path]:
+    """Return the verdict files of a run folder, in order: verdicts.jsonl, then the shards.
+
+    The one place that knows where a folder keeps its verdicts: a local run has
+    ``verdicts.jsonl``, a sharded run ``shards/NNNNN.jsonl`` (in shard order, which is the
+    input's order).
+    """
+    folder = Path(folder)
+    files = [folder / VERDICTS] if (folder / VERDICTS).is_file() else []
+    shards = folder / SHARDS
+    if shards.is_dir():
+        numbered = [(int(p.stem), p) for p in shards.glob("*.jsonl")
+                    if p.stem.isdigit() and p.is_file()]
+        files += [p for _, p in sorted(numbered)]
+    return files
+
+
+def verdicts_location(folder: Path) -> Path:
+    """Return where a run folder keeps its verdicts, to show: verdicts.jsonl or ``shards/``."""
+    folder = Path(folder)
+    return folder / SHARDS if (folder / SHARDS).is_dir() else folder / VERDICTS
+
+
+def has_verdicts(folder: Path) -> bool:
+    """Tell whether a run folder has any verdict file (the run has started)."""
+    return bool(verdict_files(folder))
+
+
 def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
-    """Read a verdicts file, last valid record per fact.
+    """Read a verdicts file, or every verdict file of a run folder: last valid record per fact.
 
     A line that is not a verdict is skipped, so it never replaces a good verdict; ``warn``
-    hears of such lines once, with their line numbers. This holds every record in memory:
-    a whole KG's run is read with ``VerdictsView`` or ``scan_verdicts`` instead.
+    hears of such lines once per file, with their line numbers. This holds every record in
+    memory: a whole KG's run is read with ``VerdictsView`` or ``scan_folder`` instead.
     """
     records: dict[str, dict[str, Any]] = {}
-    problems: list[str] = []
-    for n, _, _, record, problem in verdict_lines(path):
-        if record is None:
-            problems.append(f"line {n}: {problem}")
-        else:
-            records[str(record["fact_id"])] = record
-    if problems and warn is not None:
-        warn(problem_note(path, problems))
+    paths = verdict_files(path) if Path(path).is_dir() else [Path(path)]
+    for file in paths:
+        problems: list[str] = []
+        for n, _, _, record, problem in verdict_lines(file):
+            if record is None:
+                problems.append(f"line {n}: {problem}")
+            else:
+                records[str(record["fact_id"])] = record
+        if problems and warn is not None:
+            warn(problem_note(file, problems))
     return records
 
 
@@ -183,7 +234,7 @@ def read_verdict(folder: Path, fact_id: str) -> dict[str, Any]:
 
     """
     read_run_info(folder)
-    records = read_verdicts(folder / VERDICTS)
+    records = read_verdicts(folder)
     if str(fact_id) not in records:
         some = ", ".join(list(records)[:5]) or "none"
         raise RunFolderError(f"{folder}: no verdict of fact {fact_id!r} (it has {len(records):,}"
@@ -202,6 +253,17 @@ def scan_verdicts(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
             yield offset, length, record
 
 
+def scan_folder(folder: Path) -> Iterator[tuple[Path, int, int, dict[str, Any]]]:
+    """Yield ``(file, byte offset, byte length, record)`` for every usable line of a folder.
+
+    ``scan_verdicts`` over each of ``verdict_files(folder)`` in turn; the last record of a
+    fact counts.
+    """
+    for path in verdict_files(folder):
+        for offset, length, record in scan_verdicts(path):
+            yield path, offset, length, record
+
+
 def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
     """Read the one verdict record stored at ``offset`` (from ``scan_verdicts``)."""
     with path.open("rb") as fh:
@@ -218,12 +280,19 @@ def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
 
 
 def verdicts_stamp(folder: Path) -> tuple[int, int]:
-    """Return (size, mtime in ns) of verdicts.jsonl: an index of it is stale once it moves."""
-    try:
-        stat = (folder / VERDICTS).stat()
-    except FileNotFoundError:
-        return (0, 0)
-    return (stat.st_size, stat.st_mtime_ns)
+    """Return (size, mtime in ns) of a folder's verdicts: an index is stale once they move.
+
+    Sizes are summed and the latest time taken over ``verdict_files``.
+    """
+    size = mtime = 0
+    for path in verdict_files(folder):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        size += stat.st_size
+        mtime = max(mtime, stat.st_mtime_ns)
+    return (size, mtime)
 
 
 def parse_only(only: str | Sequence[str] | None, choices: Sequence[str] = VERDICT_LABELS, *,
@@ -348,11 +417,12 @@ class VerdictSink:
 
 
 class VerdictsView(Sequence[dict[str, Any]]):
-    """The records of a verdicts file that holds one per fact, read from disk when asked.
+    """The records of a verdicts file (or of a run folder's verdict files), read when asked.
 
-    What a run hands back as its records: iterating streams the file (flat in memory for a
-    whole KG's run); ``len`` counts its records once; indexing reads the whole file into
-    memory on first use (for small runs and tests).
+    What a run hands back as its records: iterating streams the files (flat in memory for
+    a whole KG's run); ``len`` counts their records once; indexing reads them all into
+    memory on first use (for small runs and tests). The records are taken as one per fact,
+    as a run leaves them.
     """
 
     def __init__(self, path: Path) -> None:
@@ -360,16 +430,20 @@ class VerdictsView(Sequence[dict[str, Any]]):
         self._count: int | None = None
         self._loaded: list[dict[str, Any]] | None = None
 
+    def _files(self) -> list[Path]:
+        return verdict_files(self.path) if self.path.is_dir() else [self.path]
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._loaded is not None:
             yield from self._loaded
             return
-        for _, _, record in scan_verdicts(self.path):
-            yield record
+        for path in self._files():
+            for _, _, record in scan_verdicts(path):
+                yield record
 
     def __len__(self) -> int:
         if self._count is None:
-            self._count = sum(1 for _ in scan_verdicts(self.path))
+            self._count = sum(1 for path in self._files() for _ in scan_verdicts(path))
         return self._count
 
     def __getitem__(self, index: Any) -> Any:

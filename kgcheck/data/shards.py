@@ -7,6 +7,10 @@ are parsed in parallel by a ``ShardMap`` (the Ray engine's workers: ``RayEngine.
 unique over the file (JSON Lines), a triple in two named graphs kept once (N-Quads), and
 the best name of each term (RDF). Each shard carries its bytes, so workers need not see the
 file. Compressed files cannot be cut; they, and files of one shard, are read in one pass.
+
+An engine that checks whole shards on its workers (the Ray engine's sharded pipeline) plans
+the shards instead (``plan_shards``: byte ranges, no bytes kept) and offers a ``survey``
+(``kgcheck.data.shard_survey``): the workers then read their own shards (``shard_bytes``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.rdf import (
@@ -68,14 +73,22 @@ class ShardFacts:
 # Parse shards (with their bytes, taken from the iterable as needed, so that few are in
 # memory at once) in parallel; yield their facts in the shards' order.
 ShardMap = Callable[[Iterable[tuple[Shard, bytes]]], Iterator[ShardFacts]]
+# Block size in which the driver reads a file to plan its shards (nothing else is kept).
+PLAN_BLOCK = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class ParallelRead:
-    """How an engine reads a file in parallel: the map that parses shards, their size."""
+    """How an engine reads a file in parallel: the map that parses shards, their size.
+
+    ``survey`` is set by an engine that checks whole shards on its workers: given a
+    ``shard_survey.ShardSource`` and the planned shards, it surveys them on the cluster and
+    returns a ``shard_survey.Survey``.
+    """
 
     map: ShardMap
     shard_bytes: int = DEFAULT_SHARD_BYTES
+    survey: Callable[..., Any] | None = None
 
 
 def can_shard(path: str | Path) -> bool:
@@ -102,6 +115,47 @@ def cut_shards(path: str | Path, dataset: str,
             yield Shard(str(path), dataset, start, start + len(data), first_line), data
             start += len(data)
             first_line += data.count(b"\n")
+
+
+def plan_shards(path: str | Path, dataset: str,
+                shard_bytes: int = DEFAULT_SHARD_BYTES) -> list[Shard]:
+    """Cut a file into shards as ``cut_shards`` does, keeping only their byte ranges.
+
+    The file is read once in blocks to count lines (each shard's first line number names
+    its rows and errors); memory stays flat in the file's size.
+    """
+    if shard_bytes < 1:
+        raise ValueError(f"shard_bytes must be at least 1, got {shard_bytes}")
+    path = Path(path)
+    shards: list[Shard] = []
+    start, first_line = 0, 1
+    with path.open("rb") as fh:
+        while True:
+            size = lines = 0
+            last = b""
+            while size < shard_bytes:
+                block = fh.read(min(PLAN_BLOCK, shard_bytes - size))
+                if not block:
+                    break
+                size += len(block)
+                lines += block.count(b"\n")
+                last = block[-1:]
+            if not size:
+                return shards
+            if last != b"\n":
+                rest = fh.readline()  # to the end of the line the cut fell in
+                size += len(rest)
+                lines += rest.count(b"\n")
+            shards.append(Shard(str(path), dataset, start, start + size, first_line))
+            start += size
+            first_line += lines
+
+
+def shard_bytes(shard: Shard) -> bytes:
+    """Read a shard's bytes from its file (a worker reading its own shard)."""
+    with Path(shard.path).open("rb") as fh:
+        fh.seek(shard.start)
+        return fh.read(shard.end - shard.start)
 
 
 def read_shard(shard: Shard, data: bytes) -> ShardFacts:

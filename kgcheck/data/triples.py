@@ -34,7 +34,7 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson")
 SUFFIXES = (*TABLE_SUFFIXES, *JSONL_SUFFIXES, *RDF_SUFFIXES)
 QUOTING_HINT = 'a field holding the delimiter must be quoted, e.g. "Paris, France"'
 
-__all__ = ["TriplesError", "iter_triples", "read_triples"]
+__all__ = ["TriplesError", "iter_triples", "read_triples", "repeated_id", "unique_ids"]
 
 
 def _fact_id(row: dict[str, Any], where: str, row_number: int) -> str:
@@ -159,6 +159,12 @@ def jsonl_facts(fh: IO[bytes], path: Path, dataset: str, first_line: int = 1
         yield _fact(row, f"{path}, line {n}", n, dataset)
 
 
+def repeated_id(path: Path, fact_id: str, earlier: int, n: int) -> TriplesError:
+    """Say that facts ``earlier`` and ``n`` of a file (counted from 1) share an id."""
+    return TriplesError(f"{path}: fact id {fact_id!r} appears more than once (facts "
+                        f"{earlier:,} and {n:,}); ids must be unique")
+
+
 def unique_ids(facts: Iterable[Fact], path: Path) -> Iterator[Fact]:
     """Refuse a second fact with an id already seen (one dictionary look-up per fact)."""
     first: dict[str, int] = {}
@@ -167,12 +173,6 @@ def unique_ids(facts: Iterable[Fact], path: Path) -> Iterator[Fact]:
         if earlier != n:
             raise repeated_id(path, fact.id, earlier, n)
         yield fact
-
-
-def repeated_id(path: Path, fact_id: str, earlier: int, n: int) -> TriplesError:
-    """Return the error of fact ``n`` of a file having the id of fact ``earlier``."""
-    return TriplesError(f"{path}: fact id {fact_id!r} appears more than once (facts "
-                        f"{earlier:,} and {n:,}); ids must be unique")
 
 
 def iter_triples(path: str | Path, dataset: str = "", *, reader: RdfReader | None = None

@@ -46,13 +46,14 @@ class VerdictIndex:
 
     @classmethod
     def build(cls, verdicts: Path, keep: Callable[[Mapping[str, Any]], bool],
-              warn: Warn | None = None) -> VerdictIndex:
+              warn: Warn | None = None, path: Path | None = None) -> VerdictIndex:
         """Index ``verdicts`` (last valid record per fact); ``keep`` says what a resume keeps.
 
         Lines that are not verdicts are skipped and reported to ``warn`` once, as
-        ``read_verdicts`` reports them.
+        ``read_verdicts`` reports them. The index goes to ``path`` (default: the folder's
+        ``RESUME_INDEX``; a shard's verdicts have one each).
         """
-        path = verdicts.parent / RESUME_INDEX
+        path = path or verdicts.parent / RESUME_INDEX
         path.unlink(missing_ok=True)
         db = sqlite3.connect(path, isolation_level=None)
         # Derived data, rebuilt from verdicts.jsonl whenever needed: no journal, no fsync.

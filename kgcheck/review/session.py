@@ -32,7 +32,6 @@ from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
     REVIEW_DB,
-    VERDICTS,
     LabelRow,
     LabelsError,
     annotator_label_files,
@@ -490,7 +489,7 @@ def _verdict_of(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def _read_run(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     info = read_run_info(folder, ReviewError)
-    records = list(read_verdicts(folder / VERDICTS).values())
+    records = list(read_verdicts(folder).values())
     if not records:
         raise ReviewError(f"{folder}: no verdicts to review; run `kgcheck run ... --out "
                           f"{folder}` first")

@@ -10,8 +10,9 @@ recordings. ``execute`` runs a checked plan on an engine into its run folder.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,6 @@ from kgcheck.data.rdf_lines import line_source
 from kgcheck.data.record_lines import record_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
-    VERDICTS,
     amend_summary,
     read_verdicts,
 )
@@ -234,8 +234,9 @@ def cache_path(cache: CacheChoice) -> Path | None:
 class RunPlan:
     """A batch run, checked and ready: what ``arun`` executes."""
 
-    # A list, or a FactStream when every fact of a file is checked (read at each pass).
-    facts: Sequence[Fact] | FactStream
+    # A list, or a FactStream when every fact of a file is checked (read at each pass), or
+    # a sharded run's SurveyedFacts (counted on the cluster).
+    facts: Sequence[Fact] | FactStream | SurveyedFacts
     strategy: Strategy
     members: list[str]
     judge: str
@@ -251,10 +252,56 @@ class RunPlan:
     repeats: int = 1
     # The rules facts are checked against before the strategy (None: no pre-filter).
     prefilter: Any = None
+    # A run checked shard by shard on the engine's workers (``ray_pipeline.ShardedRun``):
+    # its input surveyed on the cluster; None: the facts go through this process.
+    sharded: Any = None
 
 
 # What a run of a strategy that asks no model records as its model.
 NO_MODEL = "rules"
+# Facts a sharded run's checks before it starts look at (replay recordings, preflights).
+PREVIEW_FACTS = 1_000
+
+
+class SurveyedFacts:
+    """The facts of a sharded run: counted on the cluster, read here only when iterated.
+
+    Iterating streams the whole file through this process (as a local whole-file run
+    does); a sharded run never does: its workers read their shards.
+    """
+
+    def __init__(self, stream: FactStream, count: int, labelled: bool) -> None:
+        self._stream = stream
+        self._count = count
+        self.labelled = labelled
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[Fact]:
+        if self._stream.sha256 == "":
+            self._stream.scan()  # finds the repeats to leave out
+        return iter(self._stream)
+
+
+def _resolved_read(parallel: ParallelReadChoice, triples: str | Path | None
+                   ) -> ParallelRead | None:
+    """Return the engine's parallel read for a file that can be cut, starting the engine."""
+    if parallel is None or triples is None or not can_shard(check_input(triples)):
+        return None
+    # A function is called (its engine started) only for a file that can be cut.
+    return parallel if isinstance(parallel, ParallelRead) else parallel()
+
+
+def _shard_source(triples: str | Path, dataset: str, gold: Any,
+                  by_predicate: PredicateFilter | None) -> Any:
+    """Describe a sharded run's input for its workers (absolute paths: they run elsewhere)."""
+    from kgcheck.data.shard_survey import ShardSource
+
+    return ShardSource(str(Path(triples).resolve()), dataset, gold, by_predicate)
 
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
 ParallelReadChoice = ParallelRead | Callable[[], ParallelRead | None] | None
@@ -292,9 +339,7 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
                 else own_kg_name(path, data))
         own = not as_dataset
         reader = RdfReader(path, stem) if suffix in RDF_SUFFIXES else None
-        # A function is called (its engine started) only for a file that can be cut.
-        chosen = None if parallel is None or not can_shard(path) else (
-            parallel if isinstance(parallel, ParallelRead) else parallel())
+        chosen = _resolved_read(parallel, path)
         if chosen is not None:
             sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
@@ -498,17 +543,35 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     except PredicateFilterError as exc:
         raise SettingsError(literal(str(exc))) from None
     gold = read_gold(labels) if labels is not None else None
+    every = all(x is None for x in (limit, sample, stratify, per_stratum, ids))
+    read = _resolved_read(parallel_read if limit is None else None, triples)
+    # Every fact of a file, checked on the engine's workers shard by shard: one run of
+    # one model, whose summary the shards' tallies make.
+    pipelined = (read is not None and read.survey is not None and every and not consensus
+                 and repeats == 1 and prefilter is None and not ci)
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
-                     parallel_read if limit is None else None)
+                         None if pipelined else read)
     # Filtered while the input streams past: the facts left out are never kept.
     opener = origin.open
     if by_predicate is not None:
         chooser = by_predicate
         opener = lambda: chooser.apply(origin.open())  # noqa: E731 - a fresh pass each call
-    whole_file = (triples is not None and origin.sharded is None
-                  and all(x is None for x in (limit, sample, stratify, per_stratum, ids)))
-    loaded: Sequence[Fact] | FactStream
-    if whole_file:
+    whole_file = triples is not None and origin.sharded is None and every
+    loaded: Sequence[Fact] | FactStream | SurveyedFacts
+    sharded = None
+    if pipelined:
+        assert read is not None and read.survey is not None and triples is not None
+        sharded = read.survey(_shard_source(triples, origin.name, gold, by_predicate))
+        loaded = SurveyedFacts(FactStream(opener, prepare=_batch_preparer(origin, gold)),
+                               sharded.survey.facts, sharded.survey.labelled)
+        counted = sharded.survey.fingerprint()
+        selection = Selection([], sharded.survey.facts, [])
+        if sharded.survey.repeats:
+            selection.notes.append(f"{sharded.survey.repeats} fact(s) repeat another (the same "
+                                   "triple twice in the input): each is checked once")
+        if by_predicate is not None:
+            by_predicate.take_counts(sharded.survey.seen, sharded.survey.matched)
+    elif whole_file:
         # Every fact of a file: streamed at each pass, never held (a whole KG fits no list).
         loaded = FactStream(opener, prepare=_batch_preparer(origin, gold))
         counted = loaded.scan()
@@ -531,12 +594,14 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if not loaded:
         raise SettingsError(f"{origin.location}: there are no facts to check")
     # What a resume must match: the facts by content (each verdict keeps its fact's digest).
-    fingerprint = {**(counted if whole_file else input_fingerprint(loaded)),
+    fingerprint = {**(counted if whole_file or pipelined else input_fingerprint(loaded)),
                    "drawn": {**drawn_from(selection, limit=limit, sample=sample, seed=seed,
                                           stratify=stratify, per_stratum=per_stratum, ids=ids),
                              **(by_predicate.describe() if by_predicate else {})}}
+    # A sharded run's facts are not read here: checks that look at facts see the first few.
+    looked_at = (list(itertools.islice(opener(), PREVIEW_FACTS)) if pipelined else loaded)
     if chosen.calls_model:
-        check_replay(members, chosen, loaded, data, own_file=origin.own)
+        check_replay(members, chosen, looked_at, data, own_file=origin.own)
 
     values.setdefault("data_dir", str(data) if data else "")
     if "kg" in {f.name for f in dataclasses.fields(chosen.context)}:
@@ -552,7 +617,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         notes.append(f"{', '.join(by_predicate.unmatched())}: no predicate of the "
                      f"{by_predicate.seen:,} facts read matched (prefixes known: "
                      f"{', '.join(PREFIXES)}; or give the whole IRI)")
-    labelled = (loaded.labelled if isinstance(loaded, FactStream)
+    labelled = (loaded.labelled if isinstance(loaded, FactStream | SurveyedFacts)
                 else any(f.label is not None for f in loaded))
     if gold is not None and not labelled:
         notes.append(f"{labels}: no label matches a chosen fact (by id or triple)")
@@ -562,7 +627,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             f"{literal(str(triples))} is read as your own KG {literal(repr(origin.name))}, not "
             f"the {literal(stem)} benchmark; pass {{as_dataset}} to check it as that dataset",
             as_dataset=Arg("as_dataset", stem)))
-    notes += chosen.preflight(loaded, ctx) if chosen.preflight else []
+    notes += chosen.preflight(looked_at, ctx) if chosen.preflight else []
     if chosen.calls_model:
         notes += [n for n in map(model_note, dict.fromkeys(members + fixed_judge)) if n]
     out_dir = Path(out) if out else default_out_dir(source_name, chosen.name, members)
@@ -575,9 +640,11 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             k: v for k, v in dataclasses.asdict(rules_ctx).items()
             if k in ("ontology", "shapes", "kg", "endpoint", "endpoint_graph",
                      "types_complete")}}
+    shards = (len(sharded.survey.shards) if sharded is not None
+              else origin.sharded.shards if origin.sharded else 0)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
-                   out_dir, notes, origin.sharded.shards if origin.sharded else 0, ci=ci,
-                   repeats=repeats, prefilter=rules_ctx)
+                   out_dir, notes, shards, ci=ci, repeats=repeats, prefilter=rules_ctx,
+                   sharded=sharded)
 
 
 def _batch_preparer(origin: FactSource, gold: Any) -> Callable[[list[Fact]], list[Fact]]:
@@ -660,7 +727,11 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     try:
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
-            if plan.repeats > 1:
+            if plan.sharded is not None and hasattr(runner, "run_sharded"):
+                result = await _execute_sharded(plan, runner, concurrency=limit,
+                                                resume=resume, fresh=fresh,
+                                                show_progress=show_progress)
+            elif plan.repeats > 1:
                 async def one(repeat: int, folder: Path) -> RunResult:
                     sub = dataclasses.replace(plan, out_dir=folder,
                                               info=dataclasses.replace(plan.info))
@@ -722,6 +793,27 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
     return result
 
 
+async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, resume: bool,
+                           fresh: bool, show_progress: bool) -> RunResult:
+    """Run a sharded plan on its engine's workers: each checks its shards' facts."""
+    from kgcheck.runs.shard_check import ShardJob
+
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
+                              "metadata": {"kgcheck_run_id": plan.info.run_id}}
+    # Each worker runs this many facts at once, as a local run does in all.
+    spec: int | str = ("auto" if isinstance(concurrency, AdaptiveLimit)
+                       else concurrency.maximum)
+    job = ShardJob(out_dir=str(plan.out_dir.resolve()), run_id=plan.info.run_id,
+                   method=plan.info.method, models=list(plan.info.models),
+                   key=("strategy", plan.strategy.name),
+                   context=plan.strategy.make_context(**plan.values), config=config,
+                   concurrency=spec, max_concurrency=concurrency.maximum)
+    result: RunResult = await engine.run_sharded(plan.sharded, plan.info, plan.out_dir, job,
+                                                 resume=resume, fresh=fresh,
+                                                 show_progress=show_progress)
+    return result
+
+
 def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
     """Estimate what a checked plan will send: facts, calls, tokens and cost; sends nothing.
 
@@ -729,7 +821,7 @@ def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
     """
     done: set[str] = set()
     if resume:
-        done = {fid for fid, r in read_verdicts(plan.out_dir / VERDICTS).items()
+        done = {fid for fid, r in read_verdicts(plan.out_dir).items()
                 if not r.get("error")}
     contexts = {m: plan.strategy.make_context(**{**plan.values, "model": m})
                 for m in plan.members}

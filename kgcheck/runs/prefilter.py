@@ -24,7 +24,7 @@ from typing import Any
 from kgcheck.arguments import Arg, ArgumentError
 from kgcheck.data.facts import Fact
 from kgcheck.data.rdf import RDF_SUFFIXES
-from kgcheck.data.runfolder import VERDICTS, amend_summary, read_verdicts
+from kgcheck.data.runfolder import amend_summary, read_verdicts
 from kgcheck.graphs.strategies.schema import SchemaContext, checker_of, rules_verdict
 
 __all__ = ["PREFILTERS", "PrefilterError", "input_types", "plan_prefilter",
@@ -111,7 +111,7 @@ def prefiltered(invoke: Invoke, ctx: SchemaContext, method: str) -> Invoke:
 
 def prefilter_counts(out_dir: Path, total: int) -> dict[str, Any]:
     """Count a run folder's pre-filtered verdicts; record them in its summary."""
-    records = read_verdicts(out_dir / VERDICTS) if (out_dir / VERDICTS).is_file() else {}
+    records = read_verdicts(out_dir)
     refuted = sum(1 for r in records.values()
                   if (r.get("details") or {}).get("prefilter") == "schema")
     counts = {"prefilter": {"name": "schema", "facts": total, "refuted": refuted,

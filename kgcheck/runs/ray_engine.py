@@ -12,6 +12,11 @@ A large input file (N-Triples, N-Quads, JSON Lines) is read in parallel shards t
 driver cuts it at line ends and the cluster parses the shards, a few per CPU at once,
 handing the facts back in file order (``map_shards``; see ``kgcheck.data.shards``).
 
+A run over every fact of such a file goes further (``survey`` and ``run_sharded``; see
+``kgcheck.runs.ray_pipeline``): the workers read their shards, check their facts and write
+verdict shards into the run folder, and the driver only plans, tracks the shards and merges
+their summaries. The actors are then not started at all: they are made on first use.
+
 ``address`` is an existing cluster (``ray://host:10001`` or ``host:6379``); without one a
 local cluster is started for the run and stopped after it. The workers must be able to
 import kgcheck (and any plugin strategy), as the driver does: on a real cluster install the
@@ -20,11 +25,13 @@ same kgcheck on every node, or pass a ``runtime_env``.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import socket
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from kgcheck.data.runfolder import RunError
+from kgcheck.data.shard_survey import ShardSource
 from kgcheck.data.shards import (
     DEFAULT_SHARD_BYTES,
     ParallelRead,
@@ -42,7 +50,11 @@ from kgcheck.data.shards import (
 from kgcheck.data.sources import TriplesError
 from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
 from kgcheck.providers.cache import AnswerCache, serving
+from kgcheck.runs import ray_pipeline
 from kgcheck.runs.ray_cluster import LocalCluster
+from kgcheck.runs.ray_pipeline import ShardedRun, cluster_cpus, share_of_cpus
+from kgcheck.runs.runner import RunInfo, RunResult
+from kgcheck.runs.shard_check import ShardJob
 
 __all__ = ["GraphWorker", "INSTALL_HINT", "RayEngine", "RayEngineError", "check_reachable"]
 
@@ -143,28 +155,37 @@ class RayEngine:
                 where = address or "a local cluster"
                 raise RayEngineError(f"cannot start or reach the Ray cluster at {where}: "
                                      f"{exc}") from None
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        count = workers or max(1, min(8, cpus))
-        actor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(GraphWorker)
+        count = workers or max(1, min(8, cluster_cpus()))
         self.per_worker = per_worker
+        self.cache = str(cache) if cache else None
+        self._count = count
         # Actor handles: their methods gain ``.remote`` at run time, which typing cannot see.
-        self._workers: list[Any] = [actor.options(max_concurrency=per_worker).remote(
-            str(cache) if cache else None) for _ in range(count)]
+        self._workers: list[Any] = []
         self._next = itertools.cycle(range(count))
         self._load = [0] * count
+        self._sharded: dict[str, Any] | None = None
 
     @property
     def workers(self) -> int:
-        """How many worker actors the engine drives."""
-        return len(self._workers)
+        """How many workers the engine drives (actors, or shards in flight)."""
+        return self._count
+
+    def _actors(self) -> list[Any]:
+        """Start the worker actors on first use (a sharded run needs none)."""
+        if not self._workers:
+            actor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(GraphWorker)
+            self._workers = [actor.options(max_concurrency=self.per_worker).remote(self.cache)
+                             for _ in range(self._count)]
+        return self._workers
 
     async def invoke(self, key: GraphKey, state: Mapping[str, Any], context: Any,
                      config: RunnableConfig) -> dict[str, Any]:
         """Send one input to the least busy worker and wait for its output."""
-        index = min(range(len(self._workers)), key=lambda i: (self._load[i], next(self._next)))
+        actors = self._actors()
+        index = min(range(len(actors)), key=lambda i: (self._load[i], next(self._next)))
         self._load[index] += 1
         try:
-            ref = self._workers[index].invoke.remote(key, dict(state), context, config)
+            ref = actors[index].invoke.remote(key, dict(state), context, config)
             result: dict[str, Any] = await ref
             return result
         finally:
@@ -172,8 +193,26 @@ class RayEngine:
 
     @property
     def parallel_read(self) -> ParallelRead:
-        """Read input files in shards parsed on the cluster."""
-        return ParallelRead(self.map_shards, self.shard_bytes)
+        """Read input files in shards parsed on the cluster, or survey them for a run."""
+        return ParallelRead(self.map_shards, self.shard_bytes, survey=self.survey)
+
+    def survey(self, source: ShardSource) -> ShardedRun:
+        """Survey a whole file on the cluster for a sharded run (``ray_pipeline.survey``)."""
+        return ShardedRun(source, ray_pipeline.survey(source, self.shard_bytes,
+                                                      cluster_cpus()), self.shard_bytes)
+
+    async def run_sharded(self, sharded: ShardedRun, info: RunInfo, out_dir: Path,
+                          job: ShardJob, *, resume: bool, fresh: bool,
+                          show_progress: bool) -> RunResult:
+        """Check a surveyed file shard by shard on the cluster (``ray_pipeline.run``)."""
+        cpus = share_of_cpus(self._count)
+        result, counts = await asyncio.to_thread(
+            ray_pipeline.run, sharded, info, out_dir, replace(job, cache=self.cache),
+            workers=self._count, cpus=cpus, resume=resume, fresh=fresh,
+            show_progress=show_progress)
+        self._sharded = {"workers": self._count, "per_worker": job.concurrency,
+                         "cpus_per_worker": cpus, "cache": counts}
+        return result
 
     def map_shards(self, shards: Iterable[tuple[Shard, bytes]]) -> Iterator[ShardFacts]:
         """Parse shards on the cluster, two per CPU at once; yield them in file order.
@@ -194,16 +233,22 @@ class RayEngine:
 
     def pids(self) -> list[int]:
         """Return the workers' process ids (tests kill one to show a restart)."""
-        return [s["pid"] for s in ray.get([w.stats.remote() for w in self._workers])]
+        return [s["pid"] for s in ray.get([w.stats.remote() for w in self._actors()])]
 
     def stats(self) -> dict[str, Any]:
         """Return the workers' count and their summed cache counts."""
+        if self._sharded is not None:
+            sharded = {k: v for k, v in self._sharded.items() if k != "cache"}
+            found = {"name": self.name, "pipeline": "shards", **sharded}
+            if self._sharded.get("cache") and any(self._sharded["cache"].values()):
+                found["cache"] = self._sharded["cache"]
+            return found
         try:
             per = ray.get([w.stats.remote() for w in self._workers], timeout=30)
         except RayError:
             per = []
         caches = [s["cache"] for s in per if s.get("cache")]
-        out: dict[str, Any] = {"name": self.name, "workers": len(self._workers),
+        out: dict[str, Any] = {"name": self.name, "workers": self._count,
                                "per_worker": self.per_worker}
         if caches:
             out["cache"] = {"hits": sum(c["hits"] for c in caches),

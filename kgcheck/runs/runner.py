@@ -18,6 +18,7 @@ import time
 import uuid
 import warnings
 from array import array
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -51,20 +52,22 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.data.verdict_index import VerdictIndex
 from kgcheck.evals.calibration import TRUTH, summary_calibration_of
-from kgcheck.evals.metrics import problem_counts, score_summary
+from kgcheck.evals.metrics import problem_counts, score_counts
 from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
 from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, add_usage, cost_of_usage
 from kgcheck.providers.secrets import redact_settings, redact_value
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
+from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.records import verdict_record
 
 __all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
            "RunWarning", "SummaryTally", "Warn", "as_limit", "batched", "changed_facts",
            "check_facts", "fact_digest",
            "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
-           "public_settings", "resume_conflicts", "summarize", "verdict_of"]
+           "public_settings", "record_of", "resume_conflicts", "summarize", "summary_of",
+           "verdict_of"]
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
@@ -126,6 +129,12 @@ class RunResult:
     records: Sequence[dict[str, Any]]
     summary: dict[str, Any]
     aborted: str | None = None
+    # What went wrong, already counted (a sharded run's workers count their shards).
+    outcomes: RunOutcomes | None = None
+
+    def outcome_counts(self) -> RunOutcomes:
+        """Return the run's failed and skipped facts and failing sources, counted."""
+        return self.outcomes if self.outcomes is not None else RunOutcomes.of(self.records)
 
 
 @dataclass
@@ -310,7 +319,8 @@ def _check_resume(index: VerdictIndex, out_dir: Path, info: RunInfo, *, resume: 
     return done
 
 
-def _record(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
+def record_of(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Build the verdict record a run writes for a fact (with its digest, credentials masked)."""
     # No credential reaches the verdicts file, whichever message or detail quoted one.
     return redact_value({**verdict_record(fact, verdict, run_id, gold_mark(fact)),
                          "fact_sha": fact_digest(fact)})
@@ -605,7 +615,7 @@ async def _run_indexed(
                 concurrency.done(seconds, overloaded=is_overload(failure))
                 if aborted and not read_failed:
                     return  # stopped meanwhile (e.g. the disk is full): write nothing more
-                record = _record(fact, verdict, info.run_id)
+                record = record_of(fact, verdict, info.run_id)
                 try:
                     sink.write(record)
                 except OSError as exc:
@@ -667,16 +677,17 @@ async def _run_indexed(
 class SummaryTally:
     """Take verdict records one at a time; give the run's summary figures at the end.
 
-    Memory stays small however many records pass: counters, and per record a few bytes
-    (its truth and confidence for calibration) and one reference to a record shared by
-    every verdict with the same predicate, gold mark and label (what the scores read).
+    Memory stays small however many records pass: counters, counts of records by
+    (predicate, gold mark, label) (what the scores read), and a few bytes per labelled
+    record with a confidence (its truth and confidence, for calibration). Tallies of parts of
+    a run merge into the tally of the run (``merge``; ``state`` and ``from_state`` carry one
+    as JSON), which gives the figures one tally of every record gives.
     """
 
     def __init__(self, models: Sequence[str]) -> None:
         self.models = list(models)
         self.n = 0
-        self.scored: list[dict[str, Any]] = []
-        self._shared: dict[tuple[Any, Any, str], dict[str, Any]] = {}
+        self.keys: Counter[tuple[Any, Any, str]] = Counter()
         self.truth: array[int] = array("b")
         self.confidence: array[float] = array("d")
         self.sources: dict[str, int] = {}
@@ -694,11 +705,7 @@ class SummaryTally:
         """Take one verdict record into the figures."""
         self.n += 1
         label = str(record.get("label", "NA"))
-        key = (record.get("predicate"), record.get("gold"), label)
-        shared = self._shared.get(key)
-        if shared is None:
-            shared = self._shared[key] = {"predicate": key[0], "gold": key[1], "label": label}
-        self.scored.append(shared)
+        self.keys[(record.get("predicate"), record.get("gold"), label)] += 1
         confidence = record.get("confidence")
         mark = str(record.get("gold") or "")
         if confidence is not None and mark in TRUTH:
@@ -729,13 +736,67 @@ class SummaryTally:
             self.model_seconds += record["seconds"]
             self.timed += 1
 
+    def merge(self, other: SummaryTally) -> None:
+        """Take another tally's records into this one (a later part of the run)."""
+        self.n += other.n
+        self.keys.update(other.keys)
+        self.truth.extend(other.truth)
+        self.confidence.extend(other.confidence)
+        for mine, theirs in ((self.sources, other.sources), (self.problems, other.problems),
+                             (self.counts, other.counts)):
+            for key, count in theirs.items():
+                mine[key] = mine.get(key, 0) + count
+        for model, (tokens_in, tokens_out) in other.usage.items():
+            totals = self.usage.setdefault(model, [0, 0])
+            totals[0] += tokens_in
+            totals[1] += tokens_out
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.counted_in = self.counted_in or other.counted_in
+        self.counted_out = self.counted_out or other.counted_out
+        self.model_seconds += other.model_seconds
+        self.timed += other.timed
+
+    def state(self) -> dict[str, Any]:
+        """Return the tally as JSON-plain data (``from_state`` reads it back)."""
+        return {"n": self.n, "keys": [[*key, count] for key, count in self.keys.items()],
+                "truth": list(self.truth), "confidence": list(self.confidence),
+                "sources": self.sources, "problems": self.problems, "usage": self.usage,
+                "counts": self.counts, "tokens": [self.tokens_in, self.tokens_out],
+                "counted": [self.counted_in, self.counted_out],
+                "model_seconds": self.model_seconds, "timed": self.timed}
+
+    @classmethod
+    def from_state(cls, models: Sequence[str], state: Mapping[str, Any]) -> SummaryTally:
+        """Rebuild a tally from ``state``'s data."""
+        tally = cls(models)
+        tally.n = int(state["n"])
+        tally.keys = Counter({(p, g, str(label)): int(n) for p, g, label, n in state["keys"]})
+        tally.truth = array("b", state["truth"])
+        tally.confidence = array("d", state["confidence"])
+        tally.sources = dict(state["sources"])
+        tally.problems = dict(state["problems"])
+        tally.usage = {str(m): [int(a), int(b)] for m, (a, b) in state["usage"].items()}
+        tally.counts.update(state["counts"])
+        tally.tokens_in, tally.tokens_out = state["tokens"]
+        tally.counted_in, tally.counted_out = state["counted"]
+        tally.model_seconds = float(state["model_seconds"])
+        tally.timed = int(state["timed"])
+        return tally
+
     def figures(self, pricing: Pricing | None = None) -> dict[str, Any]:
         """Return the summary's figures over the records taken so far."""
         counts = self.counts
+        # Calibration in one order whatever order the records came in (ties in the
+        # precision-coverage curve keep it), so that the figures depend on the records only.
+        order = sorted(range(len(self.truth)), key=lambda i: (self.confidence[i],
+                                                              self.truth[i]))
         return {
             "n": self.n,
-            **score_summary(self.scored),
-            "calibration": summary_calibration_of(self.truth, self.confidence, self.sources),
+            **score_counts(self.keys),
+            "calibration": summary_calibration_of([self.truth[i] for i in order],
+                                                  [self.confidence[i] for i in order],
+                                                  self.sources),
             # Bad answers beside the label: invented passage ids, invalid corrections, ...
             "answer_problems": dict(sorted(self.problems.items())),
             "with_reason": counts["with_reason"],
@@ -762,6 +823,12 @@ def summarize(records: Iterable[Mapping[str, Any]], info: RunInfo, *, seconds: f
     tally = SummaryTally(info.models)
     for record in records:
         tally.add(record)
+    return summary_of(tally, info, seconds=seconds, ran=ran)
+
+
+def summary_of(tally: SummaryTally, info: RunInfo, *, seconds: float,
+               ran: int) -> dict[str, Any]:
+    """Compute the run's summary from the tally of its verdicts (see ``summarize``)."""
     figures = tally.figures(info.pricing)
     return {
         "run_id": info.run_id,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgcheck.data.runfolder import SUMMARY, VERDICTS, RunError, read_verdicts
+from kgcheck.data.runfolder import SUMMARY, RunError, read_verdicts
 from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
 from kgcheck.runs.grid import CELLS_DIR, Cell, SweepConfig, SweepConfigError, load_sweep
 from kgcheck.runs.plan import CacheChoice, RunPlan, SettingsError, execute, plan_run
@@ -128,7 +128,7 @@ def leaderboard(out_dir: str | Path, *, plots: bool = True) -> SweepResult:
     rows, verdicts = [], {}
     for cell in info["cells"]:
         folder = out_dir / CELLS_DIR / cell["cell"]
-        records = list(read_verdicts(folder / VERDICTS).values())
+        records = list(read_verdicts(folder).values())
         rows.append(leaderboard_row(cell, _stored_summary(folder), records))
         verdicts[cell["cell"]] = records
     files = write_leaderboard(rows, out_dir, f"Sweep {Path(info['config']).name}",

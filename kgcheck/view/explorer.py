@@ -26,6 +26,7 @@ from kgcheck.data.runfolder import (
     VERDICTS,
     LabelsError,
     RunFolderError,
+    has_verdicts,
     read_labels,
     read_run_info,
     read_summary,
@@ -131,7 +132,7 @@ class Explorer:
 
     def _open(self, number: int, folder: Path, taken: set[str]) -> None:
         info = read_run_info(folder, ExplorerError)
-        if not (folder / VERDICTS).is_file():
+        if not has_verdicts(folder):
             raise ExplorerError(f"{folder}: no {VERDICTS}; the run has not started")
         index, temporary = ensure_index(folder)
         run = ViewRun(number, folder, _run_name(folder, taken), info, index, temporary)
@@ -283,14 +284,14 @@ class Explorer:
                 "rows": [dict(r) for r in rows]}
 
     def record(self, number: int, fact_id: str) -> dict[str, Any]:
-        """Read a fact's verdict record back from verdicts.jsonl (its last line)."""
+        """Read a fact's verdict record back from its verdict file (its last line)."""
         run = self.run(number)
-        found = self._rows(f"SELECT offset, length FROM {run.schema}.facts WHERE fact_id = ?",
-                           (fact_id,))
+        found = self._rows(f"SELECT file, offset, length FROM {run.schema}.facts "
+                           "WHERE fact_id = ?", (fact_id,))
         if not found:
             raise ExplorerError(f"run {run.name} has no verdict for fact {fact_id!r}")
         try:
-            return read_verdict_at(run.folder / VERDICTS, found[0][0], found[0][1])
+            return read_verdict_at(run.folder / found[0][0], found[0][1], found[0][2])
         except RunFolderError as exc:
             raise ExplorerError(f"{exc}; restart kgcheck view to index it again") from None
 

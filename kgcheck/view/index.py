@@ -1,12 +1,13 @@
 """The explorer's index of one run's verdicts: a SQLite table built once, then reused.
 
-``verdicts.jsonl`` may hold 100,000 records or more; the explorer never keeps them in
-memory. One pass over the file stores, per fact, what the fact table filters and sorts on
-(label, gold, predicate, time, confidence, error type, votes) and where its last record
-starts and ends, so the fact page reads that one line back. The index is cached in the run
-folder (``RUN/.view-index.sqlite``, written whole by a rename) and rebuilt when
-``verdicts.jsonl`` changes size or time; a folder that cannot be written gets its index in
-a temporary file instead.
+A run's verdicts (``verdicts.jsonl``, or a sharded run's ``shards/*.jsonl``) may hold
+100,000 records or more; the explorer never keeps them in memory. One pass over the
+folder's verdict files stores, per fact, what the fact table filters and sorts on (label,
+gold, predicate, time, confidence, error type, votes) and which file its last record is in,
+where it starts and how long it is, so the fact page reads that one line back. The index is
+cached in the run folder (``RUN/.view-index.sqlite``, written whole by a rename) and rebuilt
+when the verdict files change size or time; a folder that cannot be written gets its index
+in a temporary file instead.
 """
 
 from __future__ import annotations
@@ -19,23 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.data.atomic import atomic_path
-from kgcheck.data.runfolder import VERDICTS, VIEW_INDEX, scan_verdicts, verdicts_stamp
+from kgcheck.data.runfolder import VIEW_INDEX, scan_folder, verdicts_stamp
 from kgcheck.evals.calibration import verdict_confidence
 
 __all__ = ["SCHEMA_VERSION", "confidence_of", "ensure_index", "index_rows"]
 
 # Bump when the table's columns change: an older cached index is then rebuilt.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BATCH = 5_000
 FACT_COLUMNS = ("fact_id", "seq", "label", "gold", "subject", "predicate", "object", "seconds",
-                "tokens_in", "tokens_out", "confidence", "error_type", "votes", "offset",
-                "length")
+                "tokens_in", "tokens_out", "confidence", "error_type", "votes", "file",
+                "offset", "length")
 SCHEMA = """
 CREATE TABLE facts (
     fact_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, label TEXT NOT NULL, gold TEXT,
     subject TEXT, predicate TEXT, object TEXT, seconds REAL, tokens_in INTEGER,
     tokens_out INTEGER, confidence REAL, error_type TEXT, votes TEXT,
-    offset INTEGER NOT NULL, length INTEGER NOT NULL);
+    file TEXT NOT NULL, offset INTEGER NOT NULL, length INTEGER NOT NULL);
 CREATE INDEX facts_seq ON facts(seq);
 CREATE INDEX facts_predicate ON facts(predicate);
 CREATE INDEX facts_label ON facts(label);
@@ -71,10 +72,13 @@ def confidence_of(record: Mapping[str, Any]) -> float | None:
     return value if value is not None and 0.0 <= value <= 1.0 else None
 
 
-def index_rows(scanned: Iterable[tuple[int, int, dict[str, Any]]]
+def index_rows(scanned: Iterable[tuple[Path, int, int, dict[str, Any]]], folder: Path
                ) -> Iterable[tuple[Any, ...]]:
-    """Turn ``scan_verdicts`` output into rows of the ``facts`` table."""
-    for seq, (offset, length, record) in enumerate(scanned):
+    """Turn ``scan_folder`` output into rows of the ``facts`` table.
+
+    A record's file is kept relative to ``folder`` (the run folder may move).
+    """
+    for seq, (path, offset, length, record) in enumerate(scanned):
         raw = record.get("details")
         details: dict[str, Any] = raw if isinstance(raw, dict) else {}
         votes = {str(v["model"]): str(v.get("label") or "NA")
@@ -87,10 +91,11 @@ def index_rows(scanned: Iterable[tuple[int, int, dict[str, Any]]]
                _text(record.get("predicate")), _text(record.get("object")),
                _number(record.get("seconds")), _count(record.get("tokens_in")),
                _count(record.get("tokens_out")), confidence_of(record), error_type,
-               json.dumps(votes) if votes else None, offset, length)
+               json.dumps(votes) if votes else None, path.relative_to(folder).as_posix(),
+               offset, length)
 
 
-def _build(db: Path, verdicts: Path, stamp: tuple[int, int]) -> None:
+def _build(db: Path, folder: Path, stamp: tuple[int, int]) -> None:
     conn = sqlite3.connect(db)
     try:
         # Nothing else reads the file until it is renamed into place: no journal needed.
@@ -104,7 +109,7 @@ def _build(db: Path, verdicts: Path, stamp: tuple[int, int]) -> None:
         insert = (f"INSERT INTO facts ({', '.join(FACT_COLUMNS)}) VALUES ({placeholders}) "
                   f"ON CONFLICT(fact_id) DO UPDATE SET {updates}")
         batch: list[tuple[Any, ...]] = []
-        for row in index_rows(scan_verdicts(verdicts)):
+        for row in index_rows(scan_folder(folder), folder):
             batch.append(row)
             if len(batch) >= BATCH:
                 conn.executemany(insert, batch)
@@ -136,7 +141,7 @@ def _fresh(db: Path, stamp: tuple[int, int]) -> bool:
 def ensure_index(folder: Path) -> tuple[Path, bool]:
     """Return a fresh index of the run's verdicts and whether it lives in a temporary file.
 
-    The cached ``RUN/.view-index.sqlite`` is reused while ``verdicts.jsonl`` is unchanged.
+    The cached ``RUN/.view-index.sqlite`` is reused while the verdict files are unchanged.
     """
     stamp = verdicts_stamp(folder)
     cached = folder / VIEW_INDEX
@@ -144,10 +149,10 @@ def ensure_index(folder: Path) -> tuple[Path, bool]:
         return cached, False
     try:
         with atomic_path(cached) as tmp:
-            _build(tmp, folder / VERDICTS, stamp)
+            _build(tmp, folder, stamp)
         return cached, False
     except OSError:
         # A run folder one may read but not write (a colleague's, a read-only mount).
         db = Path(tempfile.mkdtemp(prefix="kgcheck-view-")) / VIEW_INDEX
-        _build(db, folder / VERDICTS, stamp)
+        _build(db, folder, stamp)
         return db, True

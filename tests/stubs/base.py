@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -53,6 +54,8 @@ class Behaviour:
         redirect: Answer every request with a 307 to the same path under ``/moved``
             first; the request that follows it is served.
         delay: Seconds each model call waits before it is answered (a server's latency).
+        answer_by: Chooses the answer from the request's JSON body instead of ``answer``
+            (answers that differ by fact, the same from every stub given the same function).
     """
 
     answer: str = "T"
@@ -71,6 +74,11 @@ class Behaviour:
     chunked: bool = True
     redirect: bool = False
     delay: float = 0.0
+    answer_by: Callable[[Any], str] | None = None
+
+    def answer_to(self, body: Any) -> str:
+        """Return the text a successful reply to this request carries."""
+        return self.answer_by(body) if self.answer_by is not None else self.answer
 
 
 # Where a redirected request is sent again.

@@ -74,7 +74,7 @@ class OllamaHandler(StubHandler):
             return
         final = self._final(model, behaviour)
         if body.get("stream", True) is False:
-            final["message"] = {"role": "assistant", "content": behaviour.answer}
+            final["message"] = {"role": "assistant", "content": behaviour.answer_to(body)}
             self.send_json(200, final)
             return
         self.start_chunked("application/x-ndjson")
@@ -82,7 +82,7 @@ class OllamaHandler(StubHandler):
                  "message": {"role": "assistant", "content": ""}, "done": False}
         if self.drip_until_stopped(json.dumps(empty).encode() + b"\n"):
             return
-        for piece in pieces(behaviour.answer, behaviour.chunk_chars):
+        for piece in pieces(behaviour.answer_to(body), behaviour.chunk_chars):
             chunk = {"model": model, "created_at": now_iso(),
                      "message": {"role": "assistant", "content": piece}, "done": False}
             self.write_chunk(json.dumps(chunk).encode() + b"\n")

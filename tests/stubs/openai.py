@@ -85,7 +85,7 @@ class OpenAIHandler(StubHandler):
             self.send_json(200, {
                 "id": ident, "object": "chat.completion", "created": created, "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant",
-                                                     "content": behaviour.answer,
+                                                     "content": behaviour.answer_to(body),
                                                      "refusal": None},
                              "logprobs": self.logprobs(body), "finish_reason": "stop"}],
                 "usage": usage, "system_fingerprint": None,
@@ -100,7 +100,7 @@ class OpenAIHandler(StubHandler):
 
         events = [chunk({"role": "assistant", "content": ""}, None)]
         events += [chunk({"content": p}, None)
-                   for p in pieces(behaviour.answer, behaviour.chunk_chars)]
+                   for p in pieces(behaviour.answer_to(body), behaviour.chunk_chars)]
         events.append(chunk({}, "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append({"id": ident, "object": "chat.completion.chunk", "created": created,

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -273,11 +271,13 @@ def run(
     ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
                                            "(host:6379 or ray://host:10001); default: "
                                            "start a local one.")] = None,
-    ray_workers: Annotated[int | None, Opt(help="With --engine ray: worker actors "
+    ray_workers: Annotated[int | None, Opt(help="With --engine ray: workers, each checking "
+                                           "--concurrency facts at once over a whole file "
                                            "(default: the cluster's CPUs, at most 8).")] = None,
     ray_shard_mb: Annotated[float | None, Opt(help="With --engine ray: an N-Triples, N-Quads "
-                                              "or JSON Lines file is read in parallel "
-                                              "shards of this many MB (default 32).")] = None,
+                                              "or JSON Lines file is read, and checked "
+                                              "whole, in shards of this many MB (default "
+                                              "32).")] = None,
     out: Annotated[Path | None, Opt(help="Run folder (default "
                                     "runs/<data>-<strategy>-<model>)")] = (
         None
@@ -382,7 +382,7 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
     if dry_run:
         print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
         return
-    if resume and not (out_dir / api.VERDICTS).exists():
+    if resume and not api.has_verdicts(out_dir):
         err_console.print(f"note: nothing to resume in {out_dir}; starting a new run",
                           markup=False, highlight=False)
     job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
@@ -391,14 +391,15 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
     try:
         result = asyncio.run(job)
     except KeyboardInterrupt:
-        kept = len(api.read_verdicts(out_dir / api.VERDICTS))
-        err_console.print(f"interrupted: {kept} verdicts are kept in {out_dir / api.VERDICTS}; "
+        kept = len(api.read_verdicts(out_dir))
+        err_console.print(f"interrupted: {kept} verdicts are kept in "
+                          f"{api.verdicts_location(out_dir)}; "
                           f"continue with {_resume_flags(out_dir)}", markup=False,
                           highlight=False)
         raise typer.Exit(130) from None
     print_summary(result.summary)
     # One line each, never wrapped: paths stay whole for copying.
-    console.print(f"verdicts: {out_dir / api.VERDICTS}", soft_wrap=True, markup=False,
+    console.print(f"verdicts: {api.verdicts_location(out_dir)}", soft_wrap=True, markup=False,
                   highlight=False)
     console.print(f"summary: {out_dir / 'summary.json'}", soft_wrap=True, markup=False,
                   highlight=False)
@@ -406,7 +407,8 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
         err_console.print(f"note: the summary covers all {result.summary['n']} verdicts in "
                           f"{out_dir}; this run asked for {result.summary['asked']} facts "
                           "(--limit)", markup=False, highlight=False)
-    _report_source_failures(result.records)
+    outcomes = result.outcome_counts()
+    _report_source_failures(outcomes)
     retry = _resumable(plan)
     if result.aborted:
         if result.summary.get("aborted_because") == "configuration":
@@ -418,7 +420,7 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
             advice = retry_advice(plan)
         say_error(f"{result.aborted}; {advice}")
         raise typer.Exit(1)
-    _report_errors(result.records, out_dir, retry=retry, advice=retry_advice(plan))
+    _report_errors(outcomes, out_dir, retry=retry, advice=retry_advice(plan))
 
 
 def _resume_flags(out_dir: Path) -> str:
@@ -462,44 +464,37 @@ def _engine_options(engine: str, address: str | None, workers: int | None,
     return options
 
 
-def _report_source_failures(records: Sequence[dict[str, Any]]) -> None:
+def _report_source_failures(outcomes: Any) -> None:
     """Say once per evidence source that it failed, for how many facts, and why."""
-    failed: dict[str, Counter[str]] = {}
-    for record in records:
-        gathering = (record.get("details") or {}).get("gathering") or {}
-        for source, reason in (gathering.get("failed") or {}).items():
-            failed.setdefault(source, Counter())[str(reason)] += 1
-    for source, reasons in failed.items():
+    for source, reasons in outcomes.sources.items():
         reason, _ = reasons.most_common(1)[0]
         say_warning(f"evidence source {source} failed for {sum(reasons.values())} of "
-                    f"{len(records)} facts: {reason}")
+                    f"{outcomes.facts} facts: {reason}")
 
 
-def _report_errors(records: Sequence[dict[str, Any]], out_dir: Path, *, retry: bool = True,
+def _report_errors(outcomes: Any, out_dir: Path, *, retry: bool = True,
                    advice: str = "") -> None:
     """Say why facts failed (the commonest error); fail the command when every fact did.
 
     Defective input (a triple that cannot be sent to a model) is reported as skipped: no
-    retry can change it, so the advice is to fix the input, not to resume.
+    retry can change it, so the advice is to fix the input, not to resume. ``outcomes`` is
+    the run's ``RunOutcomes``.
     """
-    from kgcheck.api import is_defect
-
-    skipped = [r for r in records if is_defect(r)]
-    if skipped:
-        shown = "; ".join(str(r["error"]) for r in skipped[:3])
-        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-        err_console.print(f"note: {len(skipped)} fact(s) skipped as invalid input ({shown}"
+    if outcomes.skipped:
+        shown = "; ".join(outcomes.examples)
+        more = (f" and {outcomes.skipped - len(outcomes.examples)} more"
+                if outcomes.skipped > len(outcomes.examples) else "")
+        err_console.print(f"note: {outcomes.skipped} fact(s) skipped as invalid input ({shown}"
                           f"{more}); they cannot be checked as they are: fix them in the "
                           "input", highlight=False)
-    errors = [str(r["error"]) for r in records if r.get("error") and not is_defect(r)]
-    if not errors:
+    if not outcomes.failed:
         return
-    commonest, count = Counter(errors).most_common(1)[0]
-    if len(errors) == len(records) - len(skipped):
+    commonest, count = outcomes.errors.most_common(1)[0]
+    if outcomes.failed == outcomes.facts - outcomes.skipped:
         then = (f"rerun with {_resume_flags(out_dir)} once the cause is fixed" if retry
                 else advice)
         say_error(f"every fact failed, e.g. {commonest}; {then}")
         raise typer.Exit(1)
     then = f"{_resume_flags(out_dir)} retries them" if retry else advice
-    say_warning(f"{len(errors)} of {len(records)} facts failed ({count} with: {commonest}); "
-                f"{then}")
+    say_warning(f"{outcomes.failed} of {outcomes.facts} facts failed ({count} with: "
+                f"{commonest}); {then}")

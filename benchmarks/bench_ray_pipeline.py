@@ -1,0 +1,163 @@
+"""The sharded Ray pipeline: throughput against workers, driver memory against facts.
+
+A local Ray cluster is started once for the benchmark (4 logical CPUs on this machine's
+cores, ``kgcheck.runs.ray_cluster``), and stub OpenAI-compatible servers in their own
+processes answer every call (the slotted stub, with more slots than requests). Each run
+is a fresh ``kgcheck run --engine ray --ray-address ...`` process over a whole N-Triples
+file (facts of 50 predicates, an ``rdfs:label`` line for every tenth), so the driver's own
+peak RSS is measured (``wait4``; the workers are the cluster's processes, not its
+children).
+
+- ``workers``: ``--facts`` facts (default 1,200, in about 30 shards) against a server that
+  takes ``--latency`` seconds per answer (default 0.2), ``--concurrency`` facts at once
+  per worker (default 4), with 1, 2 and 4 workers: facts/s of the checking (the summary's
+  ``facts_per_second``: from the first shard handed out to the last marker, so without the
+  driver's connection to the cluster and the survey), the ideal ``workers * concurrency /
+  latency``, and the scaling against linear (``facts/s(W) / (W * facts/s(1))``; goal: at
+  least 0.8).
+- ``driver_memory``: files of ``--rss-facts`` facts (default 1,000, 3,000 and 9,000) against
+  a server that answers at once, 2 workers: the driver's peak RSS with the pipeline, and
+  with the Ray engine feeding every fact from the driver (``--limit N``: the same facts
+  through the driver, as before the pipeline). Goal: the pipeline's driver RSS flat in the
+  number of facts.
+
+Prints one JSON document. The machine has 2 shared cores: compare within one run.
+
+    python benchmarks/bench_ray_pipeline.py [--workers 1,2,4] [--facts 1200]
+        [--latency 0.2] [--concurrency 4] [--rss-facts 1000,3000,9000] [--no-driver-fed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+from benchmarks.bench_concurrency import start_stub  # noqa: E402
+from benchmarks.bench_flat_memory import generate  # noqa: E402
+from benchmarks.rag_corpus import SKIPPED  # noqa: E402
+
+SHARDS = 30
+
+
+def command(path: Path, url: str, out: Path, address: str, workers: int, concurrency: int,
+            shard_mb: float, *extra: str) -> list[str]:
+    """Return the ``kgcheck run`` command line over a whole file on the cluster."""
+    return [sys.executable, "-c", "from kgcheck.cli import app; app()", "run",
+            "--triples", str(path), "--strategy", "dka", "--model",
+            "openai-compatible:stub-model", "--base-url", url, "--out", str(out),
+            "--no-progress", "--no-cache", "--concurrency", str(concurrency), "--engine",
+            "ray", "--ray-address", address, "--ray-workers", str(workers), "--ray-shard-mb",
+            f"{shard_mb:.6f}", *extra]
+
+
+def measured(cmd: list[str], out: Path, facts: int) -> dict[str, Any]:
+    """Run ``cmd`` to its end; return its wall seconds, peak RSS and the run's facts/s."""
+    start = time.perf_counter()
+    process = subprocess.Popen(cmd, cwd=out.parent, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{out.name} failed:\n{stderr}")
+    summary = json.loads((out / "summary.json").read_text())
+    if summary["n"] != facts or summary["errors"]:
+        raise SystemExit(f"{out}: {summary['n']} verdicts, {summary['errors']} errors")
+    return {"wall_seconds": round(time.perf_counter() - start, 2),
+            "facts_per_second": summary["facts_per_second"],
+            "driver_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "driver_cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--facts", type=int, default=1200)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rss-facts", default="1000,3000,9000")
+    parser.add_argument("--no-driver-fed", action="store_true")
+    args = parser.parse_args()
+    try:
+        import ray  # noqa: F401 - only to know it is there
+
+        from kgcheck.runs.ray_cluster import LocalCluster
+    except ImportError:
+        print(json.dumps({"benchmark": "bench_ray_pipeline",
+                          "skipped": "Ray is not installed: pip install 'kgcheck[ray]'"}))
+        return SKIPPED
+    workers = [int(w) for w in args.workers.split(",")]
+    report: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "workers": {"facts": args.facts, "seconds_per_answer": args.latency,
+                    "concurrency_per_worker": args.concurrency, "runs": []},
+        "driver_memory": {"workers": 2, "seconds_per_answer": 0.0, "runs": []}}
+    slow, slow_url = start_stub(100_000, args.latency, "queue")
+    fast, fast_url = start_stub(100_000, 0.0, "queue")
+    cluster = LocalCluster.start(num_cpus=4)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kgcheck-bench-") as folder:
+            tmp = Path(folder)
+            kg = tmp / f"kg-{args.facts}.nt"
+            generate(kg, args.facts)
+            shard_mb = kg.stat().st_size / SHARDS / 2**20
+            for count in workers:
+                out = tmp / f"workers-{count}"
+                found = measured(command(kg, slow_url, out, cluster.address, count,
+                                         args.concurrency, shard_mb), out, args.facts)
+                ideal = count * args.concurrency / args.latency
+                report["workers"]["runs"].append(
+                    {"workers": count, **found, "ideal_facts_per_second": ideal,
+                     "of_ideal": round(found["facts_per_second"] / ideal, 3)})
+            runs = report["workers"]["runs"]
+            one = next((r["facts_per_second"] for r in runs if r["workers"] == 1), None)
+            for run in runs:
+                if one:
+                    run["of_linear"] = round(run["facts_per_second"] / (run["workers"] * one),
+                                             3)
+            for facts in (int(n) for n in args.rss_facts.split(",")):
+                kg = tmp / f"kg-{facts}.nt"
+                generate(kg, facts)
+                shard_mb = 64 * 1024 / 2**20
+                row: dict[str, Any] = {"facts": facts}
+                out = tmp / f"memory-{facts}"
+                row["pipeline"] = measured(command(kg, fast_url, out, cluster.address, 2,
+                                                   args.concurrency, shard_mb), out, facts)
+                row["pipeline"]["shards"] = json.loads(
+                    (out / "summary.json").read_text())["engine"]["input_shards"]
+                if not args.no_driver_fed:
+                    out = tmp / f"fed-{facts}"
+                    row["driver_fed"] = measured(
+                        command(kg, fast_url, out, cluster.address, 2, args.concurrency,
+                                shard_mb, "--limit", str(facts)), out, facts)
+                report["driver_memory"]["runs"].append(row)
+            memory = report["driver_memory"]["runs"]
+            if len(memory) > 1:
+                for series in ("pipeline", "driver_fed"):
+                    if series in memory[0]:
+                        report["driver_memory"][f"{series}_growth_mb"] = round(
+                            memory[-1][series]["driver_peak_rss_mb"]
+                            - memory[0][series]["driver_peak_rss_mb"], 1)
+    finally:
+        cluster.stop()
+        for stub in (slow, fast):
+            stub.terminate()
+            stub.wait(10)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

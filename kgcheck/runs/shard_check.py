@@ -1,0 +1,289 @@
+"""Check one shard of a sharded run, where it runs: its facts, its verdict file, its marker.
+
+A worker given a shard (``check_shard``) reads the shard from the input file, runs the
+run's graph on its facts a few at once (``concurrency`` per worker, as the local engine
+bounds a run), appends each verdict to ``RUN/shards/NNNNN.jsonl`` as it comes and, once
+every fact has its verdict, writes ``RUN/shards/NNNNN.done`` atomically: the shard's
+summary tally and outcomes, which the driver merges without reading a verdict. A shard
+whose file is there already is resumed fact by fact: its file is first rewritten with one
+kept verdict per fact (a torn last line, a failed check or a repeat are dropped, as a
+resume of a local run drops them), then only the facts without one are checked. So a
+worker that died, a driver that died, or a shard run twice leaves one verdict per fact.
+
+The worker stops early, without a marker, when the run's stop rule says so (the model
+cannot be reached, a setting is wrong) or when the driver leaves ``RUN/shards/.stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.fact_stream import batched
+from kgcheck.data.facts import Fact
+from kgcheck.data.runfolder import (
+    SHARDS,
+    VerdictSink,
+    scan_verdicts,
+    shard_done_path,
+    shard_verdicts_path,
+)
+from kgcheck.data.shard_survey import NamesPart, ShardSource, shard_drops, shard_facts
+from kgcheck.data.shards import Shard
+from kgcheck.data.verdict_index import VerdictIndex
+from kgcheck.failures import classify_name, is_overload
+from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
+from kgcheck.providers import pressure
+from kgcheck.providers.cache import AnswerCache, serving
+from kgcheck.runs.concurrency import parse_concurrency
+from kgcheck.runs.outcomes import RunOutcomes
+from kgcheck.runs.runner import StopRule, SummaryTally, kept_verdict, record_of, verdict_of
+
+__all__ = ["STOP", "ShardJob", "check_shard", "merged", "shard_result", "tally_file"]
+
+# Left by the driver when the run must stop: workers take no further fact.
+STOP = ".stop"
+# Facts looked up in a shard's resume index at once.
+_LOOKUP = 256
+# Seconds between a worker's progress reports.
+_REPORT_EVERY = 1.0
+
+_GRAPHS: dict[GraphKey, AnyCompiledGraph] = {}
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What every shard of one run is checked with (sent once to the cluster)."""
+
+    out_dir: str
+    run_id: str
+    method: str
+    models: list[str]
+    key: GraphKey
+    context: Any
+    config: RunnableConfig
+    concurrency: int | str = 4
+    max_concurrency: int = 64
+    cache: str | None = None
+    stop_after: int | None = None
+
+
+def _graph(key: GraphKey) -> AnyCompiledGraph:
+    """Compile a graph once per worker process."""
+    graph = _GRAPHS.get(key)
+    if graph is None:
+        graph = _GRAPHS[key] = compile_graph(key)
+    return graph
+
+
+def shard_result(folder: Path, index: int) -> dict[str, Any] | None:
+    """Read a finished shard's marker (None: not finished, or a torn or foreign file)."""
+    path = shard_done_path(folder, index)
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return found if isinstance(found, dict) and found.get("shard") == index else None
+
+
+def check_shard(job: ShardJob, source: ShardSource, shard: Shard, index: int,
+                drops: Sequence[Any], names: NamesPart | None,
+                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Check every fact of one shard that has no verdict yet; return the shard's result.
+
+    ``drops`` are the repeats' places (``find_repeats`` outputs), ``names`` the merged
+    names; ``progress`` hears now and then how many more facts were checked. The result is
+    the marker's content (``facts``, ``ran``, ``tally``, ``outcomes``, ``cache``), or, when
+    the shard stopped early, that of its verdicts so far with ``stopped`` (the reason).
+
+    Raises:
+        TriplesError: a malformed line in the shard (the file changed since the survey).
+
+    """
+    finished = shard_result(Path(job.out_dir), index)
+    if finished is not None:
+        return finished  # a retry of a shard that finished: nothing to do
+    return asyncio.run(_check(job, source, shard, index, shard_drops(drops, index), names,
+                              progress))
+
+
+async def _check(job: ShardJob, source: ShardSource, shard: Shard, index: int,
+                 drops: set[int], names: NamesPart | None,
+                 progress: Callable[[int], None] | None) -> dict[str, Any]:
+    folder = Path(job.out_dir)
+    path = shard_verdicts_path(folder, index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _held(path.with_suffix(".lock")):
+        finished = shard_result(folder, index)
+        if finished is not None:
+            return finished  # finished by a worker that held the lock before this one
+        return await _check_held(job, source, shard, index, drops, names, progress)
+
+
+@contextmanager
+def _held(path: Path) -> Iterator[None]:
+    """Hold a shard's lock: a worker of a driver that died may still be finishing it."""
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+async def _check_held(job: ShardJob, source: ShardSource, shard: Shard, index: int,
+                      drops: set[int], names: NamesPart | None,
+                      progress: Callable[[int], None] | None) -> dict[str, Any]:
+    folder = Path(job.out_dir)
+    path = shard_verdicts_path(folder, index)
+    resumed = None
+    if path.exists() and path.stat().st_size:
+        # One kept verdict per fact, in place, before any is appended.
+        resumed = VerdictIndex.build(path, kept_verdict, None, path.with_suffix(".index"))
+        resumed.rewrite()
+    cache = AnswerCache(job.cache) if job.cache else None
+    checks = _ShardRun(job, path, resumed, cache, progress)
+    try:
+        await checks.run(shard_facts(source, shard, drops, names))
+    finally:
+        if resumed is not None:
+            resumed.close()
+        if cache is not None:
+            cache.close()
+    result = tally_file(job, path, index)
+    result["ran"] = checks.ran
+    if cache is not None:
+        result["cache"] = {"hits": cache.hits, "misses": cache.misses}
+    if checks.stopped:
+        return {**result, "stopped": checks.stopped[0]}
+    write_text_atomic(shard_done_path(folder, index), json.dumps(result) + "\n")
+    return result
+
+
+def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
+    """Count the shard's verdicts (its file, as it now is): figures and outcomes."""
+    tally = SummaryTally(job.models)
+    outcomes = RunOutcomes()
+    for _, _, record in scan_verdicts(path):
+        tally.add(record)
+        outcomes.add(record)
+    return {"shard": index, "facts": tally.n, "tally": tally.state(),
+            "outcomes": outcomes.state()}
+
+
+class _ShardRun:
+    """The facts of one shard checked a few at once, as the local runner checks a run's."""
+
+    def __init__(self, job: ShardJob, path: Path, resumed: VerdictIndex | None,
+                 cache: AnswerCache | None, progress: Callable[[int], None] | None) -> None:
+        self.job = job
+        self.path = path
+        self.resumed = resumed if resumed is not None and len(resumed) else None
+        self.cache = cache
+        self.progress = progress
+        self.limit = parse_concurrency(job.concurrency, job.max_concurrency)
+        self.stop = StopRule(job.stop_after or max(5, 2 * self.limit.maximum))
+        self.stop_file = Path(job.out_dir) / SHARDS / STOP
+        self.graph = _graph(job.key)
+        self.stopped: list[dict[str, str]] = []
+        self.failed: list[Exception] = []
+        self.ran = self._reported = 0
+        self._at = time.monotonic()
+
+    async def run(self, facts: Iterator[Fact]) -> None:
+        """Check the facts without a kept verdict, appending each verdict to the file."""
+        queue: asyncio.Queue[Fact | None] = asyncio.Queue(maxsize=2 * self.limit.maximum)
+        sink = VerdictSink(self.path)
+        reader = asyncio.ensure_future(self._produce(facts, queue))
+        try:
+            with pressure.listening(self.limit.signal, self.limit.retake):
+                await asyncio.gather(*(self._work(queue, sink)
+                                       for _ in range(self.limit.maximum)))
+            await reader
+        finally:
+            if not reader.done():
+                reader.cancel()
+            with suppress(asyncio.CancelledError):
+                await reader
+            sink.close()
+        self._report(final=True)
+        if self.failed:
+            raise self.failed[0]
+
+    async def _produce(self, facts: Iterator[Fact], queue: asyncio.Queue[Fact | None]) -> None:
+        try:
+            for batch in batched(facts, _LOOKUP):
+                kept = self.resumed.kept_among([f.id for f in batch]) if self.resumed else set()
+                for fact in batch:
+                    if fact.id in kept:
+                        continue
+                    if not self.stopped and self.stop_file.exists():
+                        self.stopped.append({"reason": "stopped",
+                                             "message": "the run was stopped"})
+                    if self.stopped:
+                        return
+                    await queue.put(fact)
+        except Exception as exc:  # noqa: BLE001 - a malformed line ends the shard cleanly
+            self.failed.append(exc)
+            self.stopped.append({"reason": "input", "message": str(exc)})
+        finally:
+            # The end of the input, for each worker (also when the shard stops early).
+            for _ in range(self.limit.maximum):
+                await queue.put(None)
+
+    async def _invoke(self, fact: Fact) -> dict[str, Any]:
+        with serving(self.cache):
+            out: dict[str, Any] = await self.graph.ainvoke(
+                {"fact": fact.as_input()}, context=self.job.context, config=self.job.config)
+            return out
+
+    async def _work(self, queue: asyncio.Queue[Fact | None], sink: VerdictSink) -> None:
+        job = self.job
+        while (fact := await queue.get()) is not None:
+            if self.stopped:
+                continue  # drain: the producer hands out the end markers
+            async with self.limit.slot() as held:
+                verdict = await verdict_of(self._invoke, fact, job.method, ",".join(job.models))
+                seconds = held.active_seconds()
+            failure = classify_name((verdict.get("details") or {}).get("error_type"))
+            self.limit.done(seconds, overloaded=is_overload(failure))
+            record = record_of(fact, verdict, job.run_id)
+            try:
+                sink.write(record)
+            except OSError as exc:
+                self.stopped.append({"reason": "disk", "message": f"cannot write {self.path}: "
+                                     f"{exc.strerror or exc}"})
+                continue
+            self.ran += 1
+            self.stop.see(record)
+            if self.stop.message and not self.stopped:
+                self.stopped.append({"reason": self.stop.reason or "configuration",
+                                     "message": self.stop.message})
+            self._report()
+
+    def _report(self, final: bool = False) -> None:
+        now = time.monotonic()
+        if self.progress and (final or now - self._at >= _REPORT_EVERY):
+            self.progress(self.ran - self._reported)
+            self._reported, self._at = self.ran, now
+
+
+def merged(results: Sequence[Mapping[str, Any]], models: Sequence[str]
+           ) -> tuple[SummaryTally, RunOutcomes]:
+    """Merge the shards' results (markers) into the run's tally and outcomes."""
+    tally = SummaryTally(models)
+    outcomes = RunOutcomes()
+    for result in results:
+        tally.merge(SummaryTally.from_state(models, result["tally"]))
+        outcomes.merge(RunOutcomes.from_state(result["outcomes"]))
+    return tally, outcomes

@@ -1,0 +1,155 @@
+"""The run folder of a sharded run, as its driver keeps it: the plan, a resume, the summary.
+
+A sharded run (``kgcheck run --engine ray`` over a whole file) writes ``run.json`` as any
+run does, and ``shards/plan.json``: the byte ranges the input was cut in. Its workers write
+``shards/NNNNN.jsonl`` and ``shards/NNNNN.done`` (``kgcheck.runs.shard_check``). Before the
+workers start, ``prepare_sharded`` checks the folder as ``runner.prepare_out_dir`` checks a
+local one: another run's verdicts are refused unless resumed or started over, a resume must
+be of the same run (identity, settings, prompt files, input) and cut in the same shards.
+It returns the shards left to check: those without a marker, and, in a resume, those whose
+marker counts failed checks (their good verdicts are kept and the failed facts run again).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kgcheck.arguments import Arg, literal
+from kgcheck.data.atomic import write_text_atomic
+from kgcheck.data.runfolder import (
+    LOCK,
+    RESUME_INDEX,
+    RUN_INFO,
+    SHARD_PLAN,
+    SHARDS,
+    SUMMARY,
+    VERDICTS,
+    RunError,
+    make_folder,
+    read_run_info,
+    read_verdicts,
+    shard_done_path,
+    shard_verdicts_path,
+)
+from kgcheck.data.shards import Shard
+from kgcheck.runs.runner import RunInfo, resume_conflicts
+from kgcheck.runs.shard_check import STOP, shard_result
+
+__all__ = ["PLAN_VERSION", "plan_of", "prepare_sharded", "stored_plan", "write_atomic"]
+
+PLAN_VERSION = 1
+
+
+def plan_of(shards: Sequence[Shard], shard_bytes: int) -> dict[str, Any]:
+    """Return ``shards/plan.json``'s content: the input, the shard size and the byte ranges."""
+    return {"version": PLAN_VERSION, "input": shards[0].path if shards else "",
+            "shard_bytes": shard_bytes,
+            "shards": [[s.start, s.end, s.first_line] for s in shards]}
+
+
+def stored_plan(out_dir: Path) -> dict[str, Any] | None:
+    """Read a folder's shard plan (None: none, or a torn or foreign file)."""
+    try:
+        found = json.loads((out_dir / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return found if isinstance(found, dict) and found.get("version") == PLAN_VERSION else None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace a file of the folder; a clear ``RunError`` when it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise RunError(f"cannot write {literal(str(path))}: {literal(str(exc.strerror or exc))}; "
+                       "free space or fix the folder's permissions, then rerun with {resume}",
+                       resume=Arg("resume", True, out=str(path.parent))) from None
+
+
+def _shard_files(out_dir: Path) -> list[Path]:
+    folder = out_dir / SHARDS
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.iterdir()
+            if p.suffix in (".jsonl", ".done") and p.stem.isdigit() and p.stat().st_size]
+
+
+def prepare_sharded(out_dir: Path, info: RunInfo, plan: Mapping[str, Any], *, resume: bool,
+                    fresh: bool) -> tuple[list[int], list[dict[str, Any]]]:
+    """Check or create the folder of a sharded run; return the shards left and those done.
+
+    Returns the indices of the shards to check, and the markers of the shards finished
+    (their results, merged into the summary).
+    """
+    make_folder(out_dir)
+    info_path = out_dir / RUN_INFO
+    known = (VERDICTS, SUMMARY, RUN_INFO, LOCK, RESUME_INDEX)
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.is_file() and p.name not in known)
+    if foreign and not info_path.exists():
+        raise RunError(f"{literal(str(out_dir))} is not a kgcheck run folder (it holds "
+                       f"{literal(', '.join(foreign[:3]))} but no {RUN_INFO}); pick another "
+                       "{out}", out=Arg("out"))
+    if fresh:
+        for name in (VERDICTS, SUMMARY, RUN_INFO):
+            (out_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(out_dir / SHARDS, ignore_errors=True)
+    local = len(read_verdicts(out_dir / VERDICTS))
+    if local:
+        if resume:
+            raise RunError(
+                f"{literal(str(out_dir))} holds a run of the local engine ({local} verdicts in "
+                f"{VERDICTS}): resume it without {{engine}}, or start over with {{fresh}}",
+                engine=Arg("engine", "ray"), fresh=Arg("fresh", True, out=str(out_dir)))
+        raise RunError(
+            f"{literal(str(out_dir))} already holds {local} verdicts: pass {{resume}} "
+            "to continue that run, {fresh} to start over, or another {out}",
+            resume=Arg("resume", True), fresh=Arg("fresh", True), out=Arg("out"))
+    held = _shard_files(out_dir)
+    if held and not resume:
+        raise RunError(
+            f"{literal(str(out_dir))} already holds the verdicts of a sharded run "
+            f"({len(held)} shard files): pass {{resume}} to continue that run, {{fresh}} "
+            "to start over, or another {out}",
+            resume=Arg("resume", True), fresh=Arg("fresh", True), out=Arg("out"))
+    if held:
+        _check_resume(out_dir, info, plan)
+    (out_dir / SHARDS / STOP).unlink(missing_ok=True)
+    write_atomic(info_path, json.dumps(info.stored(), indent=1) + "\n")
+    write_atomic(out_dir / SHARDS / SHARD_PLAN, json.dumps(plan) + "\n")
+    pending, done = [], []
+    for index in range(len(plan["shards"])):
+        result = shard_result(out_dir, index)
+        if (result is not None and shard_verdicts_path(out_dir, index).exists()
+                and not (resume and result["tally"]["counts"]["errors"])):
+            done.append(result)
+            continue
+        # Not finished, or finished with failed checks a resume retries.
+        shard_done_path(out_dir, index).unlink(missing_ok=True)
+        pending.append(index)
+    return pending, done
+
+
+def _check_resume(out_dir: Path, info: RunInfo, plan: Mapping[str, Any]) -> None:
+    """Refuse to resume a folder that holds another run, or the same input cut otherwise."""
+    try:
+        stored = read_run_info(out_dir, RunError)
+    except RunError:
+        stored = {}
+    changes = resume_conflicts(stored, info)
+    before = stored.get("input") or {}
+    if any(before.get(k) != info.input.get(k) for k in ("facts", "digest", "drawn")):
+        changes.append("the input facts (their count or content)")
+    old = stored_plan(out_dir)
+    if not changes and (old is None or old["shards"] != plan["shards"]):
+        changes.append("the shards the input is cut in (shards/plan.json)")
+    if changes:
+        raise RunError(
+            f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
+            f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
+            "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
+    info.run_id = stored.get("run_id", info.run_id)

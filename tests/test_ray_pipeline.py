@@ -1,0 +1,328 @@
+"""The sharded Ray pipeline on a local cluster of two nodes, each with its own model server.
+
+``ray.cluster_utils.Cluster`` starts a head node and a second node on 127.0.0.1, one CPU
+each; each node's raylet (and so its workers) has its own ``OLLAMA_HOST``, a stub Ollama
+server that answers by a hash of the prompt. A whole N-Triples file (names, a repeated
+triple, gold labels) checked by the pipeline gives the local engine's verdicts and
+summary; both servers are asked; a worker killed mid-run, and a driver killed with
+``kill -9`` then resumed, end with one verdict per fact; a malformed line fails with one
+line; report, export and estimate read the sharded folder as they read the local one.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgcheck.data.runfolder import SHARDS, read_verdicts, verdict_files
+from tests.conftest import ROOT
+from tests.stubs import Behaviour, OllamaStub
+from tests.test_runner import kill_and_resume, written_lines
+
+ray = pytest.importorskip("ray", reason="the Ray pipeline needs Ray: pip install 'kgcheck[ray]'")
+from ray.cluster_utils import Cluster  # noqa: E402 - only once Ray is known to be there
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
+FACTS = 150
+MODEL = "ollama:gemma2:9b"
+# Settings that are the run's timing, its engine or its identity, not its verdicts.
+VOLATILE = {"seconds", "facts_per_second", "mean_model_seconds", "ran_this_time", "engine",
+            "cache", "run_id"}
+
+
+def answer(body: Any) -> str:
+    """Answer T, F or something unreadable by the prompt's hash: the same on every node."""
+    prompt = json.dumps((body or {}).get("messages"), sort_keys=True)
+    return ("T", "F", "I cannot say")[zlib.crc32(prompt.encode()) % 3]
+
+
+@dataclass
+class World:
+    """The cluster, its nodes' stub servers, and a stub for the driver and local runs."""
+
+    address: str
+    nodes: tuple[OllamaStub, OllamaStub]
+    local: OllamaStub
+    env: dict[str, str]
+    kg: Path
+    gold: Path
+
+    def slow(self, seconds: float) -> None:
+        for stub in self.nodes:
+            stub.behaviour = replace(stub.behaviour, delay=seconds)
+
+
+def _kg(folder: Path) -> tuple[Path, Path]:
+    lines, gold = [], ["subject,predicate,object,label"]
+    for n in range(FACTS):
+        lines.append(f"<http://e.org/s{n}> <http://e.org/p{n % 4}> <http://e.org/o{n % 17}> .")
+        gold.append(f"http://e.org/s{n},http://e.org/p{n % 4},http://e.org/o{n % 17},"
+                    f"{'T' if n % 3 else 'F'}")
+        if n % 6 == 0:
+            lines.append(f'<http://e.org/s{n}> {LABEL} "Subject number {n}" .')
+    # A name given far from its term, and a triple given twice: named, and checked once.
+    lines.append(f'<http://e.org/o3> {LABEL} "Object three" .')
+    lines.append("<http://e.org/s5> <http://e.org/p1> <http://e.org/o5> .")
+    kg, labels = folder / "kg.nt", folder / "gold.csv"
+    kg.write_text("\n".join(lines) + "\n")
+    labels.write_text("\n".join(gold) + "\n")
+    return kg, labels
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    saved = dict(os.environ)
+    # A cluster on loopback for these tests only: no token to hand around.
+    os.environ.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"})
+    with ExitStack() as stack:
+        nodes = tuple(stack.enter_context(OllamaStub(Behaviour(answer_by=answer)))
+                      for _ in range(2))
+        local = stack.enter_context(OllamaStub(Behaviour(answer_by=answer)))
+        common = {"PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+        # The nodes take the machine's address (a driver connecting to 127.0.0.1 is sent
+        # there by Ray); the model servers stay on loopback.
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "include_dashboard": False,
+            "env_vars": {**common, "OLLAMA_HOST": nodes[0].url}})
+        try:
+            cluster.add_node(num_cpus=1, env_vars={**common, "OLLAMA_HOST": nodes[1].url})
+            cluster.wait_for_nodes()
+            kg, gold = _kg(tmp_path_factory.mktemp("kg"))
+            env = {**os.environ, **common, "OLLAMA_HOST": local.url}
+            yield World(str(cluster.address), nodes, local, env, kg, gold)  # type: ignore[arg-type]
+        finally:
+            cluster.shutdown()
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def _cmd(world: World, out: Path, *extra: str, kg: Path | None = None,
+         on_ray: bool = True, concurrency: int = 2, shard_mb: str = "0.002") -> list[str]:
+    cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--triples", str(kg or world.kg),
+           "--labels", str(world.gold), "--model", MODEL, "--out", str(out), "--no-progress",
+           "--no-cache", "--concurrency", str(concurrency), *extra]
+    if on_ray:
+        # Shards of about 2 kB: the 10 kB file is cut in five or six.
+        cmd += ["--engine", "ray", "--ray-address", world.address, "--ray-workers", "2",
+                "--ray-shard-mb", shard_mb]
+    return cmd
+
+
+def _run(world: World, cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=ROOT, env=world.env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _calls(stub: OllamaStub) -> int:
+    return sum(1 for r in stub.calls() if r.path == "/api/chat")
+
+
+@pytest.fixture(scope="module")
+def twins(world: World, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    """The same file checked by the local engine and by the pipeline; the servers' calls."""
+    root = tmp_path_factory.mktemp("twins")
+    # One fact at a time: both folders hold the verdicts in the input's order, which an
+    # estimate's draw of a gold sample follows.
+    local = _run(world, _cmd(world, root / "local", on_ray=False, concurrency=1))
+    assert local.returncode == 0, local.stdout + local.stderr
+    before = [_calls(s) for s in world.nodes]
+    on_ray = _run(world, _cmd(world, root / "ray", concurrency=1))
+    assert on_ray.returncode == 0, on_ray.stdout + on_ray.stderr
+    calls = {"nodes": [_calls(s) - b for s, b in zip(world.nodes, before, strict=True)],
+             "local": _calls(world.local)}
+    return root / "local", root / "ray", calls
+
+
+def test_the_pipeline_gives_the_verdicts_and_summary_of_the_local_engine(
+        twins: tuple[Path, Path, dict]) -> None:
+    local, sharded, calls = twins
+    a, b = read_verdicts(local), read_verdicts(sharded)
+    assert len(a) == FACTS and a.keys() == b.keys()
+    for fact_id, record in a.items():
+        theirs = b[fact_id]
+        for key in ("label", "raw", "gold", "names", "subject", "predicate", "object"):
+            assert record.get(key) == theirs.get(key), (fact_id, key)
+    assert {r["label"] for r in a.values()} == {"T", "F", "NA"}
+    assert any(r.get("names") for r in a.values())
+    assert not (sharded / "verdicts.jsonl").exists()
+    done = sorted((sharded / SHARDS).glob("*.done"))
+    assert len(done) == len(verdict_files(sharded)) >= 5
+    summaries = [json.loads((f / "summary.json").read_text()) for f in (local, sharded)]
+    assert {k: v for k, v in summaries[0].items() if k not in VOLATILE} == {
+        k: v for k, v in summaries[1].items() if k not in VOLATILE}
+    assert summaries[0]["scored"] == FACTS and summaries[1]["n"] == FACTS
+    assert summaries[1]["engine"]["pipeline"] == "shards"
+
+
+def test_each_node_asks_its_own_model_server(twins: tuple[Path, Path, dict]) -> None:
+    calls = twins[2]
+    assert calls["local"] == FACTS, "the local run asks the driver's server, once per fact"
+    assert all(n > 0 for n in calls["nodes"]), calls
+    assert sum(calls["nodes"]) == FACTS, calls
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    """An export's rows by fact id, without when (and in which run) each was checked."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return sorted(({k: v for k, v in row.items() if k not in ("checked_at", "run_id")}
+                       for row in csv.DictReader(fh)), key=lambda r: r["fact_id"])
+
+
+def test_report_export_and_estimate_read_the_sharded_run(world: World, tmp_path: Path,
+                                                         twins: tuple[Path, Path, dict]
+                                                         ) -> None:
+    found: dict[str, dict[str, Any]] = {}
+    for name, folder in zip(("local", "ray"), twins[:2], strict=False):
+        copy = tmp_path / name / "run"
+        shutil.copytree(folder, copy)
+        for command in (["report", str(copy), "--out", str(tmp_path / name / "report"),
+                         "--no-plots"],
+                        ["export", str(copy), "--format", "csv", "--out",
+                         str(tmp_path / name / "verdicts.csv")],
+                        ["estimate", str(copy), "--gold-sample", "40", "--seed", "2",
+                         "--no-plots"]):
+            done = subprocess.run([sys.executable, "-m", "kgcheck.cli", *command], cwd=ROOT,
+                                  env=world.env, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stdout + done.stderr
+        tables = json.loads((tmp_path / name / "report" / "tables.json").read_text())
+        estimate = json.loads((copy / "estimate.json").read_text())
+        # What the checks cost in time is the runs' timing too.
+        estimate["cost"] = {k: v for k, v in estimate["cost"].items() if "seconds" not in k}
+        # The time table is the runs' timing; every other row must agree.
+        found[name] = {"tables": [{k: v for k, v in row.items() if k != "source"}
+                                  for row in tables if row["table"] != "time"],
+                       "rows": _rows(tmp_path / name / "verdicts.csv"),
+                       "estimate": {k: v for k, v in estimate.items() if k != "run"}}
+    for part in ("tables", "rows", "estimate"):
+        assert found["local"][part] and found["local"][part] == found["ray"][part], part
+    assert len(found["ray"]["rows"]) == FACTS
+
+
+def _check_pids() -> list[int]:
+    """The Ray workers running a shard's check now (Ray titles them by their task)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                title = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if title.startswith(b"ray::_check"):
+                pids.append(int(entry.name))
+    return pids
+
+
+def _wait_for_no_checks(timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while _check_pids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _one_verdict_per_fact(folder: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for path in verdict_files(folder)
+             for line in path.read_text().splitlines() if line.strip()]
+    ids = [r["fact_id"] for r in lines]
+    assert len(ids) == len(set(ids)) == FACTS
+    return lines
+
+
+def test_a_killed_worker_has_its_shard_run_again_without_a_repeat(world: World,
+                                                                  tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    world.slow(0.05)
+    try:
+        proc = subprocess.Popen(_cmd(world, out), cwd=ROOT, env=world.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while written_lines(out) < 10 or not _check_pids():
+                assert proc.poll() is None, proc.communicate()[0]
+                assert time.monotonic() < deadline, "no shard was being checked"
+                time.sleep(0.05)
+            os.kill(_check_pids()[0], signal.SIGKILL)
+            output, _ = proc.communicate(timeout=300)
+        finally:
+            proc.kill()
+    finally:
+        world.slow(0.0)
+    assert proc.returncode == 0, output
+    lines = _one_verdict_per_fact(out)
+    assert not [r for r in lines if r.get("error")], "a fact of the killed worker failed"
+    assert json.loads((out / "summary.json").read_text())["n"] == FACTS
+
+
+def test_a_driver_killed_with_kill_9_resumes_with_one_verdict_per_fact(world: World,
+                                                                       tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    world.slow(0.05)
+    try:
+        # Ray ends a dead driver's workers; the resume starts once they are gone.
+        written = kill_and_resume(_cmd(world, out), out, after=20, total=FACTS, env=world.env,
+                                  timeout=300, before_resume=_wait_for_no_checks)
+    finally:
+        world.slow(0.0)
+    _one_verdict_per_fact(out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n"] == FACTS
+    assert summary["ran_this_time"] <= FACTS - written
+
+
+def test_a_malformed_line_fails_with_one_line_and_keeps_the_verdicts(
+        world: World, tmp_path: Path, twins: tuple[Path, Path, dict]) -> None:
+    lines = world.kg.read_text().splitlines()
+    lines[120] = '<http://e.org/x> <http://e.org/p> "unclosed .'
+    broken = tmp_path / "kg.nt"
+    broken.write_text("\n".join(lines) + "\n")
+    fresh = _run(world, _cmd(world, tmp_path / "run", kg=broken))
+    said = [line for line in fresh.stderr.splitlines() if line.strip()]
+    assert fresh.returncode == 2, fresh.stdout + fresh.stderr
+    assert len(said) == 1 and f"{broken}, line 121: malformed N-Triples" in said[0], said
+    assert "Traceback" not in fresh.stderr + fresh.stdout
+    assert not (tmp_path / "run" / SHARDS).exists()
+    # A finished run whose input broke since: the resume fails the same way, keeping all.
+    run = tmp_path / "done"
+    shutil.copytree(twins[1], run)
+    shutil.copy(broken, world.kg.parent / "kg-broken.nt")
+    kept = {p.name: p.read_bytes() for p in verdict_files(run)}
+    again = _run(world, _cmd(world, run, "--resume", kg=world.kg.parent / "kg-broken.nt"))
+    assert again.returncode == 2 and "line 121: malformed N-Triples" in again.stderr
+    assert {p.name: p.read_bytes() for p in verdict_files(run)} == kept
+
+
+def test_a_resume_goes_on_in_the_shards_the_run_was_cut_in(
+        world: World, tmp_path: Path, twins: tuple[Path, Path, dict]) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(twins[1], run)
+    plan = (run / SHARDS / "plan.json").read_text()
+    # Shard 2 as a killed worker leaves it: no marker, two verdicts and a torn line.
+    (run / SHARDS / "00002.done").unlink()
+    shard = run / SHARDS / "00002.jsonl"
+    kept = shard.read_text().splitlines()[:2]
+    shard.write_text("\n".join(kept) + '\n{"fact_id": "x", "la')
+    before = [_calls(s) for s in world.nodes]
+    # Another shard size asked: the run goes on in its own shards.
+    done = _run(world, _cmd(world, run, "--resume", shard_mb="0.004"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (run / SHARDS / "plan.json").read_text() == plan
+    assert shard.read_text().splitlines()[:2] == kept
+    _one_verdict_per_fact(run)
+    asked = sum(_calls(s) - b for s, b in zip(world.nodes, before, strict=True))
+    summary = json.loads((run / "summary.json").read_text())
+    assert asked == summary["ran_this_time"] == len(shard.read_text().splitlines()) - 2
+    assert summary["n"] == FACTS
