@@ -91,7 +91,7 @@ def resume_million(tmp: Path, url: str, left: int = 1000) -> dict:
     """Measure a resume of a 1,000,000-fact run with all but ``left`` facts done."""
     from kgcheck.api import plan_run
     from kgcheck.data.runfolder import VERDICTS
-    from kgcheck.runs.runner import _record
+    from kgcheck.runs.runner import record_of
 
     facts = 1_000_000
     path = tmp / "kg-1m.nt"
@@ -120,7 +120,7 @@ def resume_million(tmp: Path, url: str, left: int = 1000) -> dict:
             verdict = {"fact_id": fact.id, "label": "T", "method": "DKA",
                        "model": "ollama:bench", "raw": "T", "tokens_in": 26, "tokens_out": 2,
                        "seconds": 0.002}
-            fh.write(json.dumps(_record(fact, verdict, info["run_id"])) + "\n")
+            fh.write(json.dumps(record_of(fact, verdict, info["run_id"])) + "\n")
     written = time.perf_counter() - started
     found = measured(command(path, url, out, "--resume"), env, tmp)
     summary = json.loads((out / "summary.json").read_text())
