@@ -230,9 +230,9 @@ class RetryingModel:
         while True:
             attempt += 1
             try:
-                return await asyncio.wait_for(
-                    super()._agenerate(*args, **kwargs),  # type: ignore[misc]
-                    self._bound())
+                # A deadline on this task, not wait_for's task per call.
+                async with asyncio.timeout(self._bound()):
+                    return await super()._agenerate(*args, **kwargs)  # type: ignore[misc]
             except Exception as exc:
                 if self._give_up(exc, attempt):
                     raise
@@ -383,9 +383,8 @@ class ExplainedModel:
 
     async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
         try:
-            return await asyncio.wait_for(
-                super()._agenerate(*args, **kwargs),  # type: ignore[misc]
-                self._bound())
+            async with asyncio.timeout(self._bound()):
+                return await super()._agenerate(*args, **kwargs)  # type: ignore[misc]
         except Exception as exc:
             self._explain(exc)
             raise
