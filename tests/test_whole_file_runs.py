@@ -17,6 +17,7 @@ import pytest
 import kgcheck
 from kgcheck.api import plan_run
 from kgcheck.data.fact_stream import FactStream
+from kgcheck.data.rdf import RdfReader
 from kgcheck.data.runfolder import RESUME_INDEX
 from kgcheck.runs.runner import input_fingerprint
 from tests.stubs import Behaviour, OllamaStub
@@ -61,6 +62,28 @@ def test_a_whole_file_streams_the_facts_a_list_holds(tmp_path: Path, stub: Ollam
     named = [f for f in streamed.facts if f.names and f.names.get("object")]
     assert len(named) == 8 and named[0].names["object"] == "Object 0"
     assert any("repeat another" in str(note) for note in streamed.notes)
+
+
+def test_planning_a_whole_file_reads_it_once_and_a_pass_once_more(
+        tmp_path: Path, stub: OllamaStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch of the fingerprinting pass must not read the file for its names (names are
+    # complete only once a pass has ended): that made a pass quadratic in the file.
+    monkeypatch.setattr("kgcheck.data.fact_stream.NAME_BATCH", 7)
+    monkeypatch.setattr(FactStream.__init__, "__defaults__", (None, 7))
+    reads = []
+    real = RdfReader._triples
+
+    def counted(self: RdfReader):  # type: ignore[no-untyped-def]
+        reads.append(1)
+        return real(self)
+
+    monkeypatch.setattr(RdfReader, "_triples", counted)
+    plan = plan_run(triples=_kg(tmp_path / "kg.nt", 60), model="ollama:m", base_url=stub.url)
+    scanned = len(reads)
+    named = [f for f in plan.facts if f.names and f.names.get("object")]
+    assert len(named) == 15
+    assert scanned <= 3, f"planning read the file {scanned} times"
+    assert len(reads) - scanned == 1, "a pass over the facts reads the file once"
 
 
 def test_the_streamed_run_writes_what_the_listed_run_writes(tmp_path: Path,

@@ -57,14 +57,19 @@ class FactStream:
     Args:
         open_facts: Returns a fresh iterator over the source's facts.
         prepare: Turns a batch of read facts into the facts checked (names, gold labels).
+        label: What ``scan`` does to a batch instead (gold labels only): the fingerprint
+            holds no names, and a source whose names are complete only after a whole
+            pass (an RDF file) would read itself again for each batch of the first one.
         batch: How many facts ``prepare`` gets at once.
 
     """
 
     def __init__(self, open_facts: Callable[[], Iterable[Fact]],
-                 prepare: Batch | None = None, batch: int = NAME_BATCH) -> None:
+                 prepare: Batch | None = None, batch: int = NAME_BATCH, *,
+                 label: Batch | None = None) -> None:
         self._open = open_facts
         self._prepare = prepare
+        self._label = label if label is not None else prepare
         self._batch = batch
         self._count: int | None = None
         self._repeated: frozenset[int] = frozenset()
@@ -78,7 +83,7 @@ class FactStream:
         hashes: array[int] = array("q")
         count = 0
         labelled = False
-        for fact in self._pass(dedupe=False):
+        for fact in self._pass(dedupe=False, prepare=self._label):
             digest.update(fact_row(fact) + b"\n")
             hashes.append(hash(fact.id))
             labelled = labelled or fact.label is not None
@@ -90,14 +95,14 @@ class FactStream:
         # The repeats are left out of every later pass: one more pass fingerprints the rest.
         self.repeats = 0
         if self._repeated:
-            kept = input_fingerprint(self._pass(dedupe=True))
+            kept = input_fingerprint(self._pass(dedupe=True, prepare=self._label))
             self.repeats = count - kept["facts"]
             self._count = kept["facts"]
             self.sha256 = kept["sha256"]
         return {"facts": self._count, "sha256": self.sha256}
 
     def __iter__(self) -> Iterator[Fact]:
-        return self._pass(dedupe=True)
+        return self._pass(dedupe=True, prepare=self._prepare)
 
     def __len__(self) -> int:
         if self._count is None:
@@ -107,10 +112,10 @@ class FactStream:
     def __bool__(self) -> bool:
         return len(self) > 0
 
-    def _pass(self, *, dedupe: bool) -> Iterator[Fact]:
+    def _pass(self, *, dedupe: bool, prepare: Batch | None) -> Iterator[Fact]:
         seen: set[str] = set()
         for batch in batched(self._open(), self._batch):
-            facts = self._prepare(batch) if self._prepare else batch
+            facts = prepare(batch) if prepare else batch
             for fact in facts:
                 if dedupe and self._repeated and hash(fact.id) in self._repeated:
                     if fact.id in seen:

@@ -562,7 +562,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if pipelined:
         assert read is not None and read.survey is not None and triples is not None
         sharded = read.survey(_shard_source(triples, origin.name, gold, by_predicate))
-        loaded = SurveyedFacts(FactStream(opener, prepare=_batch_preparer(origin, gold)),
+        loaded = SurveyedFacts(FactStream(opener, prepare=_batch_preparer(origin, gold),
+                                          label=_batch_labeller(gold)),
                                sharded.survey.facts, sharded.survey.labelled)
         counted = sharded.survey.fingerprint()
         selection = Selection([], sharded.survey.facts, [])
@@ -573,7 +574,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             by_predicate.take_counts(sharded.survey.seen, sharded.survey.matched)
     elif whole_file:
         # Every fact of a file: streamed at each pass, never held (a whole KG fits no list).
-        loaded = FactStream(opener, prepare=_batch_preparer(origin, gold))
+        loaded = FactStream(opener, prepare=_batch_preparer(origin, gold),
+                            label=_batch_labeller(gold))
         counted = loaded.scan()
         selection = Selection([], counted["facts"], [])
         if loaded.repeats:
@@ -653,6 +655,11 @@ def _batch_preparer(origin: FactSource, gold: Any) -> Callable[[list[Fact]], lis
         named = origin.named(batch)
         return gold.apply(named) if gold is not None else named
     return prepare
+
+
+def _batch_labeller(gold: Any) -> Callable[[list[Fact]], list[Fact]]:
+    """Set a batch's gold labels only: what a fingerprinting pass needs of the facts."""
+    return gold.apply if gold is not None else (lambda batch: batch)
 
 
 def open_engine(name: str = "local", *, cache: CacheChoice = True,
