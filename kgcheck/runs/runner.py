@@ -64,7 +64,7 @@ from kgcheck.runs.records import verdict_record
 
 __all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
            "RunWarning", "SummaryTally", "Warn", "as_limit", "batched", "changed_facts",
-           "check_facts", "fact_digest",
+           "check_facts", "different_run", "fact_digest", "stop_task",
            "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
            "public_settings", "record_of", "resume_conflicts", "summarize", "summary_of",
            "verdict_of"]
@@ -169,6 +169,14 @@ class RunInfo:
         return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
                              "input": self.input, "settings": public_settings(self.settings),
                              "prompts": self.prompts})
+
+
+def different_run(out_dir: Path, changes: Sequence[str]) -> RunError:
+    """Return the error of a resume into a folder that holds another run."""
+    return RunError(
+        f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
+        f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
+        "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
 
 
 def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
@@ -311,10 +319,7 @@ def _check_resume(index: VerdictIndex, out_dir: Path, info: RunInfo, *, resume: 
             found, done = changed_facts(index, facts)
             changes += found
     if changes:
-        raise RunError(
-            f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
-            f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
-            "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
+        raise different_run(out_dir, changes)
     info.run_id = stored.get("run_id", info.run_id)
     return done
 
@@ -324,6 +329,14 @@ def record_of(fact: Fact, verdict: dict[str, Any], run_id: str) -> dict[str, Any
     # No credential reaches the verdicts file, whichever message or detail quoted one.
     return redact_value({**verdict_record(fact, verdict, run_id, gold_mark(fact)),
                          "fact_sha": fact_digest(fact)})
+
+
+async def stop_task(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` unless it is done, and wait for it to end."""
+    if not task.done():
+        task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
 
 
 async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dict[str, Any]:
@@ -640,10 +653,7 @@ async def _run_indexed(
         try:
             await asyncio.gather(*(worker() for _ in range(workers)))
         finally:
-            if not reader.done():
-                reader.cancel()
-            with suppress(asyncio.CancelledError):
-                await reader
+            await stop_task(reader)
             sink.close()
 
     records = VerdictsView(verdicts_path)

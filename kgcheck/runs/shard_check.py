@@ -21,7 +21,7 @@ import fcntl
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,14 @@ from kgcheck.providers import pressure
 from kgcheck.providers.cache import AnswerCache, serving
 from kgcheck.runs.concurrency import parse_concurrency
 from kgcheck.runs.outcomes import RunOutcomes
-from kgcheck.runs.runner import StopRule, SummaryTally, kept_verdict, record_of, verdict_of
+from kgcheck.runs.runner import (
+    StopRule,
+    SummaryTally,
+    kept_verdict,
+    record_of,
+    stop_task,
+    verdict_of,
+)
 
 __all__ = ["STOP", "ShardJob", "check_shard", "merged", "shard_result", "tally_file"]
 
@@ -211,10 +218,7 @@ class _ShardRun:
                                        for _ in range(self.limit.maximum)))
             await reader
         finally:
-            if not reader.done():
-                reader.cancel()
-            with suppress(asyncio.CancelledError):
-                await reader
+            await stop_task(reader)
             sink.close()
         self._report(final=True)
         if self.failed:

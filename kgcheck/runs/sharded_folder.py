@@ -36,7 +36,7 @@ from kgcheck.data.runfolder import (
     shard_verdicts_path,
 )
 from kgcheck.data.shards import Shard
-from kgcheck.runs.runner import RunInfo, resume_conflicts
+from kgcheck.runs.runner import RunInfo, different_run, resume_conflicts
 from kgcheck.runs.shard_check import STOP, shard_result
 
 __all__ = ["PLAN_VERSION", "plan_of", "prepare_sharded", "stored_plan", "write_atomic"]
@@ -148,8 +148,5 @@ def _check_resume(out_dir: Path, info: RunInfo, plan: Mapping[str, Any]) -> None
     if not changes and (old is None or old["shards"] != plan["shards"]):
         changes.append("the shards the input is cut in (shards/plan.json)")
     if changes:
-        raise RunError(
-            f"cannot resume {literal(str(out_dir))}: it holds a different run; changed: "
-            f"{literal('; '.join(changes))}. Start over with {{fresh}}, or use another "
-            "{out}", fresh=Arg("fresh", True, out=str(out_dir)), out=Arg("out"))
+        raise different_run(out_dir, changes)
     info.run_id = stored.get("run_id", info.run_id)
