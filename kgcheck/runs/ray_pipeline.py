@@ -60,9 +60,9 @@ from kgcheck.data.shard_survey import (
 from kgcheck.data.shards import Shard, plan_shards
 from kgcheck.data.sources import TriplesError
 from kgcheck.providers.secrets import redact_value
-from kgcheck.runs.runner import RunInfo, RunResult, summary_of
+from kgcheck.runs.runner import RunInfo, RunResult, summary_of, write_run_file
 from kgcheck.runs.shard_check import STOP, ShardJob, check_shard, merged, tally_file
-from kgcheck.runs.sharded_folder import plan_of, prepare_sharded, stored_plan, write_atomic
+from kgcheck.runs.sharded_folder import plan_of, prepare_sharded, stored_plan
 
 try:
     import ray
@@ -293,7 +293,7 @@ class _Driver:
             self._stop_all()
 
     def _stop_all(self) -> None:
-        write_atomic(self.out_dir / SHARDS / STOP, "stop\n")
+        write_run_file(self.out_dir / SHARDS / STOP, "stop\n")
 
     def _finish(self, seconds: float) -> RunResult:
         tally, outcomes = merged(self.results, self.info.models)
@@ -310,7 +310,7 @@ class _Driver:
             summary["aborted_because"] = self.aborted["reason"]
             summary["aborted"] = self.aborted["message"]
         summary = redact_value(summary)
-        write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+        write_run_file(self.out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
         return RunResult(self.out_dir, records, summary, summary.get("aborted"), outcomes)
 
 

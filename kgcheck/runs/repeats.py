@@ -23,9 +23,9 @@ from kgcheck.evals.stats.repeats import repeat_summary
 from kgcheck.runs.runner import (
     RunInfo,
     RunResult,
-    _write_atomic,
     prepare_out_dir,
     summarize,
+    write_run_file,
 )
 
 __all__ = ["REPEATS_DIR", "MAX_LISTED", "combine_repeats", "repeat_folder", "run_repeats"]
@@ -88,7 +88,7 @@ async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOn
         if resume and before is not None and before != repeats:
             raise RunError(f"cannot resume {out_dir}: it ran {before} repeats, not {repeats}; "
                            f"start over with --fresh --out {out_dir}, or use another --out")
-        _write_atomic(info_path, json.dumps({**stored, "repeats": repeats}, indent=1) + "\n")
+        write_run_file(info_path, json.dumps({**stored, "repeats": repeats}, indent=1) + "\n")
     results = []
     for repeat in range(repeats):
         results.append(await run_one(repeat, repeat_folder(out_dir, repeat)))
@@ -96,7 +96,7 @@ async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOn
             break
     with exclusive(out_dir):
         records, section = combine_repeats(results)
-        _write_atomic(out_dir / VERDICTS, "".join(json.dumps(r) + "\n" for r in records))
+        write_run_file(out_dir / VERDICTS, "".join(json.dumps(r) + "\n" for r in records))
         summary = summarize(records, info, seconds=time.perf_counter() - started,
                             ran=sum(int(r.summary.get("ran_this_time") or 0) for r in results))
         summary["asked"] = asked
@@ -104,5 +104,5 @@ async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOn
         aborted = next((r.aborted for r in results if r.aborted), None)
         if aborted:
             summary["aborted"] = f"repeat {len(results)} of {repeats}: {aborted}"
-        _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+        write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))

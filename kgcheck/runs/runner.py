@@ -67,7 +67,7 @@ __all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunI
            "check_facts", "different_run", "fact_digest", "stop_task",
            "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
            "public_settings", "record_of", "resume_conflicts", "summarize", "summary_of",
-           "verdict_of"]
+           "verdict_of", "write_run_file"]
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
@@ -207,8 +207,10 @@ def gold_mark(fact: Fact) -> str | None:
     return None if fact.label is None else ("T" if fact.label else "F")
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_run_file(path: Path, text: str) -> None:
+    """Replace a file of a run folder; a clear ``RunError`` when it cannot be written."""
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, text)
     except OSError as exc:
         raise RunError(f"cannot write {literal(str(path))}: {literal(str(exc.strerror or exc))}; "
@@ -277,7 +279,7 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
         done = _check_resume(index, out_dir, info, resume=resume, facts=facts)
         # Rewrite without duplicates, unreadable lines or errored records (retried below).
         index.rewrite()
-        _write_atomic(info_path, json.dumps(info.stored(), indent=1) + "\n")
+        write_run_file(info_path, json.dumps(info.stored(), indent=1) + "\n")
     except OSError as exc:
         index.close()
         raise RunError(f"cannot write {literal(str(verdicts_path))}: "
@@ -680,7 +682,7 @@ async def _run_indexed(
         summary["aborted_because"] = stop.reason or "configuration"
         summary["aborted"] = aborted[0]
     summary = redact_value(summary)
-    _write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+    write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))
 
 

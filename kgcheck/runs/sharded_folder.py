@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import Arg, literal
-from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import (
     LOCK,
     RESUME_INDEX,
@@ -36,10 +35,10 @@ from kgcheck.data.runfolder import (
     shard_verdicts_path,
 )
 from kgcheck.data.shards import Shard
-from kgcheck.runs.runner import RunInfo, different_run, resume_conflicts
+from kgcheck.runs.runner import RunInfo, different_run, resume_conflicts, write_run_file
 from kgcheck.runs.shard_check import STOP, shard_result
 
-__all__ = ["PLAN_VERSION", "plan_of", "prepare_sharded", "stored_plan", "write_atomic"]
+__all__ = ["PLAN_VERSION", "plan_of", "prepare_sharded", "stored_plan"]
 
 PLAN_VERSION = 1
 
@@ -58,17 +57,6 @@ def stored_plan(out_dir: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return found if isinstance(found, dict) and found.get("version") == PLAN_VERSION else None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace a file of the folder; a clear ``RunError`` when it cannot be written."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, text)
-    except OSError as exc:
-        raise RunError(f"cannot write {literal(str(path))}: {literal(str(exc.strerror or exc))}; "
-                       "free space or fix the folder's permissions, then rerun with {resume}",
-                       resume=Arg("resume", True, out=str(path.parent))) from None
 
 
 def _shard_files(out_dir: Path) -> list[Path]:
@@ -119,8 +107,8 @@ def prepare_sharded(out_dir: Path, info: RunInfo, plan: Mapping[str, Any], *, re
     if held:
         _check_resume(out_dir, info, plan)
     (out_dir / SHARDS / STOP).unlink(missing_ok=True)
-    write_atomic(info_path, json.dumps(info.stored(), indent=1) + "\n")
-    write_atomic(out_dir / SHARDS / SHARD_PLAN, json.dumps(plan) + "\n")
+    write_run_file(info_path, json.dumps(info.stored(), indent=1) + "\n")
+    write_run_file(out_dir / SHARDS / SHARD_PLAN, json.dumps(plan) + "\n")
     pending, done = [], []
     for index in range(len(plan["shards"])):
         result = shard_result(out_dir, index)
