@@ -50,6 +50,7 @@ from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.runner import (
     StopRule,
     SummaryTally,
+    fewer_collections,
     kept_verdict,
     record_of,
     stop_task,
@@ -120,8 +121,9 @@ def check_shard(job: ShardJob, source: ShardSource, shard: Shard, index: int,
     finished = shard_result(Path(job.out_dir), index)
     if finished is not None:
         return finished  # a retry of a shard that finished: nothing to do
-    return asyncio.run(_check(job, source, shard, index, shard_drops(drops, index), names,
-                              progress))
+    with fewer_collections():  # a shard's facts allocate as a local run's do
+        return asyncio.run(_check(job, source, shard, index, shard_drops(drops, index), names,
+                                  progress))
 
 
 async def _check(job: ShardJob, source: ShardSource, shard: Shard, index: int,
