@@ -61,6 +61,7 @@ __all__ = [
     "problem_note", "read_run_info", "read_summary", "read_verdict", "read_verdict_at",
     "has_verdicts", "read_verdicts", "record_problem", "scan_folder", "scan_verdicts",
     "shard_done_path", "shard_verdicts_path", "short_repr", "verdict_files", "verdict_lines",
+    "verdict_paths",
     "verdicts_location", "verdicts_stamp", "write_json",
     "write_labels",
 ]
@@ -194,6 +195,11 @@ def verdict_files(folder: Path) -> list[Path]:
     return files
 
 
+def verdict_paths(path: Path) -> list[Path]:
+    """Return the verdict files a path stands for: a run folder's, or the one file given."""
+    return verdict_files(path) if Path(path).is_dir() else [Path(path)]
+
+
 def verdicts_location(folder: Path) -> Path:
     """Return where a run folder keeps its verdicts, to show: verdicts.jsonl or ``shards/``."""
     folder = Path(folder)
@@ -213,8 +219,7 @@ def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, A
     memory: a whole KG's run is read with ``VerdictsView`` or ``scan_folder`` instead.
     """
     records: dict[str, dict[str, Any]] = {}
-    paths = verdict_files(path) if Path(path).is_dir() else [Path(path)]
-    for file in paths:
+    for file in verdict_paths(path):
         problems: list[str] = []
         for n, _, _, record, problem in verdict_lines(file):
             if record is None:
@@ -430,20 +435,17 @@ class VerdictsView(Sequence[dict[str, Any]]):
         self._count: int | None = None
         self._loaded: list[dict[str, Any]] | None = None
 
-    def _files(self) -> list[Path]:
-        return verdict_files(self.path) if self.path.is_dir() else [self.path]
-
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._loaded is not None:
             yield from self._loaded
             return
-        for path in self._files():
+        for path in verdict_paths(self.path):
             for _, _, record in scan_verdicts(path):
                 yield record
 
     def __len__(self) -> int:
         if self._count is None:
-            self._count = sum(1 for path in self._files() for _ in scan_verdicts(path))
+            self._count = sum(1 for path in verdict_paths(self.path) for _ in scan_verdicts(path))
         return self._count
 
     def __getitem__(self, index: Any) -> Any:
