@@ -19,7 +19,7 @@ from typing import Any
 
 from kgcheck.data.facts import Fact
 
-__all__ = ["FactStream", "batched", "fact_row", "input_fingerprint"]
+__all__ = ["FactStream", "batched", "fact_row", "input_fingerprint", "repeated_hashes"]
 
 # Facts named (and labelled) at once while the stream passes.
 NAME_BATCH = 2_000
@@ -88,7 +88,7 @@ class FactStream:
             hashes.append(hash(fact.id))
             labelled = labelled or fact.label is not None
             count += 1
-        self._repeated = _repeated_hashes(hashes)
+        self._repeated = repeated_hashes(hashes)
         self._count = count
         self.labelled = labelled
         self.sha256 = digest.hexdigest()
@@ -124,7 +124,7 @@ class FactStream:
                 yield fact
 
 
-def _repeated_hashes(hashes: array[int]) -> frozenset[int]:
+def repeated_hashes(hashes: array[int]) -> frozenset[int]:
     """Return the hashes that occur more than once (candidates for repeated ids)."""
     import numpy as np
 

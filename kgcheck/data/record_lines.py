@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data.fact_stream import repeated_hashes
 from kgcheck.data.facts import MAX_TERM_CHARS, Fact
 from kgcheck.data.labels import label_word
 from kgcheck.data.line_blocks import (
@@ -111,10 +112,7 @@ class _IdHashes:
     def may_repeat(self) -> bool:
         if self.numbered and self.hashes:
             return True
-        import numpy as np  # here: a run's start need not load it
-
-        ordered = np.sort(np.frombuffer(self.hashes, dtype=np.int64))
-        return bool((ordered[1:] == ordered[:-1]).any())
+        return bool(repeated_hashes(self.hashes))
 
 
 class RecordSampler:
