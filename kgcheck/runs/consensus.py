@@ -16,8 +16,6 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-
 from kgcheck.arguments import Arg
 from kgcheck.data.facts import Fact
 from kgcheck.data.recordings import has_recordings
@@ -36,7 +34,7 @@ from kgcheck.providers import split_spec
 from kgcheck.providers.resolve import reach_model
 from kgcheck.runs.concurrency import Limit
 from kgcheck.runs.engines import Engine, LocalEngine
-from kgcheck.runs.runner import RECURSION_LIMIT, RunInfo, RunResult, Warn, check_facts
+from kgcheck.runs.runner import RunInfo, RunResult, Warn, check_facts, run_config
 
 __all__ = ["VOTES_DIR", "alignment_of", "consensus_context", "consensus_summary", "member_scores",
            "run_consensus", "vote_maps"]
@@ -158,8 +156,7 @@ async def run_consensus(
     member_values(base_ctx)
     engine = engine or LocalEngine()
     graph_key: GraphKey = ("consensus", strategy.name)
-    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
-                              "metadata": {"kgcheck_run_id": info.run_id}}
+    config = run_config(info.run_id)
 
     def summary_extras(judge_spec: str | None, source: str,
                        **more: Any) -> Any:

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-
 from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, literal, truthy
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.fact_stream import FactStream
@@ -59,13 +57,13 @@ from kgcheck.runs.engines import Engine, make_engine
 from kgcheck.runs.prefilter import input_types, plan_prefilter, prefilter_counts, prefiltered
 from kgcheck.runs.repeats import run_repeats
 from kgcheck.runs.runner import (
-    RECURSION_LIMIT,
     RunInfo,
     RunResult,
     check_facts,
     file_digest,
     input_fingerprint,
     public_settings,
+    run_config,
 )
 
 __all__ = ["CacheChoice", "EngineOnDemand", "FactLike", "FactSource", "KgcheckWarning",
@@ -562,9 +560,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if pipelined:
         assert read is not None and read.survey is not None and triples is not None
         sharded = read.survey(_shard_source(triples, origin.name, gold, by_predicate))
-        loaded = SurveyedFacts(FactStream(opener, prepare=_batch_preparer(origin, gold),
-                                          label=_batch_labeller(gold)),
-                               sharded.survey.facts, sharded.survey.labelled)
+        loaded = SurveyedFacts(_file_stream(opener, origin, gold), sharded.survey.facts,
+                               sharded.survey.labelled)
         counted = sharded.survey.fingerprint()
         selection = Selection([], sharded.survey.facts, [])
         if sharded.survey.repeats:
@@ -574,8 +571,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
             by_predicate.take_counts(sharded.survey.seen, sharded.survey.matched)
     elif whole_file:
         # Every fact of a file: streamed at each pass, never held (a whole KG fits no list).
-        loaded = FactStream(opener, prepare=_batch_preparer(origin, gold),
-                            label=_batch_labeller(gold))
+        loaded = _file_stream(opener, origin, gold)
         counted = loaded.scan()
         selection = Selection([], counted["facts"], [])
         if loaded.repeats:
@@ -647,6 +643,12 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes, shards, ci=ci, repeats=repeats, prefilter=rules_ctx,
                    sharded=sharded)
+
+
+def _file_stream(opener: Callable[[], Iterable[Fact]], origin: FactSource,
+                 gold: Any) -> FactStream:
+    """Stream a whole file's facts: named and labelled in a run's passes, labelled in a scan."""
+    return FactStream(opener, prepare=_batch_preparer(origin, gold), label=_batch_labeller(gold))
 
 
 def _batch_preparer(origin: FactSource, gold: Any) -> Callable[[list[Fact]], list[Fact]]:
@@ -781,8 +783,7 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
             warn=warn)
     ctx = plan.strategy.make_context(**plan.values)
     key: GraphKey = ("strategy", plan.strategy.name)
-    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
-                              "metadata": {"kgcheck_run_id": plan.info.run_id}}
+    config = run_config(plan.info.run_id)
     if repeat is not None:
         # Every call of the graph sees it: a cache key and a sample of its own per repeat.
         config["metadata"][REPEAT] = repeat
@@ -805,8 +806,7 @@ async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, re
     """Run a sharded plan on its engine's workers: each checks its shards' facts."""
     from kgcheck.runs.shard_check import ShardJob
 
-    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT,
-                              "metadata": {"kgcheck_run_id": plan.info.run_id}}
+    config = run_config(plan.info.run_id)
     # Each worker runs this many facts at once, as a local run does in all.
     spec: int | str = ("auto" if isinstance(concurrency, AdaptiveLimit)
                        else concurrency.maximum)

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import (
     BarColumn,
@@ -62,12 +62,15 @@ from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.records import verdict_record
 
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
 __all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
            "RunWarning", "SummaryTally", "Warn", "as_limit", "batched", "changed_facts",
            "check_facts", "different_run", "fact_digest", "stop_task",
            "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
-           "public_settings", "record_of", "resume_conflicts", "summarize", "summary_of",
-           "verdict_of", "write_run_file"]
+           "public_settings", "record_of", "resume_conflicts", "run_config", "summarize",
+           "summary_of", "verdict_of", "write_run_file"]
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
@@ -169,6 +172,11 @@ class RunInfo:
         return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
                              "input": self.input, "settings": public_settings(self.settings),
                              "prompts": self.prompts})
+
+
+def run_config(run_id: str) -> RunnableConfig:
+    """Return the graph config of every fact of a run: its recursion bound, its id for traces."""
+    return {"recursion_limit": RECURSION_LIMIT, "metadata": {"kgcheck_run_id": run_id}}
 
 
 def different_run(out_dir: Path, changes: Sequence[str]) -> RunError:
