@@ -22,9 +22,9 @@ from kgcheck.providers.transports import (
     ModelReplyError,
     RetryingModel,
     UnknownModelError,
-    capped_transport,
     check_deadline,
     explain_failure,
+    model_transports,
     reach,
     ssl_context,
 )
@@ -120,9 +120,9 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
         # 429 and 503 answers tell an adaptive concurrency limit to back off; replies are
         # decoded and capped in the transport (a gzip bomb is refused, not read).
         async_client_kwargs={"event_hooks": pressure.async_hooks(),
-                             "transport": capped_transport(asynchronous=True)},
+                             **model_transports(asynchronous=True)},
         sync_client_kwargs={"event_hooks": pressure.sync_hooks(),
-                            "transport": capped_transport(asynchronous=False)},
+                            **model_transports(asynchronous=False)},
         max_retries=max(0, settings.max_retries),
         retry_backoff=settings.retry_backoff,
         request_timeout=settings.timeout,

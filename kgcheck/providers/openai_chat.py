@@ -25,8 +25,8 @@ from kgcheck.providers.transports import (
     BOUND_MARGIN,
     ExplainedModel,
     UnknownModelError,
-    capped_transport,
     explain_failure,
+    model_transports,
     raise_bad_reply,
     reach,
 )
@@ -81,10 +81,10 @@ def openai_http_clients(settings: ModelSettings) -> dict[str, Any]:
     # Redirects are followed as the SDK's own clients do (httpx's default is not to).
     return {
         "http_async_client": httpx.AsyncClient(
-            timeout=settings.timeout, transport=capped_transport(asynchronous=True),
+            timeout=settings.timeout, **model_transports(asynchronous=True),
             event_hooks=pressure.async_hooks(), follow_redirects=True),
         "http_client": httpx.Client(
-            timeout=settings.timeout, transport=capped_transport(asynchronous=False),
+            timeout=settings.timeout, **model_transports(asynchronous=False),
             event_hooks=pressure.sync_hooks(), follow_redirects=True),
     }
 

@@ -113,6 +113,28 @@ def capped_transport(*, asynchronous: bool) -> CappedTransport:
     return CappedTransport(inner, MAX_REPLY_BYTES)
 
 
+def model_transports(*, asynchronous: bool) -> dict[str, Any]:
+    """Return an httpx client's ``transport`` and ``mounts`` for a model client.
+
+    httpx reads HTTP(S)_PROXY, ALL_PROXY and NO_PROXY only when it builds its own transport;
+    a model client is given kgcheck's, so without ``mounts`` it would go straight past a
+    proxy the user set. Each proxy gets a capped transport of its own; a NO_PROXY host
+    maps to None, which httpx reads as "the client's own transport".
+    """
+    # httpx's own reading of the environment (curl's NO_PROXY rules, lowercase names too).
+    from httpx._utils import get_environment_proxies
+
+    mounts: dict[str, CappedTransport | None] = {}
+    for pattern, proxy in get_environment_proxies().items():
+        if proxy is None:
+            mounts[pattern] = None
+            continue
+        inner = (httpx.AsyncHTTPTransport(proxy=proxy, verify=ssl_context()) if asynchronous
+                 else httpx.HTTPTransport(proxy=proxy, verify=ssl_context()))
+        mounts[pattern] = CappedTransport(inner, MAX_REPLY_BYTES)
+    return {"transport": capped_transport(asynchronous=asynchronous), "mounts": mounts}
+
+
 @cache
 def _aiohttp_transport() -> Callable[..., httpx.AsyncBaseTransport]:
     """Build (once) the async transport of model calls: httpx's interface over aiohttp.
