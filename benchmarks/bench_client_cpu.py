@@ -4,6 +4,8 @@ A stub model server (tests/stubs: Ollama's or the OpenAI-compatible wire format)
 its own process, so the CPU counted here (``time.process_time`` of this process) is the
 client's alone. Each layer checks ``--facts`` facts, 16 at once, after a warm-up:
 
+- ``langgraph``: LangGraph's own floor: a graph of DKA's shape (three nodes, two
+  routers) whose nodes do nothing, one ``ainvoke`` per fact, no model and no server;
 - ``http``: one bare ``httpx.AsyncClient`` POST per fact over the transport model clients
   use, with the kind of request body the provider sends (the floor: connection reuse,
   JSON in and out);
@@ -17,7 +19,9 @@ reported). With ``--before REV`` the same layers of that commit's code (``git ar
 laid out as the installed namespace) are measured too, interleaved with this tree's, so
 the before/after ratio comes from one run. With ``--profile``, the top functions by own
 time (cProfile) of the ``runner`` layer, before and after. Goal: at most 2.5 ms per fact
-for ``runner`` (400 facts/s per core). The machine is noisy: compare within one run.
+for ``runner`` (400 facts/s per core). ``langgraph`` plus ``chat_model`` is the floor of
+``graph`` that kgcheck's own code cannot go below. The machine is noisy: compare within one
+run.
 
     python benchmarks/bench_client_cpu.py [--facts 2000] [--provider ollama|openai]
         [--before REV] [--repeats 3] [--profile]
@@ -41,7 +45,9 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact
 
@@ -130,6 +136,47 @@ def chat_layer(model: str, url: str) -> Callable[[list[Fact]], Awaitable[None]]:
     return job
 
 
+class State(TypedDict):
+    """The state of the ``langgraph`` layer's graph: DKA's keys."""
+
+    fact: Any
+    messages: NotRequired[list[str]]
+    verdict: NotRequired[str]
+
+
+def langgraph_layer() -> Callable[[list[Fact]], Awaitable[None]]:
+    """One ``ainvoke`` per fact of a graph of DKA's shape whose nodes do nothing."""
+    from langgraph.graph import END, START, StateGraph
+
+    from kgcheck.graphs.routing import then, unless_decided
+
+    async def build_prompt(state: State) -> dict[str, Any]:
+        return {"messages": ["prompt"]}
+
+    async def ask_model(state: State) -> dict[str, Any]:
+        return {"messages": ["reply"]}
+
+    async def decide(state: State) -> dict[str, Any]:
+        return {"verdict": "T"}
+
+    builder = StateGraph(State)
+    for node in (build_prompt, ask_model, decide):
+        builder.add_node(node.__name__, node)
+    builder.add_edge(START, "build_prompt")
+    builder.add_conditional_edges("build_prompt", unless_decided, then("ask_model"))
+    builder.add_conditional_edges("ask_model", unless_decided, then("decide"))
+    builder.add_edge("decide", END)
+    graph = builder.compile()
+
+    async def job(facts: list[Fact]) -> None:
+        async def one(fact: Fact) -> None:
+            await graph.ainvoke({"fact": fact.as_input()})
+
+        await gather_bounded(facts, one)
+
+    return job
+
+
 def graph_layer(model: str, url: str) -> Callable[[list[Fact]], Awaitable[None]]:
     """One ``ainvoke`` of the compiled DKA graph per fact."""
     from kgcheck.graphs.registry import compile_graph, get_strategy
@@ -180,6 +227,8 @@ def layer_job(name: str, provider: str, url: str, folder: Path
               ) -> Callable[[list[Fact]], Awaitable[Any]]:
     """Return the job of layer ``name``."""
     model = MODELS[provider]
+    if name == "langgraph":
+        return langgraph_layer()
     if name == "http":
         return http_layer(provider, url)
     if name == "chat_model":
@@ -215,7 +264,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=2000)
     parser.add_argument("--provider", choices=sorted(MODELS), default="ollama")
-    parser.add_argument("--layers", default="http,chat_model,graph,runner")
+    parser.add_argument("--layers", default="langgraph,http,chat_model,graph,runner")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", default="", help="a commit to measure beside this tree")
     parser.add_argument("--profile", action="store_true")
