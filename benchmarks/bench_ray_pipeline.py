@@ -14,7 +14,10 @@ children).
   ``facts_per_second``: from the first shard handed out to the last marker, so without the
   driver's connection to the cluster and the survey), the ideal ``workers * concurrency /
   latency``, and the scaling against linear (``facts/s(W) / (W * facts/s(1))``; goal: at
-  least 0.8).
+  least 0.8). With ``--stores local,s3`` each worker count runs once more with the
+  workers writing their shards to S3 (``--shards-uri``; moto's server on loopback, in this
+  process, reached through the cluster's environment): ``s3_of_local`` is its facts/s
+  against the run folder's own shards, measured side by side.
 - ``driver_memory``: files of ``--rss-facts`` facts (default 1,000, 3,000 and 9,000) against
   a server that answers at once, 2 workers: the driver's peak RSS with the pipeline, and
   with the Ray engine feeding every fact from the driver (``--limit N``: the same facts
@@ -25,6 +28,7 @@ Prints one JSON document. The machine has 2 shared cores: compare within one run
 
     python benchmarks/bench_ray_pipeline.py [--workers 1,2,4] [--facts 1200]
         [--latency 0.2] [--concurrency 4] [--rss-facts 1000,3000,9000] [--no-driver-fed]
+        [--stores local,s3]
 """
 
 from __future__ import annotations
@@ -89,7 +93,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--rss-facts", default="1000,3000,9000")
     parser.add_argument("--no-driver-fed", action="store_true")
+    parser.add_argument("--stores", default="local", help="local, s3 or local,s3")
     args = parser.parse_args()
+    stores = args.stores.split(",")
     try:
         import ray  # noqa: F401 - only to know it is there
 
@@ -106,6 +112,13 @@ def main() -> int:
         "driver_memory": {"workers": 2, "seconds_per_answer": 0.0, "runs": []}}
     slow, slow_url = start_stub(100_000, args.latency, "queue")
     fast, fast_url = start_stub(100_000, 0.0, "queue")
+    endpoint = None
+    if "s3" in stores:
+        from tests.stubs.object_store import S3Endpoint
+
+        endpoint = S3Endpoint()
+        # The cluster's processes, and the driver, reach it through their environment.
+        os.environ.update(endpoint.env)
     cluster = LocalCluster.start(num_cpus=4)
     try:
         with tempfile.TemporaryDirectory(prefix="kgcheck-bench-") as folder:
@@ -114,19 +127,29 @@ def main() -> int:
             generate(kg, args.facts)
             shard_mb = kg.stat().st_size / SHARDS / 2**20
             for count in workers:
-                out = tmp / f"workers-{count}"
-                found = measured(command(kg, slow_url, out, cluster.address, count,
-                                         args.concurrency, shard_mb), out, args.facts)
-                ideal = count * args.concurrency / args.latency
-                report["workers"]["runs"].append(
-                    {"workers": count, **found, "ideal_facts_per_second": ideal,
-                     "of_ideal": round(found["facts_per_second"] / ideal, 3)})
+                for store in stores:
+                    out = tmp / f"workers-{count}-{store}"
+                    extra = (["--shards-uri", endpoint.uri(f"bench/{out.name}")]
+                             if store == "s3" and endpoint is not None else [])
+                    found = measured(command(kg, slow_url, out, cluster.address, count,
+                                             args.concurrency, shard_mb, *extra), out,
+                                     args.facts)
+                    ideal = count * args.concurrency / args.latency
+                    report["workers"]["runs"].append(
+                        {"workers": count, "store": store, **found,
+                         "ideal_facts_per_second": ideal,
+                         "of_ideal": round(found["facts_per_second"] / ideal, 3)})
             runs = report["workers"]["runs"]
-            one = next((r["facts_per_second"] for r in runs if r["workers"] == 1), None)
-            for run in runs:
-                if one:
-                    run["of_linear"] = round(run["facts_per_second"] / (run["workers"] * one),
-                                             3)
+            for store in stores:
+                one = next((r["facts_per_second"] for r in runs
+                            if r["workers"] == 1 and r["store"] == store), None)
+                for run in (r for r in runs if r["store"] == store):
+                    if one:
+                        run["of_linear"] = round(
+                            run["facts_per_second"] / (run["workers"] * one), 3)
+            local = {r["workers"]: r["facts_per_second"] for r in runs if r["store"] == "local"}
+            for run in (r for r in runs if r["store"] == "s3" and local.get(r["workers"])):
+                run["s3_of_local"] = round(run["facts_per_second"] / local[run["workers"]], 3)
             for facts in (int(n) for n in args.rss_facts.split(",")):
                 kg = tmp / f"kg-{facts}.nt"
                 generate(kg, facts)
@@ -152,6 +175,8 @@ def main() -> int:
                             - memory[0][series]["driver_peak_rss_mb"], 1)
     finally:
         cluster.stop()
+        if endpoint is not None:
+            endpoint.stop()
         for stub in (slow, fast):
             stub.terminate()
             stub.wait(10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -51,6 +52,26 @@ def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset the OpenAI variables, so that a test reaches only the stub it names."""
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[Any]:
+    """moto's S3 server on loopback, one per test session (tests.stubs.object_store)."""
+    pytest.importorskip("s3fs", reason="pip install 'kgcheck[s3]' moto[server] (make install)")
+    pytest.importorskip("moto.server", reason="pip install 'moto[server]' (make install)")
+    from tests.stubs.object_store import S3Endpoint
+
+    endpoint = S3Endpoint()
+    yield endpoint
+    endpoint.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The S3 endpoint, with this process's environment pointing the storage client at it."""
+    for name, value in s3_endpoint.env.items():
+        monkeypatch.setenv(name, value)
+    return s3_endpoint
 
 
 @pytest.fixture

@@ -190,11 +190,13 @@ def test_every_environment_variable_on_the_settings_page_is_read_by_the_code() -
     assert {"KGCHECK_HOME", "OLLAMA_HOST", "OTEL_EXPORTER_OTLP_ENDPOINT"} <= named
     source = "\n".join(p.read_text(encoding="utf-8") for folder in ("kgcheck", "graphs",
                         "retrievers", "evals") for p in (ROOT / folder).rglob("*.py"))
-    # Read by the libraries themselves, not by kgcheck's code: the OpenTelemetry SDK, and
-    # httpx's reading of the proxy variables, which kgcheck asks for by name below.
+    # Read by the libraries themselves, not by kgcheck's code: the OpenTelemetry SDK,
+    # httpx's reading of the proxy variables, which kgcheck asks for by name below, and the
+    # object store's client (fsspec's).
     by_libraries = {"OTEL_BSP_SCHEDULE_DELAY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                    "NO_PROXY"}
-    assert "get_environment_proxies()" in source
+                    "NO_PROXY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                    "AWS_ENDPOINT_URL"}
+    assert "get_environment_proxies()" in source and "fsspec.core.url_to_fs" in source
     unread = sorted(v for v in named - by_libraries if v not in source)
     assert not unread, f"the settings page names variables no code reads: {unread}"
     read = set(re.findall(r'"(KGCHECK_[A-Z_]+)"', source))

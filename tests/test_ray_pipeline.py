@@ -7,6 +7,8 @@ triple, gold labels) checked by the pipeline gives the local engine's verdicts a
 summary; both servers are asked; a worker killed mid-run, and a driver killed with
 ``kill -9`` then resumed, end with one verdict per fact; a malformed line fails with one
 line; report, export and estimate read the sharded folder as they read the local one.
+With ``--shards-uri`` the workers write their shards to S3 (moto's server on loopback,
+reached through each node's environment) and the folder reads them from there.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class World:
     env: dict[str, str]
     kg: Path
     gold: Path
+    # The S3 endpoint every node's environment points at (None: s3fs or moto is absent).
+    s3: Any = None
 
     def slow(self, seconds: float) -> None:
         for stub in self.nodes:
@@ -85,8 +89,17 @@ def _kg(folder: Path) -> tuple[Path, Path]:
     return kg, labels
 
 
+def _s3_or_none(request: pytest.FixtureRequest) -> Any:
+    try:
+        return request.getfixturevalue("s3_endpoint")
+    except pytest.skip.Exception:
+        return None
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(tmp_path_factory: pytest.TempPathFactory,
+          request: pytest.FixtureRequest) -> Iterator[World]:
+    s3 = _s3_or_none(request)
     saved = dict(os.environ)
     # A cluster on loopback for these tests only: no token to hand around.
     os.environ.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"})
@@ -94,7 +107,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         nodes = tuple(stack.enter_context(OllamaStub(Behaviour(answer_by=answer)))
                       for _ in range(2))
         local = stack.enter_context(OllamaStub(Behaviour(answer_by=answer)))
-        common = {"PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}
+        common = {"PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled",
+                  **(s3.env if s3 is not None else {})}
         # The nodes take the machine's address (a driver connecting to 127.0.0.1 is sent
         # there by Ray); the model servers stay on loopback.
         cluster = Cluster(initialize_head=True, head_node_args={
@@ -105,7 +119,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             cluster.wait_for_nodes()
             kg, gold = _kg(tmp_path_factory.mktemp("kg"))
             env = {**os.environ, **common, "OLLAMA_HOST": local.url}
-            yield World(str(cluster.address), nodes, local, env, kg, gold)  # type: ignore[arg-type]
+            yield World(str(cluster.address), nodes, local, env, kg, gold,  # type: ignore[arg-type]
+                        s3)
         finally:
             cluster.shutdown()
             os.environ.clear()
@@ -326,3 +341,54 @@ def test_a_resume_goes_on_in_the_shards_the_run_was_cut_in(
     summary = json.loads((run / "summary.json").read_text())
     assert asked == summary["ran_this_time"] == len(shard.read_text().splitlines()) - 2
     assert summary["n"] == FACTS
+
+
+def test_the_workers_write_their_shards_to_a_uri_and_the_folder_reads_them(
+        world: World, tmp_path: Path, twins: tuple[Path, Path, dict],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if world.s3 is None:
+        pytest.skip("shards at a URI need s3fs and moto[server]: pip install 'kgcheck[s3]' "
+                    "'moto[server]'")
+    for name, value in world.s3.env.items():  # this process reads the shards too
+        monkeypatch.setenv(name, value)
+    out, uri = tmp_path / "run", world.s3.uri(f"{tmp_path.name}/shards")
+    done = _run(world, _cmd(world, out, "--shards-uri", uri, concurrency=1))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"verdicts: {uri}" in done.stdout
+    bucket = world.s3.fs()
+    held = sorted(p.rpartition("/")[2] for p in bucket.ls(uri.removeprefix("s3://")))
+    jsonl = [n for n in held if n.endswith(".jsonl")]
+    assert len(jsonl) >= 5 and [n.replace(".jsonl", ".done") for n in jsonl] == [
+        n for n in held if n.endswith(".done")]
+    # The driver wrote no verdict: its folder holds the plan and the summary only.
+    assert not list((out / SHARDS).glob("*.jsonl"))
+    summaries = [json.loads((f / "summary.json").read_text()) for f in (twins[0], out)]
+    assert {k: v for k, v in summaries[0].items() if k not in VOLATILE} == {
+        k: v for k, v in summaries[1].items() if k not in VOLATILE}
+    # Readers copy the shards from the store, then read them as a local sharded run's.
+    a, b = read_verdicts(twins[0]), read_verdicts(out)
+    assert a.keys() == b.keys() and len(b) == FACTS
+    assert all(a[k]["label"] == b[k]["label"] and a[k]["raw"] == b[k]["raw"] for k in a)
+    assert len(list((out / SHARDS).glob("*.jsonl"))) == len(jsonl)
+    exported = subprocess.run([sys.executable, "-m", "kgcheck.cli", "export", str(out),
+                               "--format", "csv", "--out", str(tmp_path / "verdicts.csv")],
+                              cwd=ROOT, env=world.env, capture_output=True, text=True,
+                              timeout=300)
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert len(_rows(tmp_path / "verdicts.csv")) == FACTS
+
+    # Shard 1 as a killed worker leaves it in the store: no marker, two verdicts, a torn
+    # line. A resume (the store comes from the plan) checks only its missing facts.
+    key = f"{uri.removeprefix('s3://')}/00001"
+    kept = bucket.cat_file(f"{key}.jsonl").decode().splitlines()[:2]
+    bucket.pipe_file(f"{key}.jsonl", ("\n".join(kept) + '\n{"fact_id": "x", "la').encode())
+    bucket.rm_file(f"{key}.done")
+    before = [_calls(s) for s in world.nodes]
+    again = _run(world, _cmd(world, out, "--resume", concurrency=1))
+    assert again.returncode == 0, again.stdout + again.stderr
+    asked = sum(_calls(s) - b for s, b in zip(world.nodes, before, strict=True))
+    shard = world.s3.fs().cat_file(f"{key}.jsonl").decode().splitlines()
+    assert shard[:2] == kept and asked == len(shard) - 2 > 0
+    assert world.s3.fs().exists(f"{key}.done")
+    _one_verdict_per_fact(out)
+    assert json.loads((out / "summary.json").read_text())["n"] == FACTS

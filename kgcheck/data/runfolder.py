@@ -60,6 +60,7 @@ __all__ = [
     "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
     "problem_note", "read_run_info", "read_summary", "read_verdict", "read_verdict_at",
     "has_verdicts", "read_verdicts", "record_problem", "scan_folder", "scan_verdicts",
+    "shard_name", "shard_store_uri",
     "shard_done_path", "shard_verdicts_path", "short_repr", "verdict_files", "verdict_lines",
     "verdict_paths",
     "verdicts_location", "verdicts_stamp", "write_json",
@@ -168,14 +169,39 @@ def problem_note(path: Path, problems: Sequence[str]) -> str:
             "those facts keep their last good verdict or run again")
 
 
+def shard_name(index: int, suffix: str) -> str:
+    """Return the file name of shard ``index`` (``00007.jsonl``, ``00007.done``)."""
+    return f"{index:05d}{suffix}"
+
+
 def shard_verdicts_path(folder: Path, index: int) -> Path:
     """Return the verdict file of shard ``index`` of a sharded run (``shards/00007.jsonl``)."""
-    return Path(folder) / SHARDS / f"{index:05d}.jsonl"
+    return Path(folder) / SHARDS / shard_name(index, ".jsonl")
 
 
 def shard_done_path(folder: Path, index: int) -> Path:
     """Return the marker a finished shard leaves (``shards/00007.done``, its summary figures)."""
-    return Path(folder) / SHARDS / f"{index:05d}.done"
+    return Path(folder) / SHARDS / shard_name(index, ".done")
+
+
+def shard_store_uri(folder: Path) -> str | None:
+    """Return the remote store a sharded run's plan names (None: its shards are local)."""
+    try:
+        plan = json.loads((Path(folder) / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    store = plan.get("store") if isinstance(plan, dict) else None
+    return store if isinstance(store, str) and store else None
+
+
+def _remote_store(folder: Path) -> Any:
+    uri = shard_store_uri(folder)
+    if uri is None:
+        return None
+    # Imported here: the store module builds on this one.
+    from kgcheck.data.shard_store import ShardStore
+
+    return ShardStore(uri)
 
 
 def verdict_files(folder: Path) -> list[Path]:
@@ -183,12 +209,16 @@ def verdict_files(folder: Path) -> list[Path]:
 
     The one place that knows where a folder keeps its verdicts: a local run has
     ``verdicts.jsonl``, a sharded run ``shards/NNNNN.jsonl`` (in shard order, which is the
-    input's order).
+    input's order). A sharded run whose shards are at a URI (``--shards-uri``) has the
+    files that changed there copied into ``shards/`` first (``ShardStore.pull``).
     """
     folder = Path(folder)
     files = [folder / VERDICTS] if (folder / VERDICTS).is_file() else []
     shards = folder / SHARDS
     if shards.is_dir():
+        store = _remote_store(folder)
+        if store is not None:
+            return files + store.pull(shards)
         numbered = [(int(p.stem), p) for p in shards.glob("*.jsonl")
                     if p.stem.isdigit() and p.is_file()]
         files += [p for _, p in sorted(numbered)]
@@ -200,14 +230,21 @@ def verdict_paths(path: Path) -> list[Path]:
     return verdict_files(path) if Path(path).is_dir() else [Path(path)]
 
 
-def verdicts_location(folder: Path) -> Path:
-    """Return where a run folder keeps its verdicts, to show: verdicts.jsonl or ``shards/``."""
+def verdicts_location(folder: Path) -> str:
+    """Return where a run folder keeps its verdicts, to show: verdicts.jsonl, shards/ or a URI."""
     folder = Path(folder)
-    return folder / SHARDS if (folder / SHARDS).is_dir() else folder / VERDICTS
+    store = _remote_store(folder)
+    if store is not None:
+        return str(store.shown)
+    return str(folder / SHARDS if (folder / SHARDS).is_dir() else folder / VERDICTS)
 
 
 def has_verdicts(folder: Path) -> bool:
     """Tell whether a run folder has any verdict file (the run has started)."""
+    store = _remote_store(folder)
+    if store is not None:  # asked of the store: nothing is copied to answer
+        return (Path(folder) / VERDICTS).is_file() or any(
+            name.endswith(".jsonl") for name in store.names())
     return bool(verdict_files(folder))
 
 

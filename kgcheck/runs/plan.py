@@ -253,6 +253,8 @@ class RunPlan:
     # A run checked shard by shard on the engine's workers (``ray_pipeline.ShardedRun``):
     # its input surveyed on the cluster; None: the facts go through this process.
     sharded: Any = None
+    # Where a sharded run's workers write their shards (a URI; None: RUN/shards/).
+    shards_uri: str | None = None
 
 
 # What a run of a strategy that asks no model records as its model.
@@ -476,6 +478,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              exclude_predicates: str | Sequence[str] | None = None,
              ci: bool = False, repeats: int = 1,
              prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
+             shards_uri: str | None = None,
              **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
@@ -499,7 +502,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     read; a SPARQL endpoint chooses its triples with ``where`` instead. ``ci`` adds
     bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1 to the summary
     (``intervals``). ``repeats`` checks each fact that many times (``kgcheck.runs.repeats``):
-    the majority is its verdict.
+    the majority is its verdict. ``shards_uri`` (an fsspec URL: ``s3://bucket/run``) is
+    where a sharded run's workers write their verdict shards instead of the run folder
+    (``kgcheck.data.shard_store``).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise SettingsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
@@ -547,6 +552,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     # one model, whose summary the shards' tallies make.
     pipelined = (read is not None and read.survey is not None and every and not consensus
                  and repeats == 1 and prefilter is None and not ci)
+    if shards_uri is not None:
+        _check_shards_uri(shards_uri, pipelined)
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
                          None if pipelined else read)
     # Filtered while the input streams past: the facts left out are never kept.
@@ -642,7 +649,28 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
               else origin.sharded.shards if origin.sharded else 0)
     return RunPlan(loaded, chosen, members, judge, {**values, "model": members[0]}, info,
                    out_dir, notes, shards, ci=ci, repeats=repeats, prefilter=rules_ctx,
-                   sharded=sharded)
+                   sharded=sharded, shards_uri=shards_uri)
+
+
+def _check_shards_uri(uri: str, pipelined: bool) -> None:
+    """Refuse a shard store a run cannot use: not a sharded run, or an unknown protocol."""
+    from kgcheck.data.shard_store import is_uri, storage_problem
+
+    if not is_uri(uri):
+        raise SettingsError(f"{{shards_uri}} takes a URL such as s3://bucket/run, not "
+                            f"{literal(uri)}; a run folder's own shards need no option",
+                            shards_uri=Arg("shards_uri", uri))
+    if not pipelined:
+        raise SettingsError("{shards_uri} is where the workers of a sharded run write: it needs "
+                            "{engine} over every fact of an N-Triples, N-Quads or JSON Lines "
+                            "file, one model, and no {repeats}, {prefilter} or {ci}",
+                            shards_uri=Arg("shards_uri", uri), engine=Arg("engine", "ray"),
+                            repeats=Arg("repeats"), prefilter=Arg("prefilter"),
+                            ci=Arg("ci", True))
+    problem = storage_problem(uri)
+    if problem:
+        raise SettingsError(f"{{shards_uri}}: {literal(problem)}",
+                            shards_uri=Arg("shards_uri", uri))
 
 
 def _file_stream(opener: Callable[[], Iterable[Fact]], origin: FactSource,
@@ -810,7 +838,7 @@ async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, re
     # Each worker runs this many facts at once, as a local run does in all.
     spec: int | str = ("auto" if isinstance(concurrency, AdaptiveLimit)
                        else concurrency.maximum)
-    job = ShardJob(out_dir=str(plan.out_dir.resolve()), run_id=plan.info.run_id,
+    job = ShardJob(shards=plan.shards_uri or "", run_id=plan.info.run_id,
                    method=plan.info.method, models=list(plan.info.models),
                    key=("strategy", plan.strategy.name),
                    context=plan.strategy.make_context(**plan.values), config=config,

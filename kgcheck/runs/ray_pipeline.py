@@ -7,14 +7,16 @@ one task merging the names the shards' naming triples give, and one task per par
 the fact ids finding the facts that repeat an earlier one; the driver receives a few
 numbers per shard (counts, a digest, the predicate filter's matches) and keeps references
 to the rest in Ray's object store. Then (``run``) one task per shard reads its shard, runs
-the graph on its facts and writes its verdict file and done marker into the run folder
-(``kgcheck.runs.shard_check``); at most ``workers`` shards are in flight, each using a
-share of the cluster's CPUs so that they spread over its nodes. The driver tracks which
+the graph on its facts and writes its verdict file and done marker into the run's shard
+store, the run folder's ``shards/`` or a URI (``kgcheck.runs.shard_check``); at most
+``workers`` shards are in flight, each using a share of the cluster's CPUs so that they
+spread over its nodes. The driver tracks which
 shards finished, merges their summary tallies into ``summary.json`` and shows progress
 from a counter the workers add to. Its memory depends on the number of shards, not facts.
 
-The workers must reach the input file and the run folder at the same paths (one machine,
-or a shared file system), import kgcheck, and reach their model server: a model's server
+The workers must reach the input file at the same path (one machine, a shared file system,
+or a copy on every node) and the shard store (the run folder at the same path, or the URI
+given with ``--shards-uri``), import kgcheck, and reach their model server: a model's server
 comes from its settings (``--base-url``) or, when none is set, from the environment of
 each node (``OLLAMA_HOST``, ``OPENAI_BASE_URL``), so the nodes of a cluster may each use
 their own server. A worker that dies has its shard run again (Ray retries the task), which
@@ -40,14 +42,8 @@ from rich.progress import (
 )
 
 from kgcheck.arguments import Arg, literal
-from kgcheck.data.runfolder import (
-    SHARDS,
-    SUMMARY,
-    RunError,
-    VerdictsView,
-    exclusive,
-    shard_verdicts_path,
-)
+from kgcheck.data.runfolder import SHARDS, SUMMARY, RunError, VerdictsView, exclusive, shard_name
+from kgcheck.data.shard_store import ShardStore
 from kgcheck.data.shard_survey import (
     ShardSource,
     Survey,
@@ -62,7 +58,7 @@ from kgcheck.data.sources import TriplesError
 from kgcheck.providers.secrets import redact_value
 from kgcheck.runs.runner import RunInfo, RunResult, summary_of, write_run_file
 from kgcheck.runs.shard_check import STOP, ShardJob, check_shard, merged, tally_file
-from kgcheck.runs.sharded_folder import plan_of, prepare_sharded, stored_plan
+from kgcheck.runs.sharded_folder import local_store, plan_of, prepare_sharded, stored_plan
 
 try:
     import ray
@@ -193,8 +189,9 @@ def run(sharded: ShardedRun, info: RunInfo, out_dir: Path, job: ShardJob, *, wor
         ) -> tuple[RunResult, dict[str, int]]:
     """Check every shard into the run folder; return the result and the answer cache's counts.
 
-    ``job`` says how each fact is checked; ``workers`` is the most shards in flight, each
-    asking the cluster for ``cpus`` CPUs.
+    ``job`` says how each fact is checked (its ``shards``: the store's URI, or empty for
+    the run folder's own ``shards/``; a resume keeps the store its plan names);
+    ``workers`` is the most shards in flight, each asking the cluster for ``cpus`` CPUs.
     """
     with exclusive(out_dir):
         old = stored_plan(out_dir) if resume else None
@@ -204,21 +201,25 @@ def run(sharded: ShardedRun, info: RunInfo, out_dir: Path, job: ShardJob, *, wor
                                                         max(1, int(cpus * workers))),
                                  old["shard_bytes"])
         shards = sharded.survey.shards
-        pending, done = prepare_sharded(out_dir, info, plan_of(shards, sharded.shard_bytes),
+        where = job.shards or (old or {}).get("store")
+        store = ShardStore(where) if where else local_store(out_dir)
+        pending, done = prepare_sharded(out_dir, info,
+                                        plan_of(shards, sharded.shard_bytes, store), store,
                                         resume=resume, fresh=fresh)
-        job = replace(job, run_id=info.run_id)
-        driver = _Driver(sharded, info, out_dir, job, workers, cpus, show_progress)
+        job = replace(job, run_id=info.run_id, shards=store.where)
+        driver = _Driver(sharded, info, out_dir, store, job, workers, cpus, show_progress)
         return driver.go(pending, done), driver.cache
 
 
 class _Driver:
     """Keep up to ``workers`` shards in flight; merge what they hand back."""
 
-    def __init__(self, sharded: ShardedRun, info: RunInfo, out_dir: Path, job: ShardJob,
-                 workers: int, cpus: float, show_progress: bool) -> None:
+    def __init__(self, sharded: ShardedRun, info: RunInfo, out_dir: Path, store: ShardStore,
+                 job: ShardJob, workers: int, cpus: float, show_progress: bool) -> None:
         self.sharded = sharded
         self.info = info
         self.out_dir = out_dir
+        self.store = store
         self.job = job
         self.workers = workers
         self.cpus = cpus
@@ -268,9 +269,11 @@ class _Driver:
         if self._stopping():
             # Shards left partial by an earlier run, not reached this time: still counted.
             reached = {r["shard"] for r in self.results}
-            self.results += [tally_file(self.job, shard_verdicts_path(self.out_dir, i), i)
-                             for i in pending if i not in reached
-                             and shard_verdicts_path(self.out_dir, i).exists()]
+            held = self.store.names()
+            self.results += [
+                tally_file(self.job, self.store.local_copy(name, self.out_dir / SHARDS), i)
+                for i in pending
+                if i not in reached and (name := shard_name(i, ".jsonl")) in held]
         return self._finish(seconds)
 
     def _stopping(self) -> bool:
@@ -293,7 +296,7 @@ class _Driver:
             self._stop_all()
 
     def _stop_all(self) -> None:
-        write_run_file(self.out_dir / SHARDS / STOP, "stop\n")
+        self.store.write_text(STOP, "stop\n")
 
     def _finish(self, seconds: float) -> RunResult:
         tally, outcomes = merged(self.results, self.info.models)

@@ -2,42 +2,35 @@
 
 A worker given a shard (``check_shard``) reads the shard from the input file, runs the
 run's graph on its facts a few at once (``concurrency`` per worker, as the local engine
-bounds a run), appends each verdict to ``RUN/shards/NNNNN.jsonl`` as it comes and, once
-every fact has its verdict, writes ``RUN/shards/NNNNN.done`` atomically: the shard's
-summary tally and outcomes, which the driver merges without reading a verdict. A shard
+bounds a run), appends each verdict to the shard's file ``NNNNN.jsonl`` as it comes and,
+once every fact has its verdict, writes ``NNNNN.done`` atomically: the shard's summary
+tally and outcomes, which the driver merges without reading a verdict. Both go to the
+run's shard store (``kgcheck.data.shard_store``): ``RUN/shards/``, or a URI. A shard
 whose file is there already is resumed fact by fact: its file is first rewritten with one
 kept verdict per fact (a torn last line, a failed check or a repeat are dropped, as a
 resume of a local run drops them), then only the facts without one are checked. So a
 worker that died, a driver that died, or a shard run twice leaves one verdict per fact.
 
 The worker stops early, without a marker, when the run's stop rule says so (the model
-cannot be reached, a setting is wrong) or when the driver leaves ``RUN/shards/.stop``.
+cannot be reached, a setting is wrong) or when the driver leaves ``.stop`` in the store.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.fact_stream import batched
 from kgcheck.data.facts import Fact
-from kgcheck.data.runfolder import (
-    SHARDS,
-    VerdictSink,
-    scan_verdicts,
-    shard_done_path,
-    shard_verdicts_path,
-)
+from kgcheck.data.runfolder import VerdictSink, scan_verdicts, shard_name
+from kgcheck.data.shard_store import ShardStore
 from kgcheck.data.shard_survey import NamesPart, ShardSource, shard_drops, shard_facts
 from kgcheck.data.shards import Shard
 from kgcheck.data.verdict_index import VerdictIndex
@@ -65,6 +58,9 @@ STOP = ".stop"
 _LOOKUP = 256
 # Seconds between a worker's progress reports.
 _REPORT_EVERY = 1.0
+# Seconds between a worker's looks for the driver's stop file in a remote store (a request
+# each); a local store is looked at before every fact.
+_STOP_LOOK_EVERY = 1.0
 
 _GRAPHS: dict[GraphKey, AnyCompiledGraph] = {}
 
@@ -73,7 +69,7 @@ _GRAPHS: dict[GraphKey, AnyCompiledGraph] = {}
 class ShardJob:
     """What every shard of one run is checked with (sent once to the cluster)."""
 
-    out_dir: str
+    shards: str
     run_id: str
     method: str
     models: list[str]
@@ -94,12 +90,12 @@ def _graph(key: GraphKey) -> AnyCompiledGraph:
     return graph
 
 
-def shard_result(folder: Path, index: int) -> dict[str, Any] | None:
+def shard_result(store: ShardStore, index: int) -> dict[str, Any] | None:
     """Read a finished shard's marker (None: not finished, or a torn or foreign file)."""
-    path = shard_done_path(folder, index)
+    text = store.read_text(shard_name(index, ".done"))
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        found = json.loads(text) if text is not None else None
+    except json.JSONDecodeError:
         return None
     return found if isinstance(found, dict) and found.get("shard") == index else None
 
@@ -118,7 +114,7 @@ def check_shard(job: ShardJob, source: ShardSource, shard: Shard, index: int,
         TriplesError: a malformed line in the shard (the file changed since the survey).
 
     """
-    finished = shard_result(Path(job.out_dir), index)
+    finished = shard_result(ShardStore(job.shards), index)
     if finished is not None:
         return finished  # a retry of a shard that finished: nothing to do
     with fewer_collections():  # a shard's facts allocate as a local run's do
@@ -129,39 +125,26 @@ def check_shard(job: ShardJob, source: ShardSource, shard: Shard, index: int,
 async def _check(job: ShardJob, source: ShardSource, shard: Shard, index: int,
                  drops: set[int], names: NamesPart | None,
                  progress: Callable[[int], None] | None) -> dict[str, Any]:
-    folder = Path(job.out_dir)
-    path = shard_verdicts_path(folder, index)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _held(path.with_suffix(".lock")):
-        finished = shard_result(folder, index)
+    store = ShardStore(job.shards)
+    # Held for this worker alone: a worker of a driver that died may still be finishing it.
+    with store.shard_file(index) as path:
+        finished = shard_result(store, index)
         if finished is not None:
-            return finished  # finished by a worker that held the lock before this one
-        return await _check_held(job, source, shard, index, drops, names, progress)
+            return finished  # finished by a worker that held the shard before this one
+        return await _check_held(job, store, path, source, shard, index, drops, names,
+                                 progress)
 
 
-@contextmanager
-def _held(path: Path) -> Iterator[None]:
-    """Hold a shard's lock: a worker of a driver that died may still be finishing it."""
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-async def _check_held(job: ShardJob, source: ShardSource, shard: Shard, index: int,
-                      drops: set[int], names: NamesPart | None,
+async def _check_held(job: ShardJob, store: ShardStore, path: Path, source: ShardSource,
+                      shard: Shard, index: int, drops: set[int], names: NamesPart | None,
                       progress: Callable[[int], None] | None) -> dict[str, Any]:
-    folder = Path(job.out_dir)
-    path = shard_verdicts_path(folder, index)
     resumed = None
     if path.exists() and path.stat().st_size:
         # One kept verdict per fact, in place, before any is appended.
         resumed = VerdictIndex.build(path, kept_verdict, None, path.with_suffix(".index"))
         resumed.rewrite()
     cache = AnswerCache(job.cache) if job.cache else None
-    checks = _ShardRun(job, path, resumed, cache, progress)
+    checks = _ShardRun(job, store, path, resumed, cache, progress)
     try:
         await checks.run(shard_facts(source, shard, drops, names))
     finally:
@@ -175,7 +158,7 @@ async def _check_held(job: ShardJob, source: ShardSource, shard: Shard, index: i
         result["cache"] = {"hits": cache.hits, "misses": cache.misses}
     if checks.stopped:
         return {**result, "stopped": checks.stopped[0]}
-    write_text_atomic(shard_done_path(folder, index), json.dumps(result) + "\n")
+    store.finish(index, path, json.dumps(result) + "\n")
     return result
 
 
@@ -193,16 +176,18 @@ def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
 class _ShardRun:
     """The facts of one shard checked a few at once, as the local runner checks a run's."""
 
-    def __init__(self, job: ShardJob, path: Path, resumed: VerdictIndex | None,
-                 cache: AnswerCache | None, progress: Callable[[int], None] | None) -> None:
+    def __init__(self, job: ShardJob, store: ShardStore, path: Path,
+                 resumed: VerdictIndex | None, cache: AnswerCache | None,
+                 progress: Callable[[int], None] | None) -> None:
         self.job = job
+        self.store = store
         self.path = path
         self.resumed = resumed if resumed is not None and len(resumed) else None
         self.cache = cache
         self.progress = progress
         self.limit = parse_concurrency(job.concurrency, job.max_concurrency)
         self.stop = StopRule(job.stop_after or max(5, 2 * self.limit.maximum))
-        self.stop_file = Path(job.out_dir) / SHARDS / STOP
+        self._looked = -_STOP_LOOK_EVERY
         self.graph = _graph(job.key)
         self.stopped: list[dict[str, str]] = []
         self.failed: list[Exception] = []
@@ -233,7 +218,7 @@ class _ShardRun:
                 for fact in batch:
                     if fact.id in kept:
                         continue
-                    if not self.stopped and self.stop_file.exists():
+                    if not self.stopped and self._stop_asked():
                         self.stopped.append({"reason": "stopped",
                                              "message": "the run was stopped"})
                     if self.stopped:
@@ -246,6 +231,14 @@ class _ShardRun:
             # The end of the input, for each worker (also when the shard stops early).
             for _ in range(self.limit.maximum):
                 await queue.put(None)
+
+    def _stop_asked(self) -> bool:
+        """Tell whether the driver left its stop file (a remote store: now and then)."""
+        now = time.monotonic()
+        if self.store.remote and now - self._looked < _STOP_LOOK_EVERY:
+            return False
+        self._looked = now
+        return self.store.exists(STOP)
 
     async def _invoke(self, fact: Fact) -> dict[str, Any]:
         with serving(self.cache):

@@ -1,8 +1,9 @@
 """The run folder of a sharded run, as its driver keeps it: the plan, a resume, the summary.
 
 A sharded run (``kgcheck run --engine ray`` over a whole file) writes ``run.json`` as any
-run does, and ``shards/plan.json``: the byte ranges the input was cut in. Its workers write
-``shards/NNNNN.jsonl`` and ``shards/NNNNN.done`` (``kgcheck.runs.shard_check``). Before the
+run does, and ``shards/plan.json``: the byte ranges the input was cut in, and the shard
+store when it is not ``shards/`` itself (``--shards-uri``). Its workers write
+``NNNNN.jsonl`` and ``NNNNN.done`` into the store (``kgcheck.runs.shard_check``). Before the
 workers start, ``prepare_sharded`` checks the folder as ``runner.prepare_out_dir`` checks a
 local one: another run's verdicts are refused unless resumed or started over, a resume must
 be of the same run (identity, settings, prompt files, input) and cut in the same shards.
@@ -31,23 +32,30 @@ from kgcheck.data.runfolder import (
     make_folder,
     read_run_info,
     read_verdicts,
-    shard_done_path,
-    shard_verdicts_path,
+    shard_name,
 )
+from kgcheck.data.shard_store import ShardStore
 from kgcheck.data.shards import Shard
 from kgcheck.runs.runner import RunInfo, different_run, resume_conflicts, write_run_file
 from kgcheck.runs.shard_check import STOP, shard_result
 
-__all__ = ["PLAN_VERSION", "plan_of", "prepare_sharded", "stored_plan"]
+__all__ = ["PLAN_VERSION", "local_store", "plan_of", "prepare_sharded", "stored_plan"]
 
 PLAN_VERSION = 1
 
 
-def plan_of(shards: Sequence[Shard], shard_bytes: int) -> dict[str, Any]:
-    """Return ``shards/plan.json``'s content: the input, the shard size and the byte ranges."""
-    return {"version": PLAN_VERSION, "input": shards[0].path if shards else "",
+def plan_of(shards: Sequence[Shard], shard_bytes: int, store: ShardStore
+            ) -> dict[str, Any]:
+    """Return ``shards/plan.json``'s content: input, shard size, byte ranges, remote store."""
+    plan = {"version": PLAN_VERSION, "input": shards[0].path if shards else "",
             "shard_bytes": shard_bytes,
             "shards": [[s.start, s.end, s.first_line] for s in shards]}
+    return {**plan, "store": store.where} if store.remote else plan
+
+
+def local_store(out_dir: Path) -> ShardStore:
+    """Return the store of a run folder's own shards (``RUN/shards/``)."""
+    return ShardStore(Path(out_dir).resolve() / SHARDS)
 
 
 def stored_plan(out_dir: Path) -> dict[str, Any] | None:
@@ -59,16 +67,8 @@ def stored_plan(out_dir: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and found.get("version") == PLAN_VERSION else None
 
 
-def _shard_files(out_dir: Path) -> list[Path]:
-    folder = out_dir / SHARDS
-    if not folder.is_dir():
-        return []
-    return [p for p in folder.iterdir()
-            if p.suffix in (".jsonl", ".done") and p.stem.isdigit() and p.stat().st_size]
-
-
-def prepare_sharded(out_dir: Path, info: RunInfo, plan: Mapping[str, Any], *, resume: bool,
-                    fresh: bool) -> tuple[list[int], list[dict[str, Any]]]:
+def prepare_sharded(out_dir: Path, info: RunInfo, plan: Mapping[str, Any], store: ShardStore,
+                    *, resume: bool, fresh: bool) -> tuple[list[int], list[dict[str, Any]]]:
     """Check or create the folder of a sharded run; return the shards left and those done.
 
     Returns the indices of the shards to check, and the markers of the shards finished
@@ -82,10 +82,12 @@ def prepare_sharded(out_dir: Path, info: RunInfo, plan: Mapping[str, Any], *, re
         raise RunError(f"{literal(str(out_dir))} is not a kgcheck run folder (it holds "
                        f"{literal(', '.join(foreign[:3]))} but no {RUN_INFO}); pick another "
                        "{out}", out=Arg("out"))
+    store.check()
     if fresh:
         for name in (VERDICTS, SUMMARY, RUN_INFO):
             (out_dir / name).unlink(missing_ok=True)
         shutil.rmtree(out_dir / SHARDS, ignore_errors=True)
+        store.clear()
     local = len(read_verdicts(out_dir / VERDICTS))
     if local:
         if resume:
@@ -97,27 +99,31 @@ def prepare_sharded(out_dir: Path, info: RunInfo, plan: Mapping[str, Any], *, re
             f"{literal(str(out_dir))} already holds {local} verdicts: pass {{resume}} "
             "to continue that run, {fresh} to start over, or another {out}",
             resume=Arg("resume", True), fresh=Arg("fresh", True), out=Arg("out"))
-    held = _shard_files(out_dir)
+    held = store.names()
     if held and not resume:
         raise RunError(
             f"{literal(str(out_dir))} already holds the verdicts of a sharded run "
-            f"({len(held)} shard files): pass {{resume}} to continue that run, {{fresh}} "
+            f"({len(held)} shard files in {literal(store.shown)}): pass {{resume}} to "
+            "continue that run, {fresh} "
             "to start over, or another {out}",
             resume=Arg("resume", True), fresh=Arg("fresh", True), out=Arg("out"))
     if held:
         _check_resume(out_dir, info, plan)
-    (out_dir / SHARDS / STOP).unlink(missing_ok=True)
+    store.remove(STOP)
     write_run_file(info_path, json.dumps(info.stored(), indent=1) + "\n")
+    (out_dir / SHARDS).mkdir(exist_ok=True)
     write_run_file(out_dir / SHARDS / SHARD_PLAN, json.dumps(plan) + "\n")
     pending, done = [], []
     for index in range(len(plan["shards"])):
-        result = shard_result(out_dir, index)
-        if (result is not None and shard_verdicts_path(out_dir, index).exists()
+        marker = shard_name(index, ".done")
+        result = shard_result(store, index) if marker in held else None
+        if (result is not None and shard_name(index, ".jsonl") in held
                 and not (resume and result["tally"]["counts"]["errors"])):
             done.append(result)
             continue
         # Not finished, or finished with failed checks a resume retries.
-        shard_done_path(out_dir, index).unlink(missing_ok=True)
+        if marker in held:
+            store.remove(marker)
         pending.append(index)
     return pending, done
 
@@ -135,6 +141,8 @@ def _check_resume(out_dir: Path, info: RunInfo, plan: Mapping[str, Any]) -> None
     old = stored_plan(out_dir)
     if not changes and (old is None or old["shards"] != plan["shards"]):
         changes.append("the shards the input is cut in (shards/plan.json)")
+    if not changes and old is not None and old.get("store") != plan.get("store"):
+        changes.append("where the shards are written (--shards-uri, shards/plan.json)")
     if changes:
         raise different_run(out_dir, changes)
     info.run_id = stored.get("run_id", info.run_id)

@@ -278,6 +278,11 @@ def run(
                                               "or JSON Lines file is read, and checked "
                                               "whole, in shards of this many MB (default "
                                               "32).")] = None,
+    shards_uri: Annotated[str | None, Opt(help="With --engine ray over a whole file: the "
+                                          "workers write their verdict shards here (an "
+                                          "fsspec URL such as s3://bucket/run; credentials "
+                                          "from each node's environment) instead of "
+                                          "OUT/shards/.")] = None,
     out: Annotated[Path | None, Opt(help="Run folder (default "
                                     "runs/<data>-<strategy>-<model>)")] = (
         None
@@ -344,7 +349,7 @@ def run(
         ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
         settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
         exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
-        rules=rules or None)
+        rules=rules or None, shards_uri=shards_uri)
     # The arguments alone first, so that a wrong combination fails before the input is read.
     api.check_run_arguments(
         **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",
