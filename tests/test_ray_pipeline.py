@@ -128,9 +128,11 @@ def world(tmp_path_factory: pytest.TempPathFactory,
 
 
 def _cmd(world: World, out: Path, *extra: str, kg: Path | None = None,
-         on_ray: bool = True, concurrency: int = 2, shard_mb: str = "0.002") -> list[str]:
+         on_ray: bool = True, concurrency: int = 2, shard_mb: str = "0.002",
+         gold: bool = True) -> list[str]:
+    labels = ["--labels", str(world.gold)] if gold else []
     cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--triples", str(kg or world.kg),
-           "--labels", str(world.gold), "--model", MODEL, "--out", str(out), "--no-progress",
+           *labels, "--model", MODEL, "--out", str(out), "--no-progress",
            "--no-cache", "--concurrency", str(concurrency), *extra]
     if on_ray:
         # Shards of about 2 kB: the 10 kB file is cut in five or six.
@@ -154,10 +156,11 @@ def twins(world: World, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path,
     root = tmp_path_factory.mktemp("twins")
     # One fact at a time: both folders hold the verdicts in the input's order, which an
     # estimate's draw of a gold sample follows.
-    local = _run(world, _cmd(world, root / "local", on_ray=False, concurrency=1))
+    # With --ci: the pipeline's intervals come from its shards' tallies.
+    local = _run(world, _cmd(world, root / "local", "--ci", on_ray=False, concurrency=1))
     assert local.returncode == 0, local.stdout + local.stderr
     before = [_calls(s) for s in world.nodes]
-    on_ray = _run(world, _cmd(world, root / "ray", concurrency=1))
+    on_ray = _run(world, _cmd(world, root / "ray", "--ci", concurrency=1))
     assert on_ray.returncode == 0, on_ray.stdout + on_ray.stderr
     calls = {"nodes": [_calls(s) - b for s, b in zip(world.nodes, before, strict=True)],
              "local": _calls(world.local)}
@@ -183,6 +186,8 @@ def test_the_pipeline_gives_the_verdicts_and_summary_of_the_local_engine(
         k: v for k, v in summaries[1].items() if k not in VOLATILE}
     assert summaries[0]["scored"] == FACTS and summaries[1]["n"] == FACTS
     assert summaries[1]["engine"]["pipeline"] == "shards"
+    assert summaries[1]["intervals"]["n"] == FACTS and "low" in summaries[1]["intervals"][
+        "accuracy"]
 
 
 def test_each_node_asks_its_own_model_server(twins: tuple[Path, Path, dict]) -> None:
@@ -352,7 +357,7 @@ def test_the_workers_write_their_shards_to_a_uri_and_the_folder_reads_them(
     for name, value in world.s3.env.items():  # this process reads the shards too
         monkeypatch.setenv(name, value)
     out, uri = tmp_path / "run", world.s3.uri(f"{tmp_path.name}/shards")
-    done = _run(world, _cmd(world, out, "--shards-uri", uri, concurrency=1))
+    done = _run(world, _cmd(world, out, "--shards-uri", uri, "--ci", concurrency=1))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"verdicts: {uri}" in done.stdout
     bucket = world.s3.fs()
@@ -392,3 +397,36 @@ def test_the_workers_write_their_shards_to_a_uri_and_the_folder_reads_them(
     assert world.s3.fs().exists(f"{key}.done")
     _one_verdict_per_fact(out)
     assert json.loads((out / "summary.json").read_text())["n"] == FACTS
+
+
+def test_the_prefilter_runs_on_the_workers_as_it_runs_locally(world: World,
+                                                              tmp_path: Path) -> None:
+    pytest.importorskip("rdflib", reason="the schema rules need pip install 'kgcheck[rules]'")
+    from tests.test_schema_rules import KG_LINES, ONTOLOGY
+
+    onto, kg = tmp_path / "onto.ttl", tmp_path / "kg.nt"
+    onto.write_text(ONTOLOGY)
+    kg.write_text("\n".join(KG_LINES) + "\n")
+    # Relative paths, run from another folder than the workers': they get absolute ones.
+    rules = ["--prefilter", "schema", "--ontology", "onto.ttl"]
+    folders, asked = {}, {}
+    for name, on_ray in (("local", False), ("ray", True)):
+        before = [_calls(s) for s in (*world.nodes, world.local)]
+        cmd = _cmd(world, tmp_path / name, *rules, kg=Path("kg.nt"), on_ray=on_ray,
+                   concurrency=1, shard_mb="0.0005", gold=False)
+        done = subprocess.run(cmd, cwd=tmp_path, env=world.env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        folders[name] = read_verdicts(tmp_path / name)
+        asked[name] = sum(_calls(s) - b for s, b in zip((*world.nodes, world.local), before,
+                                                       strict=True))
+    summaries = [json.loads((tmp_path / n / "summary.json").read_text())
+                 for n in ("local", "ray")]
+    assert summaries[1]["engine"]["pipeline"] == "shards"
+    assert summaries[0]["prefilter"] == summaries[1]["prefilter"]
+    refuted = summaries[1]["prefilter"]["refuted"]
+    assert refuted > 0 and asked["ray"] == asked["local"] == len(KG_LINES) - refuted
+    assert {k: (r["label"], (r.get("details") or {}).get("prefilter"))
+            for k, r in folders["local"].items()} == {
+        k: (r["label"], (r.get("details") or {}).get("prefilter"))
+        for k, r in folders["ray"].items()}

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from kgcheck.cli import app
 from kgcheck.data.runfolder import read_verdicts
 from kgcheck.evals.stats.bootstrap import SCORES
-from kgcheck.evals.stats.tables import run_intervals
+from kgcheck.evals.stats.tables import pair_intervals, run_intervals
+from kgcheck.runs.runner import SummaryTally
 from tests.stats_runs import make_replay_run
 
 runner = CliRunner()
@@ -36,6 +37,12 @@ def test_run_with_ci_puts_intervals_in_the_summary(tmp_path: Path) -> None:
         assert intervals[key]["estimate"] == pytest.approx(summary[key])
         assert intervals[key]["low"] < intervals[key]["estimate"] < intervals[key]["high"]
     assert run_intervals(records) == intervals  # the same seed, the same intervals
+    # The verdicts in any order, or their tally's counts (a sharded run's): the same.
+    assert run_intervals(records[::-1]) == intervals
+    tally = SummaryTally(["gemma2:9b"])
+    for record in records:
+        tally.add(record)
+    assert pair_intervals(tally.gold_pairs()) == intervals
     right = (np.array(gold) == np.array(pred)).astype(float)
     ref = bootstrap((right,), np.mean, n_resamples=10_000, method="percentile",
                     random_state=0).confidence_interval

@@ -13,7 +13,7 @@ mean over the classes present, as in ``kgcheck.evals.metrics``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from itertools import product
 
@@ -130,12 +130,26 @@ def score_intervals(gold: Sequence[bool | str], pred: Sequence[str], *,
     """
     if len(gold) != len(pred):
         raise StatsInputError(f"gold has {len(gold)} labels but pred has {len(pred)}")
-    _check(confidence, len(gold), "score intervals")
+    pairs: dict[tuple[bool | str, str], int] = {}
+    for g, p in zip(gold, pred, strict=True):
+        pairs[(g, p)] = pairs.get((g, p), 0) + 1
+    return count_intervals(pairs, resamples=resamples, confidence=confidence, seed=seed)
+
+
+def count_intervals(pairs: Mapping[tuple[bool | str, str], int], *,
+                    resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
+                    seed: int = 0) -> dict[str, Interval]:
+    """Bootstrap the scores from counts of (gold, verdict) pairs, as ``score_intervals`` does.
+
+    The scores and their resamples depend on these counts only, so a run's intervals come
+    from its summary's tally as well as from its verdicts, in any order.
+    """
+    _check(confidence, sum(pairs.values()), "score intervals")
     cells = list(product(GOLDS, ANSWERS))
     index = {cell: i for i, cell in enumerate(cells)}
     counts = np.zeros(len(cells))
-    for g, p in zip(gold, pred, strict=True):
-        counts[index[(_gold(g), _answer(p))]] += 1
+    for (g, p), count in pairs.items():
+        counts[index[(_gold(g), _answer(p))]] += count
     point = _scores(counts[None, :], cells)
     draws = _scores(_resampled(counts, resamples, seed), cells)
     return {k: _interval(point[k][0], draws[k], confidence) for k in SCORES}

@@ -16,12 +16,14 @@ from kgcheck.evals.stats.bootstrap import (
     RESAMPLES,
     SCORES,
     Interval,
+    count_intervals,
     score_intervals,
 )
 from kgcheck.evals.stats.report import SCORE_NAMES, interval_cell
 from kgcheck.evals.study.tables import MethodResults, consensus_verdicts
 
-__all__ = ["INTERVALS", "interval_records", "intervals_markdown", "run_intervals"]
+__all__ = ["INTERVALS", "interval_records", "intervals_markdown", "pair_intervals",
+           "run_intervals"]
 
 INTERVALS = "intervals"
 
@@ -81,11 +83,24 @@ def _interval(value: Mapping[str, Any]) -> Interval:
 def run_intervals(records: Sequence[Mapping[str, Any]], *, resamples: int = RESAMPLES,
                   confidence: float = CONFIDENCE, seed: int = 0) -> dict[str, Any] | None:
     """Return a run's ``intervals`` for summary.json from its verdict records (None: no gold)."""
-    scored = [r for r in records if r.get("gold") in ("T", "F")]
+    pairs: dict[tuple[str, str], int] = {}
+    for r in records:
+        if r.get("gold") in ("T", "F"):
+            key = (r["gold"], str(r.get("label", "NA")))
+            pairs[key] = pairs.get(key, 0) + 1
+    return pair_intervals(pairs, resamples=resamples, confidence=confidence, seed=seed)
+
+
+def pair_intervals(pairs: Mapping[tuple[str, str], int], *, resamples: int = RESAMPLES,
+                   confidence: float = CONFIDENCE, seed: int = 0) -> dict[str, Any] | None:
+    """Return a run's ``intervals`` from its counts of (gold, label) pairs (None: no gold).
+
+    What ``run_intervals`` gives for the verdicts these counts are of: a sharded run's
+    driver has the counts of its shards' tallies, not the verdicts.
+    """
+    scored = {k: n for k, n in pairs.items() if k[0] in ("T", "F") and n}
     if not scored:
         return None
-    found = score_intervals([r["gold"] for r in scored], [str(r.get("label", "NA"))
-                                                          for r in scored],
-                            resamples=resamples, confidence=confidence, seed=seed)
-    return {"confidence": confidence, "resamples": resamples, "seed": seed, "n": len(scored),
-            **{k: found[k].as_dict() for k in SCORES}}
+    found = count_intervals(scored, resamples=resamples, confidence=confidence, seed=seed)
+    return {"confidence": confidence, "resamples": resamples, "seed": seed,
+            "n": sum(scored.values()), **{k: found[k].as_dict() for k in SCORES}}

@@ -37,12 +37,13 @@ from kgcheck.data.shards import ParallelRead, ShardedReader, can_shard
 from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
-from kgcheck.evals.stats.tables import run_intervals
+from kgcheck.evals.stats.tables import pair_intervals, run_intervals
 from kgcheck.graphs.consensus.graph import settings_class
 from kgcheck.graphs.consensus.judges import CONS_JUDGES, JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL, Context
 from kgcheck.graphs.prompting import check_prompts
 from kgcheck.graphs.registry import GraphKey, Strategy, get_strategy
+from kgcheck.graphs.strategies.schema import SchemaContext
 from kgcheck.prompts import prompt_path
 from kgcheck.providers import reach_model, resolve_model, split_spec
 from kgcheck.providers.cache import default_cache_path, use_cache
@@ -551,7 +552,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     # Every fact of a file, checked on the engine's workers shard by shard: one run of
     # one model, whose summary the shards' tallies make.
     pipelined = (read is not None and read.survey is not None and every and not consensus
-                 and repeats == 1 and prefilter is None and not ci)
+                 and repeats == 1)
     if shards_uri is not None:
         _check_shards_uri(shards_uri, pipelined)
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
@@ -663,10 +664,9 @@ def _check_shards_uri(uri: str, pipelined: bool) -> None:
     if not pipelined:
         raise SettingsError("{shards_uri} is where the workers of a sharded run write: it needs "
                             "{engine} over every fact of an N-Triples, N-Quads or JSON Lines "
-                            "file, one model, and no {repeats}, {prefilter} or {ci}",
+                            "file, one model, and no {repeats}",
                             shards_uri=Arg("shards_uri", uri), engine=Arg("engine", "ray"),
-                            repeats=Arg("repeats"), prefilter=Arg("prefilter"),
-                            ci=Arg("ci", True))
+                            repeats=Arg("repeats"))
     problem = storage_problem(uri)
     if problem:
         raise SettingsError(f"{{shards_uri}}: {literal(problem)}",
@@ -794,7 +794,9 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
         extra["cache"] = {"path": str(path), **stats["cache"],
                           "hit_rate": round(stats["cache"]["hits"] / asked, 4) if asked else None}
     if plan.ci:
-        extra["intervals"] = run_intervals(result.records)
+        # From the tally when the run kept one: a sharded run's driver reads no verdict.
+        extra["intervals"] = (pair_intervals(result.tally.gold_pairs())
+                              if result.tally is not None else run_intervals(result.records))
     result.summary.update(extra)
     amend_summary(result.out_dir, extra)
     return result
@@ -842,11 +844,24 @@ async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, re
                    method=plan.info.method, models=list(plan.info.models),
                    key=("strategy", plan.strategy.name),
                    context=plan.strategy.make_context(**plan.values), config=config,
-                   concurrency=spec, max_concurrency=concurrency.maximum)
+                   concurrency=spec, max_concurrency=concurrency.maximum,
+                   prefilter=_rules_for_workers(plan.prefilter))
     result: RunResult = await engine.run_sharded(plan.sharded, plan.info, plan.out_dir, job,
                                                  resume=resume, fresh=fresh,
                                                  show_progress=show_progress)
     return result
+
+
+def _rules_for_workers(rules: SchemaContext | None) -> SchemaContext | None:
+    """Return the pre-filter's rules with absolute file paths: the workers run elsewhere."""
+    if rules is None:
+        return None
+
+    def absolute(paths: str) -> str:
+        return ",".join(str(Path(p.strip()).resolve()) for p in paths.split(",") if p.strip())
+
+    return dataclasses.replace(rules, ontology=absolute(rules.ontology),
+                               shapes=absolute(rules.shapes), kg=absolute(rules.kg))
 
 
 def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:

@@ -27,8 +27,8 @@ from kgcheck.data.rdf import RDF_SUFFIXES
 from kgcheck.data.runfolder import amend_summary, read_verdicts
 from kgcheck.graphs.strategies.schema import SchemaContext, checker_of, rules_verdict
 
-__all__ = ["PREFILTERS", "PrefilterError", "input_types", "plan_prefilter",
-           "prefilter_counts", "prefiltered"]
+__all__ = ["PREFILTERS", "PrefilterError", "input_types", "is_prefiltered", "plan_prefilter",
+           "prefilter_counts", "prefilter_figures", "prefiltered"]
 
 PREFILTERS = ("schema",)
 PREFILTER_NOTE = "refuted by the KG's rules before any model call"
@@ -109,12 +109,20 @@ def prefiltered(invoke: Invoke, ctx: SchemaContext, method: str) -> Invoke:
     return check
 
 
+def is_prefiltered(record: Mapping[str, Any]) -> bool:
+    """Tell whether a verdict record was given by the pre-filter (no model was asked)."""
+    return (record.get("details") or {}).get("prefilter") == "schema"
+
+
+def prefilter_figures(total: int, refuted: int) -> dict[str, Any]:
+    """Return the summary's ``prefilter`` entry: facts, refuted, sent to the model, saved."""
+    return {"prefilter": {"name": "schema", "facts": total, "refuted": refuted,
+                          "sent_to_model": total - refuted, "calls_saved": refuted}}
+
+
 def prefilter_counts(out_dir: Path, total: int) -> dict[str, Any]:
     """Count a run folder's pre-filtered verdicts; record them in its summary."""
-    records = read_verdicts(out_dir)
-    refuted = sum(1 for r in records.values()
-                  if (r.get("details") or {}).get("prefilter") == "schema")
-    counts = {"prefilter": {"name": "schema", "facts": total, "refuted": refuted,
-                            "sent_to_model": total - refuted, "calls_saved": refuted}}
+    refuted = sum(1 for r in read_verdicts(out_dir).values() if is_prefiltered(r))
+    counts = prefilter_figures(total, refuted)
     amend_summary(out_dir, counts)
     return counts

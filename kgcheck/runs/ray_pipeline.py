@@ -56,6 +56,7 @@ from kgcheck.data.shard_survey import (
 from kgcheck.data.shards import Shard, plan_shards
 from kgcheck.data.sources import TriplesError
 from kgcheck.providers.secrets import redact_value
+from kgcheck.runs.prefilter import prefilter_figures
 from kgcheck.runs.runner import RunInfo, RunResult, summary_of, write_run_file
 from kgcheck.runs.shard_check import STOP, ShardJob, check_shard, merged, tally_file
 from kgcheck.runs.sharded_folder import local_store, plan_of, prepare_sharded, stored_plan
@@ -309,12 +310,15 @@ class _Driver:
                            resume=Arg("resume", True, out=str(self.out_dir)))
         summary = summary_of(tally, self.info, seconds=seconds, ran=ran)
         summary["asked"] = self.sharded.survey.facts
+        if self.job.prefilter is not None:
+            summary.update(prefilter_figures(
+                self.sharded.survey.facts, sum(r.get("prefiltered", 0) for r in self.results)))
         if self.aborted is not None:
             summary["aborted_because"] = self.aborted["reason"]
             summary["aborted"] = self.aborted["message"]
         summary = redact_value(summary)
         write_run_file(self.out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
-        return RunResult(self.out_dir, records, summary, summary.get("aborted"), outcomes)
+        return RunResult(self.out_dir, records, summary, summary.get("aborted"), outcomes, tally)
 
 
 def cluster_cpus() -> int:

@@ -134,6 +134,8 @@ class RunResult:
     aborted: str | None = None
     # What went wrong, already counted (a sharded run's workers count their shards).
     outcomes: RunOutcomes | None = None
+    # The summary's tally, when the run kept it (a sharded run's, merged from its shards).
+    tally: SummaryTally | None = None
 
     def outcome_counts(self) -> RunOutcomes:
         """Return the run's failed and skipped facts and failing sources, counted."""
@@ -720,6 +722,14 @@ class SummaryTally:
         self.counted_in = self.counted_out = False
         self.model_seconds = 0.0
         self.timed = 0
+
+    def gold_pairs(self) -> dict[tuple[str, str], int]:
+        """Return the counts of (gold, label) pairs of the records with a gold label."""
+        pairs: dict[tuple[str, str], int] = {}
+        for (_, gold, label), count in self.keys.items():
+            if gold in ("T", "F"):
+                pairs[(gold, label)] = pairs.get((gold, label), 0) + count
+        return pairs
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Take one verdict record into the figures."""

@@ -40,6 +40,7 @@ from kgcheck.providers import pressure
 from kgcheck.providers.cache import AnswerCache, serving
 from kgcheck.runs.concurrency import parse_concurrency
 from kgcheck.runs.outcomes import RunOutcomes
+from kgcheck.runs.prefilter import is_prefiltered, prefiltered
 from kgcheck.runs.runner import (
     StopRule,
     SummaryTally,
@@ -80,6 +81,8 @@ class ShardJob:
     max_concurrency: int = 64
     cache: str | None = None
     stop_after: int | None = None
+    # The rules facts are checked against before the graph (``--prefilter schema``).
+    prefilter: Any = None
 
 
 def _graph(key: GraphKey) -> AnyCompiledGraph:
@@ -166,11 +169,14 @@ def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
     """Count the shard's verdicts (its file, as it now is): figures and outcomes."""
     tally = SummaryTally(job.models)
     outcomes = RunOutcomes()
+    refuted = 0
     for _, _, record in scan_verdicts(path):
         tally.add(record)
         outcomes.add(record)
-    return {"shard": index, "facts": tally.n, "tally": tally.state(),
-            "outcomes": outcomes.state()}
+        refuted += is_prefiltered(record)
+    found = {"shard": index, "facts": tally.n, "tally": tally.state(),
+             "outcomes": outcomes.state()}
+    return {**found, "prefiltered": refuted} if job.prefilter is not None else found
 
 
 class _ShardRun:
@@ -189,6 +195,8 @@ class _ShardRun:
         self.stop = StopRule(job.stop_after or max(5, 2 * self.limit.maximum))
         self._looked = -_STOP_LOOK_EVERY
         self.graph = _graph(job.key)
+        self.check = (self._invoke if job.prefilter is None
+                      else prefiltered(self._invoke, job.prefilter, job.method))
         self.stopped: list[dict[str, str]] = []
         self.failed: list[Exception] = []
         self.ran = self._reported = 0
@@ -252,7 +260,7 @@ class _ShardRun:
             if self.stopped:
                 continue  # drain: the producer hands out the end markers
             async with self.limit.slot() as held:
-                verdict = await verdict_of(self._invoke, fact, job.method, ",".join(job.models))
+                verdict = await verdict_of(self.check, fact, job.method, ",".join(job.models))
                 seconds = held.active_seconds()
             failure = classify_name((verdict.get("details") or {}).get("error_type"))
             self.limit.done(seconds, overloaded=is_overload(failure))
