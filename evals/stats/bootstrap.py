@@ -130,13 +130,14 @@ def score_intervals(gold: Sequence[bool | str], pred: Sequence[str], *,
     """
     if len(gold) != len(pred):
         raise StatsInputError(f"gold has {len(gold)} labels but pred has {len(pred)}")
-    pairs: dict[tuple[bool | str, str], int] = {}
+    pairs: dict[tuple[str, str], int] = {}
     for g, p in zip(gold, pred, strict=True):
-        pairs[(g, p)] = pairs.get((g, p), 0) + 1
+        key = (_gold(g), p)
+        pairs[key] = pairs.get(key, 0) + 1
     return count_intervals(pairs, resamples=resamples, confidence=confidence, seed=seed)
 
 
-def count_intervals(pairs: Mapping[tuple[bool | str, str], int], *,
+def count_intervals(pairs: Mapping[tuple[str, str], int], *,
                     resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
                     seed: int = 0) -> dict[str, Interval]:
     """Bootstrap the scores from counts of (gold, verdict) pairs, as ``score_intervals`` does.
