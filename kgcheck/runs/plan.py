@@ -170,8 +170,8 @@ def drawn_from(selection: Selection, *, limit: int | None, sample: int | None,
 def check_models(specs: Sequence[str], ctx: Context) -> None:
     """Build every model and reach its server once, so that setting errors fail early.
 
-    A missing key, URL, provider or server is found before any fact is sent; replay
-    models need no server.
+    A missing key, URL, provider or server (or a model an Ollama server has not pulled)
+    is found before any fact is sent; replay models need no server.
     """
     for spec in dict.fromkeys(specs):
         resolve_model(spec, ctx)
