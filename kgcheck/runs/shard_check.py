@@ -54,6 +54,7 @@ from kgcheck.runs.runner import (
     kept_verdict,
     record_of,
     stop_task,
+    tally_records,
     verdict_of,
 )
 
@@ -181,11 +182,8 @@ async def _check_held(job: ShardJob, source: ShardSource, shard: Shard, index: i
 
 def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
     """Count the shard's verdicts (its file, as it now is): figures and outcomes."""
-    tally = SummaryTally(job.models)
-    outcomes = RunOutcomes()
-    for _, _, record in scan_verdicts(path):
-        tally.add(record)
-        outcomes.add(record)
+    tally, outcomes = tally_records((record for _, _, record in scan_verdicts(path)),
+                                    job.models)
     return {"shard": index, "facts": tally.n, "tally": tally.state(),
             "outcomes": outcomes.state()}
 
