@@ -282,7 +282,8 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))  # tests/: the parent runs this tree only
     from tests.stubs.process import start_stub_process
 
-    stub, url = start_stub_process("tests.stubs", args.provider, "--answer", "T")
+    stub, url = start_stub_process("tests.stubs", args.provider, "--answer", "T",
+                                   *(["--models", "bench"] if args.provider == "ollama" else []))
     layers = args.layers.split(",")
     try:
         with tempfile.TemporaryDirectory(prefix="kgcheck-cpu-") as folder:

@@ -141,7 +141,8 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from tests.stubs.process import start_stub_process
 
-    stub, url = start_stub_process("tests.stubs", "ollama", "--answer", "T")
+    stub, url = start_stub_process("tests.stubs", "ollama", "--answer", "T",
+                                   "--models", "bench")
     rows = []
     try:
         with tempfile.TemporaryDirectory() as name:

@@ -120,7 +120,8 @@ def main() -> None:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, OllamaStub(Behaviour(answer="T")) as stub:
+    with (tempfile.TemporaryDirectory() as tmp,
+          OllamaStub(Behaviour(answer="T"), models=("bench",)) as stub):
         for size in sizes:
             path = Path(tmp) / f"kg-{size}.nt"
             started = time.perf_counter()

@@ -190,7 +190,8 @@ def main() -> None:
     revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.before],
                               capture_output=True, text=True, check=True).stdout.strip()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, OllamaStub(Behaviour(answer="T")) as stub:
+    with (tempfile.TemporaryDirectory() as tmp,
+          OllamaStub(Behaviour(answer="T"), models=("bench",)) as stub):
         before = Path(tmp) / "before"
         before.mkdir()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "kgcheck"],

@@ -949,6 +949,7 @@ async def adry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | No
                    labels: str | Path | None = None, as_dataset: str | None = None,
                    pricing: str | Path | None = None, resume: bool = False,
                    warn: Warn | None = None, settings: Mapping[str, Any] | None = None,
+                   prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
                    **strategy_settings: Any) -> CostEstimate:
     """Estimate a run's calls, tokens and cost before it starts (``arun``'s arguments).
 
@@ -984,6 +985,10 @@ async def adry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | No
         warn: Receives warnings found before the run (e.g. facts without evidence);
             by default they are issued as ``KgcheckWarning``.
         settings: The strategy's settings as a mapping.
+        prefilter: ``"schema"``: check each fact against ``rules`` first, as the run
+            will; refuted facts cost no call (counted in ``prefilter`` of the estimate).
+        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
+            "shapes": FILE, ...}``).
         **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
             ``max_attempts=5``; see ``settings``).
 
@@ -1016,6 +1021,7 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
             as_dataset: str | None = None, pricing: str | Path | None = None,
             resume: bool = False, warn: Warn | None = None,
             settings: Mapping[str, Any] | None = None,
+            prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
             **strategy_settings: Any) -> CostEstimate:
     """Estimate a run's calls, tokens and cost, for scripts without an event loop.
 
@@ -1049,6 +1055,10 @@ def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = No
         warn: Receives warnings found before the run (e.g. facts without evidence);
             by default they are issued as ``KgcheckWarning``.
         settings: The strategy's settings as a mapping.
+        prefilter: ``"schema"``: check each fact against ``rules`` first, as the run
+            will; refuted facts cost no call (counted in ``prefilter`` of the estimate).
+        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
+            "shapes": FILE, ...}``).
         **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
             ``max_attempts=5``; see ``settings``).
 

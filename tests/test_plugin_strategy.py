@@ -75,7 +75,7 @@ def plugin(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def thinker():
-    with OllamaStub(Behaviour(answer=ANSWER)) as stub:
+    with OllamaStub(Behaviour(answer=ANSWER), models=("thinker:latest",)) as stub:
         yield stub
 
 

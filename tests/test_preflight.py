@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kgcheck.cli import app
@@ -54,10 +55,75 @@ def test_an_unreachable_openai_server_stops_the_run_before_it_starts(tmp_path: P
     assert "F1(T)" not in result.stdout
 
 
-def test_a_reachable_server_is_asked_once_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_a_reachable_server_with_the_model_lets_the_run_go_on(tmp_path: Path) -> None:
     with OllamaStub() as stub:
         result = _run(tmp_path, "--model", "ollama:gemma2:9b", "--base-url", stub.url)
         probes = [r.path for r in stub.requests if r.method == "GET"]
     assert result.exit_code == 0, result.stderr
-    assert probes == ["/api/version"]
+    # Its version (that it answers), then its models (that this one is pulled).
+    assert probes == ["/api/version", "/api/tags"]
     assert len(stub.calls()) == 2
+
+
+def test_a_model_never_pulled_stops_the_run_with_the_fix(tmp_path: Path) -> None:
+    pulled = ("gemma2:9b", "llama3.1:8b", "qwen2.5:7b", "mistral:7b", "phi3:mini",
+              "nomic-embed-text:latest", "gemma2:27b")
+    with OllamaStub(models=pulled) as stub:
+        url = stub.url
+        result = _run(tmp_path, "--model", "ollama:gemma3:4b", "--base-url", url)
+        asked = len(stub.calls())
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    (line,) = lines
+    assert f"ollama:gemma3:4b at {url}" in line
+    assert "`ollama pull gemma3:4b`" in line
+    # A few of the server's models, not all of them.
+    assert "gemma2:9b, llama3.1:8b, qwen2.5:7b, mistral:7b, phi3:mini and 2 more" in line
+    assert asked == 0 and not (tmp_path / "run" / "verdicts.jsonl").exists()
+
+
+@pytest.mark.parametrize(("model", "pulled"), [
+    ("gemma2", ("gemma2:latest",)),  # no tag: latest
+    ("gemma2:latest", ("gemma2",)),
+    ("Gemma2:9B", ("gemma2:9b",)),  # names compare case-insensitively
+    ("library/gemma2:9b", ("gemma2:9b",)),
+    ("gemma2:9b", ("registry.ollama.ai/library/gemma2:9b",)),
+    ("hf.co/org/repo:Q4_K_M", ("hf.co/org/repo:Q4_K_M",)),
+])
+def test_model_names_follow_ollamas_rules(tmp_path: Path, model: str,
+                                          pulled: tuple[str, ...]) -> None:
+    with OllamaStub(models=pulled) as stub:
+        result = _run(tmp_path, "--model", f"ollama:{model}", "--base-url", stub.url)
+        asked = len(stub.calls())
+    assert result.exit_code == 0, result.stderr
+    assert asked == 2
+
+
+@pytest.mark.parametrize(("model", "pulled"), [
+    ("gemma2", ("gemma2:9b",)),  # gemma2 is gemma2:latest, not any gemma2
+    ("gemma2:9b", ("gemma2:27b", "other/gemma2:9b")),
+])
+def test_a_different_tag_or_namespace_is_another_model(tmp_path: Path, model: str,
+                                                       pulled: tuple[str, ...]) -> None:
+    with OllamaStub(models=pulled) as stub:
+        result = _run(tmp_path, "--model", f"ollama:{model}", "--base-url", stub.url)
+    assert result.exit_code == 2
+    assert f"`ollama pull {model}`" in result.stderr
+
+
+def test_a_server_that_does_not_list_its_models_is_not_refused(tmp_path: Path) -> None:
+    # An older server or a proxy without /api/tags: the run goes on.
+    with OllamaStub(models=None) as stub:
+        result = _run(tmp_path, "--model", "ollama:gemma2:9b", "--base-url", stub.url)
+        probes = [r.path for r in stub.requests if r.method == "GET"]
+    assert result.exit_code == 0, result.stderr
+    assert probes == ["/api/version", "/api/tags"]
+    assert len(stub.calls()) == 2
+
+
+def test_an_empty_server_says_so(tmp_path: Path) -> None:
+    with OllamaStub(models=()) as stub:
+        result = _run(tmp_path, "--model", "ollama:gemma2:9b", "--base-url", stub.url)
+    assert result.exit_code == 2
+    assert "it has no models" in result.stderr and "`ollama pull gemma2:9b`" in result.stderr

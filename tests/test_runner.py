@@ -179,3 +179,55 @@ async def test_two_runs_cannot_share_a_folder(tmp_path) -> None:
     result = await check_facts(facts, _invoker("replay:gemma2:9b"), info, tmp_path,
                              show_progress=False)
     assert result.summary["n"] == 2
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[Path]:
+    """Count the times ``path`` is read through the run folder's reader, from now on."""
+    from kgcheck.data import runfolder
+
+    reads: list[Path] = []
+    scan = runfolder.scan_verdicts
+
+    def counted(file: Path):
+        if Path(file).resolve() == path.resolve():
+            reads.append(Path(file))
+        return scan(file)
+
+    monkeypatch.setattr(runfolder, "scan_verdicts", counted)
+    return reads
+
+
+async def test_the_summary_and_the_outcomes_read_the_verdicts_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgcheck.data.facts import Fact
+    from kgcheck.runs.outcomes import RunOutcomes
+
+    recorded = load_facts("yago")[:4]
+    # Outcomes worth counting: a fact the recordings lack (an error) and a dirty row.
+    unknown = Fact(id="not-recorded", dataset="YAGO", subject="Nobody", predicate="knows",
+                   object="Nothing")
+    dirty = Fact.from_triple("dirty", "YAGO", ["Paris", "capitalOf", None])
+    info = RunInfo(dataset="YAGO", strategy="dka", method="DKA", models=["replay:gemma2:9b"])
+    reads = _count_reads(monkeypatch, tmp_path / "verdicts.jsonl")
+    result = await check_facts([*recorded, unknown, dirty], _invoker("replay:gemma2:9b"), info,
+                               tmp_path, show_progress=False)
+    outcomes = result.outcome_counts()
+    assert len(reads) == 1  # the summary and the outcomes, in one pass
+    monkeypatch.undo()
+    assert outcomes == RunOutcomes.of(read_verdicts(tmp_path).values())
+    assert (outcomes.facts, outcomes.failed, outcomes.skipped) == (6, 1, 1)
+    assert result.summary["errors"] == 1 and result.summary["skipped"] == 1
+
+
+def test_a_local_run_reads_its_verdicts_once_at_the_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from kgcheck.cli import app
+
+    out = tmp_path / "run"
+    reads = _count_reads(monkeypatch, out / "verdicts.jsonl")
+    result = CliRunner().invoke(app, ["run", "--dataset", "yago", "--limit", "5", "--model",
+                                      "replay:gemma2:9b", "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert len(reads) == 1

@@ -158,3 +158,59 @@ def test_findings_that_decide_nothing_reach_the_prompt(kg: dict[str, Path], tmp_
         assert other in evidence and other not in data
     summary = json.loads((out / "summary.json").read_text())
     assert len(PROMPTS) == summary["prefilter"]["sent_to_model"]
+
+
+def test_a_dry_run_applies_the_prefilter(kg: dict[str, Path], tmp_path: Path,
+                                         openai_server: OpenAIStub) -> None:
+    import kgcheck
+
+    refuted = _schema_refuted(kg, tmp_path)
+    total = len(KG_LINES)
+    before = len(openai_server.calls())
+    args = ["run", "--triples", str(kg["kg"]), "--model", "openai-compatible:stub-model",
+            "--base-url", openai_server.url, "--ontology", str(kg["onto"]), "--no-cache",
+            "--concurrency", "1", "--out", str(tmp_path / "run"), "--no-progress"]
+    dry = runner.invoke(app, [*args, "--prefilter", "schema", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    text = " ".join(dry.output.split())
+    sent = total - len(refuted)
+    assert f"total: {sent} calls (at most {sent})" in text
+    assert (f"prefilter schema: {len(refuted)} of {total} facts refuted by the rules without "
+            f"a model call, {len(refuted)} calls saved; {sent} go to the model") in text
+    assert len(openai_server.calls()) == before and not (tmp_path / "run").exists()
+    found = kgcheck.dry_run(triples=kg["kg"], model="openai-compatible:stub-model",
+                            base_url=openai_server.url, prefilter="schema",
+                            rules={"ontology": str(kg["onto"])}, out=tmp_path / "run")
+    assert found.prefilter == {"name": "schema", "facts": total, "refuted": len(refuted),
+                               "sent_to_model": sent, "calls_saved": len(refuted)}
+    assert found.calls == sent
+    # The run sends what the dry run counted.
+    ran = runner.invoke(app, [*args, "--prefilter", "schema"])
+    assert ran.exit_code == 0, ran.output
+    assert len(openai_server.calls()) - before == found.calls
+
+
+def test_a_dry_run_counts_the_findings_in_the_prompts(kg: dict[str, Path], tmp_path: Path,
+                                                     openai_server: OpenAIStub) -> None:
+    import kgcheck
+
+    # A second birth date: both facts go to the model with the rules' findings.
+    second = '<http://ex.org/ada> <http://ex.org/birthDate> "1816-01-01"^^' \
+        '<http://www.w3.org/2001/XMLSchema#date> .'
+    kg["kg"].write_text("\n".join([*KG_LINES, second]) + "\n")
+    refuted = _schema_refuted(kg, tmp_path)
+    every_id = [json.loads(line)["fact_id"]
+                for line in (tmp_path / "schema" / "verdicts.jsonl").read_text().splitlines()]
+    common = {"triples": kg["kg"], "model": "openai-compatible:stub-model",
+              "base_url": openai_server.url, "out": tmp_path / "run"}
+    everything = kgcheck.dry_run(**common)
+    kept = [fid for fid in every_id if fid not in refuted]
+    unscreened = kgcheck.dry_run(**common, ids=kept)
+    assert unscreened.facts == len(kept) < everything.facts
+    screened = kgcheck.dry_run(**common, prefilter="schema",
+                               rules={"ontology": str(kg["onto"])})
+    assert screened.prefilter is not None
+    assert screened.prefilter["refuted"] == len(refuted)
+    assert screened.calls == unscreened.calls
+    # The same facts reach the model, two of them with the findings: more tokens in.
+    assert screened.tokens_in > unscreened.tokens_in

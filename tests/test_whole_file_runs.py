@@ -40,13 +40,17 @@ def _kg(path: Path, facts: int, *, repeat: bool = True) -> Path:
     return path
 
 
+# The model these runs name, as the stub lists it (the run checks it is pulled).
+MODELS = ("m:latest",)
+
+
 def _stable(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in VOLATILE}
 
 
 @pytest.fixture(scope="module")
 def stub():
-    with OllamaStub(Behaviour(answer="T")) as server:
+    with OllamaStub(Behaviour(answer="T"), models=MODELS) as server:
         yield server
 
 
@@ -121,7 +125,7 @@ def test_a_resume_of_an_edited_file_is_refused(tmp_path: Path, stub: OllamaStub)
 def test_a_whole_file_run_killed_with_kill_9_resumes_exactly(tmp_path: Path) -> None:
     kg = _kg(tmp_path / "kg.nt", 150)
     out = tmp_path / "run"
-    with OllamaStub(Behaviour(answer="F", delay=0.02)) as slow:
+    with OllamaStub(Behaviour(answer="F", delay=0.02), models=MODELS) as slow:
         cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--triples", str(kg), "--model",
                "ollama:m", "--base-url", slow.url, "--no-cache", "--concurrency", "4",
                "--out", str(out), "--no-progress"]

@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 
 from kgcheck.providers import pressure
 from kgcheck.providers.constraints import with_ollama_format
+from kgcheck.providers.ollama_models import check_pulled
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.secrets import redact_url
 from kgcheck.providers.settings import ModelSettings
@@ -132,11 +133,16 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
 
 
 def reach_server(name: str, settings: ModelSettings) -> None:
-    """Ask the Ollama server for its version once, to see that it answers."""
+    """Ask the Ollama server for its version, to see that it answers, then for the model.
+
+    A model the server lists no pull of stops the run here, with the fix; a server that
+    does not list its models is not refused.
+    """
     host = _ollama_host(settings.base_url or None)
     reach(host.rstrip("/") + "/api/version", where=f"ollama:{name} at {redact_url(host)}",
           timeout=settings.timeout,
           hint="start Ollama (`ollama serve`) or point --base-url / OLLAMA_HOST at it")
+    check_pulled(name, host, settings.timeout)
 
 
 PROVIDER = Provider(build, env=("OLLAMA_HOST",), reach=reach_server,

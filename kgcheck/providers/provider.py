@@ -23,8 +23,9 @@ class Provider:
         reuse: Keep one built model per event loop and settings (models that hold an HTTP
             client should); off for models that must be fresh on every resolution.
         reach: Contact the model's server once (a cheap request, no model call) and raise
-            ``ModelUnreachableError`` when nothing answers there; None for models that need
-            no server (replay, scripted).
+            ``ModelUnreachableError`` when nothing answers there (``UnknownModelError``
+            when the server says it lacks the model); None for models that need no server
+            (replay, scripted).
         prepare: Do what the model needs before its first call, blocking work included
             (start a local server); run once per model and settings, off the event loop,
             so that ``build`` then does no blocking I/O. None for most providers.

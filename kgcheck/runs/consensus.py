@@ -227,7 +227,8 @@ async def run_consensus(
     )
     if phase1.aborted:
         return RunResult(out_dir, phase1.records, {**phase1.summary, "judge": setting,
-                                                   "phase": "votes"}, phase1.aborted)
+                                                   "phase": "votes"}, phase1.aborted,
+                         phase1.outcomes)
     # Phase 2: CA_M over the facts with a majority picks the judge; only ties reach it.
     measured = consensus_alignment(vote_maps(phase1.records))
     ctx, spec = judged_context({m: measured.get(m, 0.0) for m in members})

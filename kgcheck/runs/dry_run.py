@@ -123,6 +123,9 @@ class Estimate:
     unpriced: list[str] = field(default_factory=list)
     tokenizer: str = ""
     notes: list[str] = field(default_factory=list)
+    # With a pre-filter, its counts as a run's summary has them: facts it screened, those it
+    # settles without a model call (refuted), those sent to the model, and the calls saved.
+    prefilter: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return the estimate as JSON-plain data."""
@@ -130,13 +133,16 @@ class Estimate:
 
 
 def estimate(facts: Iterable[Fact], contexts: Mapping[str, Context],
-             pricing: Pricing | None = None, *, done: Iterable[str] = ()) -> Estimate:
+             pricing: Pricing | None = None, *, done: Iterable[str] = (),
+             screen: Callable[[Fact], Fact | None] | None = None) -> Estimate:
     """Estimate a run: every fact not ``done`` and not defective, for each model's Context.
 
     ``contexts`` maps each model that answers (consensus members: each of them) to its
     Context. Input tokens are the filled prompts' tokens; output tokens at most
     ``max_tokens`` per call at most ``max_calls`` times, so ``max_cost_usd`` bounds the
-    cost from above (retrieved evidence and judges aside: see ``notes``).
+    cost from above (retrieved evidence and judges aside: see ``notes``). ``screen`` is a
+    pre-filter's decision per fact (``runs.prefilter.screener``): the fact as the model
+    sees it, or None when the pre-filter settles it; those facts cost no call.
     """
     prices = pricing or default_pricing()
     finished = set(done)
@@ -144,6 +150,14 @@ def estimate(facts: Iterable[Fact], contexts: Mapping[str, Context],
     sendable = [f for f in todo if not f.defect]
     result = Estimate(facts=len(todo), skipped=len(todo) - len(sendable), calls=0, max_calls=0,
                       tokens_in=0, max_tokens_out=0, tokenizer=tokenizer_name())
+    if screen is not None:
+        screened = [(fact, screen(fact)) for fact in sendable]
+        settled = [fact for fact, seen in screened if seen is None]
+        sendable = [seen for _, seen in screened if seen is not None]
+        saved = sum(len(fact_calls(ctx, fact).prompts)
+                    for ctx in contexts.values() for fact in settled)
+        result.prefilter = {"facts": len(screened), "refuted": len(settled),
+                            "sent_to_model": len(sendable), "calls_saved": saved}
     total_in = total_out = 0.0
     for model, ctx in contexts.items():
         calls = max_calls = tokens_in = 0

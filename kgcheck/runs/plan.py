@@ -55,7 +55,13 @@ from kgcheck.runs.consensus import run_consensus
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.dry_run import estimate as _cost_estimate
 from kgcheck.runs.engines import Engine, make_engine
-from kgcheck.runs.prefilter import input_types, plan_prefilter, prefilter_counts, prefiltered
+from kgcheck.runs.prefilter import (
+    input_types,
+    plan_prefilter,
+    prefilter_counts,
+    prefiltered,
+    screener,
+)
 from kgcheck.runs.repeats import run_repeats
 from kgcheck.runs.runner import (
     RunInfo,
@@ -165,8 +171,8 @@ def drawn_from(selection: Selection, *, limit: int | None, sample: int | None,
 def check_models(specs: Sequence[str], ctx: Context) -> None:
     """Build every model and reach its server once, so that setting errors fail early.
 
-    A missing key, URL, provider or server is found before any fact is sent; replay
-    models need no server.
+    A missing key, URL, provider or server (or a model an Ollama server has not pulled)
+    is found before any fact is sent; replay models need no server.
     """
     for spec in dict.fromkeys(specs):
         resolve_model(spec, ctx)
@@ -867,7 +873,8 @@ def _rules_for_workers(rules: SchemaContext | None) -> SchemaContext | None:
 def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
     """Estimate what a checked plan will send: facts, calls, tokens and cost; sends nothing.
 
-    With ``resume`` the facts the run folder already holds verdicts for are left out.
+    With ``resume`` the facts the run folder already holds verdicts for are left out. With a
+    pre-filter, the facts it refutes are counted apart: they cost no call.
     """
     done: set[str] = set()
     if resume:
@@ -875,7 +882,12 @@ def dry_run_of(plan: RunPlan, *, resume: bool = False) -> CostEstimate:
                 if not r.get("error")}
     contexts = {m: plan.strategy.make_context(**{**plan.values, "model": m})
                 for m in plan.members}
-    found = _cost_estimate(plan.facts, contexts, plan.info.pricing, done=done)
+    # The pre-filter is offline (the KG's rules): apply it, as the run will, and count calls
+    # only for the facts that reach a model.
+    screen = None if plan.prefilter is None else screener(plan.prefilter)
+    found = _cost_estimate(plan.facts, contexts, plan.info.pricing, done=done, screen=screen)
+    if found.prefilter is not None:
+        found.prefilter = {"name": plan.info.settings["prefilter"]["name"], **found.prefilter}
     if len(plan.members) > 1 and plan.judge != JUDGE_NONE:
         found.notes.append("consensus: the judge's calls on ties are not counted (ties are "
                            "known only once the members have voted)")

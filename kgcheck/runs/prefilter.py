@@ -26,14 +26,22 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.rdf import RDF_SUFFIXES
 from kgcheck.data.runfolder import amend_summary, read_verdicts
 from kgcheck.graphs.strategies.schema import SchemaContext, checker_of, rules_verdict
+from kgcheck.retrievers.rules import Finding
 
+<<<<<<< HEAD
 __all__ = ["PREFILTERS", "PrefilterError", "input_types", "is_prefiltered", "plan_prefilter",
            "prefilter_counts", "prefilter_figures", "prefiltered"]
+=======
+__all__ = ["PREFILTERS", "PrefilterError", "input_types", "plan_prefilter",
+           "prefilter_counts", "prefiltered", "screener"]
+>>>>>>> mends
 
 PREFILTERS = ("schema",)
 PREFILTER_NOTE = "refuted by the KG's rules before any model call"
 
 Invoke = Callable[[Fact], Awaitable[dict[str, Any]]]
+# A fact as the model will see it (with the rules' findings), or None: the rules refute it.
+Screen = Callable[[Fact], Fact | None]
 
 
 class PrefilterError(ArgumentError):
@@ -88,6 +96,27 @@ def plan_prefilter(name: str | None, rules: Mapping[str, Any] | None, *,
     return ctx
 
 
+def _with_findings(fact: Fact, found: list[Finding]) -> Fact:
+    # Findings that decide nothing (a second functional value, an entailing chain) go to
+    # the model as evidence.
+    return fact.model_copy(update={"rules": [f.text for f in found]}) if found else fact
+
+
+def screener(ctx: SchemaContext) -> Screen:
+    """Return the pre-filter's decision per fact, as a run makes it, without any model call.
+
+    A dry run counts with it what the run will send: the fact with the rules' findings, or
+    None for a fact the rules refute (no call).
+    """
+    checker = checker_of(ctx)
+
+    def screen(fact: Fact) -> Fact | None:
+        found = checker.check(fact)
+        return None if any(f.refutes for f in found) else _with_findings(fact, found)
+
+    return screen
+
+
 def prefiltered(invoke: Invoke, ctx: SchemaContext, method: str) -> Invoke:
     """Wrap a run's per-fact call: facts the rules refute get F without calling ``invoke``."""
     checker = checker_of(ctx)
@@ -95,10 +124,7 @@ def prefiltered(invoke: Invoke, ctx: SchemaContext, method: str) -> Invoke:
     async def check(fact: Fact) -> dict[str, Any]:
         found = await asyncio.to_thread(checker.check, fact)
         if not any(f.refutes for f in found):
-            # Findings that decide nothing (a second functional value, an entailing chain)
-            # go to the model as evidence.
-            return await invoke(fact.model_copy(update={"rules": [f.text for f in found]})
-                                if found else fact)
+            return await invoke(_with_findings(fact, found))
         verdict = rules_verdict(fact, found, method)
         details = verdict.setdefault("details", {})
         details["prefilter"] = "schema"

@@ -70,7 +70,7 @@ __all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunI
            "check_facts", "different_run", "fact_digest", "stop_task",
            "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
            "public_settings", "record_of", "resume_conflicts", "run_config", "summarize",
-           "summary_of", "verdict_of", "write_run_file"]
+           "summary_of", "tally_records", "verdict_of", "write_run_file"]
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
@@ -679,8 +679,10 @@ async def _run_indexed(
                        resume=Arg("resume", True, out=str(out_dir)))
     seconds = time.perf_counter() - started
     # The folder's verdicts, all of them, streamed from disk: a resume that asked for fewer
-    # facts (--limit) does not shrink what the summary describes.
-    summary = summarize(records, info, seconds=seconds, ran=state["done"])
+    # facts (--limit) does not shrink what the summary describes. One pass counts the
+    # summary's figures and what the command line reports (failed and skipped facts).
+    tally, outcomes = tally_records(records, info.models)
+    summary = summary_of(tally, info, seconds=seconds, ran=state["done"])
     summary["asked"] = asked if asked is not None else state["read"] + (done_before or 0)
     if isinstance(concurrency, AdaptiveLimit):
         summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
@@ -693,7 +695,7 @@ async def _run_indexed(
         summary["aborted"] = aborted[0]
     summary = redact_value(summary)
     write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
-    return RunResult(out_dir, records, summary, summary.get("aborted"))
+    return RunResult(out_dir, records, summary, summary.get("aborted"), outcomes)
 
 
 class SummaryTally:
@@ -854,6 +856,17 @@ def summarize(records: Iterable[Mapping[str, Any]], info: RunInfo, *, seconds: f
     for record in records:
         tally.add(record)
     return summary_of(tally, info, seconds=seconds, ran=ran)
+
+
+def tally_records(records: Iterable[Mapping[str, Any]],
+                  models: Sequence[str]) -> tuple[SummaryTally, RunOutcomes]:
+    """Count verdict records in one pass: the summary's figures and the run's outcomes."""
+    tally = SummaryTally(models)
+    outcomes = RunOutcomes()
+    for record in records:
+        tally.add(record)
+        outcomes.add(record)
+    return tally, outcomes
 
 
 def summary_of(tally: SummaryTally, info: RunInfo, *, seconds: float,

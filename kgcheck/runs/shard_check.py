@@ -48,6 +48,7 @@ from kgcheck.runs.runner import (
     kept_verdict,
     record_of,
     stop_task,
+    tally_records,
     verdict_of,
 )
 
@@ -167,13 +168,15 @@ async def _check_held(job: ShardJob, store: ShardStore, path: Path, source: Shar
 
 def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
     """Count the shard's verdicts (its file, as it now is): figures and outcomes."""
-    tally = SummaryTally(job.models)
-    outcomes = RunOutcomes()
     refuted = 0
-    for _, _, record in scan_verdicts(path):
-        tally.add(record)
-        outcomes.add(record)
-        refuted += is_prefiltered(record)
+
+    def records() -> Iterator[dict[str, Any]]:
+        nonlocal refuted
+        for _, _, record in scan_verdicts(path):
+            refuted += is_prefiltered(record)
+            yield record
+
+    tally, outcomes = tally_records(records(), job.models)
     found = {"shard": index, "facts": tally.n, "tally": tally.state(),
              "outcomes": outcomes.state()}
     return {**found, "prefiltered": refuted} if job.prefilter is not None else found

@@ -20,6 +20,8 @@ def main() -> None:
     parser.add_argument("--hang", action="store_true", help="never answer")
     parser.add_argument("--delay", type=float, default=0.0,
                         help="seconds each model call waits before its answer")
+    parser.add_argument("--models", default="gemma2:9b",
+                        help="ollama: the models /api/tags lists, comma-separated")
     args = parser.parse_args()
     behaviour = Behaviour(answer=args.answer, fail_times=args.fail, fail_status=args.status,
                           hang=args.hang, delay=args.delay)
@@ -29,7 +31,11 @@ def main() -> None:
         print(f"set AZURE_OPENAI_ENDPOINT=<the URL below>, AZURE_OPENAI_API_KEY={KEY}, "
               f"OPENAI_API_VERSION={API_VERSION}; deployment: gpt-4o-mini", file=sys.stderr,
               flush=True)
-    serve_in_foreground(kinds[args.kind](behaviour))
+    if args.kind == "ollama":
+        models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+        serve_in_foreground(OllamaStub(behaviour, models=models))
+    else:
+        serve_in_foreground(kinds[args.kind](behaviour))
 
 
 if __name__ == "__main__":

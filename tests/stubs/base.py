@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import sys
 import threading
 import time
 import zlib
@@ -293,6 +294,11 @@ class _StubHTTPServer(ThreadingHTTPServer):
     # A real server's backlog: socketserver's 5 resets a client opening 16 connections at once.
     request_queue_size = 128
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hangs up (a probe reads only the status); report the rest."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def __init__(self, handler: type[StubHandler], shared: _Shared) -> None:
         super().__init__(("127.0.0.1", 0), handler)

@@ -3,7 +3,9 @@
 ``POST /api/chat`` streams NDJSON chunks (``{"message": {...}, "done": false}``) and a final
 ``done`` chunk carrying ``done_reason``, durations, ``prompt_eval_count`` and ``eval_count``,
 as Ollama does; with ``"stream": false`` it sends that final object with the whole message.
-``GET /api/tags`` and ``GET /api/version`` answer like a server with the model pulled.
+``GET /api/version`` answers like a server; ``GET /api/tags`` lists the models the stub
+is given (``gemma2:9b`` by default), with ``models=None`` it answers 404 as an older
+server or a proxy might.
 Failures carry Ollama's ``{"error": ...}`` body (503 is what a busy Ollama sends). The
 behaviour can also make it drip empty chunks forever, answer a non-JSON page, or end a
 stream without its ``done`` chunk.
@@ -28,6 +30,9 @@ ERRORS = {
 class OllamaHandler(StubHandler):
     """Routes of the Ollama API that chat clients use."""
 
+    # The models /api/tags lists; None: the route is not there.
+    models: tuple[str, ...] | None = ("gemma2:9b",)
+
     routes = {
         ("POST", "/api/chat"): "chat",
         ("GET", "/api/tags"): "tags",
@@ -50,12 +55,15 @@ class OllamaHandler(StubHandler):
 
     def tags(self, body: Any) -> None:
         """List the models the stub pretends to have pulled."""
+        if self.models is None:
+            self.send_json(404, {"error": "404 page not found"})
+            return
         self.send_json(200, {"models": [{
-            "name": "gemma2:9b", "model": "gemma2:9b", "modified_at": now_iso(),
+            "name": name, "model": name, "modified_at": now_iso(),
             "size": 5443152417, "digest": "ff02c3702f32",
-            "details": {"format": "gguf", "family": "gemma2", "parameter_size": "9.2B",
-                        "quantization_level": "Q4_0"},
-        }]})
+            "details": {"format": "gguf", "family": name.split(":")[0],
+                        "parameter_size": "9.2B", "quantization_level": "Q4_0"},
+        } for name in self.models]})
 
     def send_failure(self, status: int) -> None:
         """Send Ollama's error body."""
@@ -114,3 +122,8 @@ class OllamaStub(StubServer):
     """A stub Ollama server; ``url`` is what ``OLLAMA_HOST`` or ``base_url`` takes."""
 
     handler = OllamaHandler
+
+    def __init__(self, behaviour: Behaviour | None = None, *,
+                 models: tuple[str, ...] | None = ("gemma2:9b",)) -> None:
+        super().__init__(behaviour)
+        self.handler = type("OllamaModels", (OllamaHandler,), {"models": models})

@@ -198,6 +198,12 @@ def print_estimate(found: Any, out_dir: Path) -> None:
     console.print(f"dry run: {found.facts:,} facts to check"
                   + (f" ({found.skipped:,} unsendable, skipped)" if found.skipped else "")
                   + f"; run folder {out_dir}", highlight=False)
+    screened = found.prefilter
+    if screened:
+        console.print(f"prefilter {screened['name']}: {screened['refuted']:,} of "
+                      f"{screened['facts']:,} facts refuted by the rules without a model call, "
+                      f"{screened['calls_saved']:,} calls saved; {screened['sent_to_model']:,} "
+                      "go to the model", highlight=False)
     table = Table(title="estimate before any call")
     table.add_column("model", overflow="fold", min_width=12, max_width=36)
     for column in ("calls", "at most", "tokens in", "cost in", "cost, at most"):
