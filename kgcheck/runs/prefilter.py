@@ -28,13 +28,8 @@ from kgcheck.data.runfolder import amend_summary, read_verdicts
 from kgcheck.graphs.strategies.schema import SchemaContext, checker_of, rules_verdict
 from kgcheck.retrievers.rules import Finding
 
-<<<<<<< HEAD
 __all__ = ["PREFILTERS", "PrefilterError", "input_types", "is_prefiltered", "plan_prefilter",
-           "prefilter_counts", "prefilter_figures", "prefiltered"]
-=======
-__all__ = ["PREFILTERS", "PrefilterError", "input_types", "plan_prefilter",
-           "prefilter_counts", "prefiltered", "screener"]
->>>>>>> mends
+           "prefilter_counts", "prefilter_figures", "prefiltered", "screener"]
 
 PREFILTERS = ("schema",)
 PREFILTER_NOTE = "refuted by the KG's rules before any model call"
