@@ -67,11 +67,15 @@ def s3_endpoint() -> Iterator[Any]:
 
 
 @pytest.fixture
-def s3(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def s3(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The S3 endpoint, with this process's environment pointing the storage client at it."""
     for name, value in s3_endpoint.env.items():
         monkeypatch.setenv(name, value)
-    return s3_endpoint
+    # fsspec keeps a client per URL's options, made from the environment of its time: each
+    # test starts from, and leaves, none (a test may point the environment elsewhere).
+    s3_endpoint.fs().clear_instance_cache()
+    yield s3_endpoint
+    s3_endpoint.fs().clear_instance_cache()
 
 
 @pytest.fixture

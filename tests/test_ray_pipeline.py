@@ -356,6 +356,7 @@ def test_the_workers_write_their_shards_to_a_uri_and_the_folder_reads_them(
                     "'moto[server]'")
     for name, value in world.s3.env.items():  # this process reads the shards too
         monkeypatch.setenv(name, value)
+    world.s3.fs().clear_instance_cache()
     out, uri = tmp_path / "run", world.s3.uri(f"{tmp_path.name}/shards")
     done = _run(world, _cmd(world, out, "--shards-uri", uri, "--ci", concurrency=1))
     assert done.returncode == 0, done.stdout + done.stderr

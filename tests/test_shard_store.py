@@ -111,7 +111,9 @@ def test_shards_uri_needs_a_sharded_run(tmp_path: Path) -> None:
     kg = tmp_path / "kg.nt"
     kg.write_text("<http://e.org/s> <http://e.org/p> <http://e.org/o> .\n")
     for extra, said in ((["--shards-uri", "s3://bucket/run"], "needs --engine ray"),
-                        (["--shards-uri", "runs/local"], "takes a URL such as s3://")):
+                        (["--shards-uri", "runs/local"], "takes a URL such as s3://"),
+                        (["--shards-uri", "s3://AKIDEXAMPLE:wJalrSECRET@bucket/run"],
+                         "holds credentials: give them in the environment")):
         done = subprocess.run([sys.executable, "-m", "kgcheck.cli", "run", "--triples",
                                str(kg), "--model", "replay:gpt-4o-mini", "--out",
                                str(tmp_path / "run"), *extra], cwd=ROOT, capture_output=True,
@@ -119,3 +121,4 @@ def test_shards_uri_needs_a_sharded_run(tmp_path: Path) -> None:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == 2, done.stdout + done.stderr
         assert len(lines) == 1 and said in lines[0] and "--shards-uri" in lines[0], lines
+        assert "wJalrSECRET" not in done.stdout + done.stderr

@@ -37,7 +37,7 @@ from kgcheck.arguments import literal
 from kgcheck.data.atomic import atomic_path, write_text_atomic
 from kgcheck.data.runfolder import RunError, shard_name
 
-__all__ = ["PULLED", "ShardStore", "StoreError", "is_uri", "storage_problem"]
+__all__ = ["PULLED", "ShardStore", "StoreError", "is_uri", "shown", "storage_problem"]
 
 # The local copies' manifest in RUN/shards/: name -> [size, ETag] of each pulled object.
 PULLED = ".pulled.json"

@@ -661,12 +661,18 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
 
 def _check_shards_uri(uri: str, pipelined: bool) -> None:
     """Refuse a shard store a run cannot use: not a sharded run, or an unknown protocol."""
-    from kgcheck.data.shard_store import is_uri, storage_problem
+    from kgcheck.data.shard_store import is_uri, shown, storage_problem
 
     if not is_uri(uri):
         raise SettingsError(f"{{shards_uri}} takes a URL such as s3://bucket/run, not "
                             f"{literal(uri)}; a run folder's own shards need no option",
                             shards_uri=Arg("shards_uri", uri))
+    if shown(uri) != uri:
+        # plan.json keeps the URI for a resume: a secret in it would be written down.
+        raise SettingsError("{shards_uri} holds credentials: give them in the environment "
+                            "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for s3://), not in "
+                            f"the URL {literal(shown(uri))}",
+                            shards_uri=Arg("shards_uri", shown(uri)))
     if not pipelined:
         raise SettingsError("{shards_uri} is where the workers of a sharded run write: it needs "
                             "{engine} over every fact of an N-Triples, N-Quads or JSON Lines "

@@ -65,12 +65,13 @@ from kgcheck.runs.records import verdict_record
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
-__all__ = ["IDENTITY_KEYS", "Invoke", "RECURSION_LIMIT", "RESUME_NEUTRAL", "RunInfo", "RunResult",
-           "RunWarning", "SummaryTally", "Warn", "as_limit", "batched", "changed_facts",
-           "check_facts", "different_run", "fact_digest", "stop_task",
-           "file_digest", "gold_mark", "input_fingerprint", "kept_verdict", "prepare_out_dir",
-           "public_settings", "record_of", "resume_conflicts", "run_config", "summarize",
-           "summary_of", "tally_records", "verdict_of", "write_run_file"]
+__all__ = ["IDENTITY_KEYS", "RECURSION_LIMIT", "RESUME_NEUTRAL", "CheckLoop", "Invoke",
+           "RunInfo", "RunResult", "RunWarning", "Stop", "StopRule", "SummaryTally", "Warn",
+           "as_limit", "batched", "changed_facts", "check_facts", "different_run",
+           "fact_digest", "fewer_collections", "file_digest", "gold_mark", "input_fingerprint",
+           "kept_verdict", "prepare_out_dir", "public_settings", "record_of",
+           "resume_conflicts", "run_config", "stop_task", "summarize", "summary_of",
+           "tally_records", "verdict_of", "write_run_file"]
 
 # Identity of a run: a resume must match these fields of run.json (and its input and
 # settings, see ``resume_conflicts``). ``source`` (the input's path) is recorded, not compared:
@@ -592,110 +593,173 @@ async def _run_indexed(
     adaptive = isinstance(concurrency, AdaptiveLimit)
     workers = min(concurrency.maximum, max(1, todo_total if todo_total is not None
                                            else concurrency.maximum))
-    # A bounded window: the input streams in as facts finish, never read ahead in whole.
-    queue: asyncio.Queue[Fact | None] = asyncio.Queue(maxsize=2 * workers)
-    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "member_errors": 0, "read": 0}
-    stop = StopRule(limit)
-    aborted: list[str] = []
-    write_failed: list[OSError] = []
-    read_failed: list[Exception] = []
+    state = {"done": 0, "na": 0, "ties": 0, "errors": 0, "member_errors": 0}
     started = time.perf_counter()
     verdicts_path = out_dir / VERDICTS
-    sink = VerdictSink(verdicts_path)
-    skip_done = len(index) > 0
-
-    async def produce() -> None:
-        try:
-            for batch in batched(facts, _LOOKUP_BATCH):
-                kept = index.kept_among([f.id for f in batch]) if skip_done else set()
-                for fact in batch:
-                    if fact.id in kept:
-                        continue
-                    if aborted:
-                        return
-                    state["read"] += 1
-                    await queue.put(fact)
-        except Exception as exc:  # noqa: BLE001 - a malformed line ends the run cleanly
-            read_failed.append(exc)
-            aborted.append(str(exc))
-        # The end of the input, for each worker (not when cancelled: the workers are gone).
-        for _ in range(workers):
-            await queue.put(None)
-
-    with _progress(not show_progress, adaptive) as progress, \
-            pressure.listening(concurrency.signal, concurrency.retake):
+    with _progress(not show_progress, adaptive) as progress:
         title = f"{info.method} {info.dataset}" + (f" {phase}" if phase else "")
         task = progress.add_task(title, total=todo_total, rate=0.0,
                                  tally=_tally(state, phase), level=concurrency.current)
 
-        async def worker() -> None:
-            while True:
-                fact = await queue.get()
-                if fact is None or aborted:
-                    return
-                async with concurrency.slot() as held:
-                    verdict = await verdict_of(invoke, fact, info.method, model_label)
-                    seconds = held.active_seconds()
-                failure = classify_name((verdict.get("details") or {}).get("error_type"))
-                concurrency.done(seconds, overloaded=is_overload(failure))
-                if aborted and not read_failed:
-                    return  # stopped meanwhile (e.g. the disk is full): write nothing more
-                record = record_of(fact, verdict, info.run_id)
-                try:
-                    sink.write(record)
-                except OSError as exc:
-                    write_failed.append(exc)
-                    aborted.append(f"cannot write {verdicts_path}: {exc.strerror or exc}")
-                    return
-                state["done"] += 1
-                tie = (record.get("details") or {}).get("decision") == "tie"
-                state["ties"] += tie
-                # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
-                state["na"] += record["label"] == "NA" and not (tie and phase)
-                if record.get("error") and not verdicts.is_defect(record):
-                    state["errors"] += 1
-                state["member_errors"] += stop.see(record)
-                if stop.message and not aborted:
-                    aborted.append(stop.message)
-                elapsed = time.perf_counter() - started
-                progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
-                                tally=_tally(state, phase), level=concurrency.current)
+        def seen(record: dict[str, Any], failed_parts: int) -> None:
+            state["done"] += 1
+            tie = (record.get("details") or {}).get("decision") == "tie"
+            state["ties"] += tie
+            # A tie left undecided is NA too; in a consensus phase it is counted as a tie.
+            state["na"] += record["label"] == "NA" and not (tie and phase)
+            if record.get("error") and not verdicts.is_defect(record):
+                state["errors"] += 1
+            state["member_errors"] += failed_parts
+            elapsed = time.perf_counter() - started
+            progress.update(task, advance=1, rate=state["done"] / max(elapsed, 1e-9),
+                            tally=_tally(state, phase), level=concurrency.current)
 
-        reader = asyncio.ensure_future(produce())
-        try:
-            await asyncio.gather(*(worker() for _ in range(workers)))
-        finally:
-            await stop_task(reader)
-            sink.close()
+        loop = CheckLoop(invoke, method=info.method, model=model_label,
+                         run_id=info.run_id, path=verdicts_path, limit=concurrency,
+                         workers=workers, stop_rule=StopRule(limit), kept=index, on_record=seen)
+        await loop.run(facts)
 
     records = VerdictsView(verdicts_path)
-    if write_failed:
-        raise RunError(f"{literal(aborted[0])}; the {len(records)} verdicts written so far are "
-                       "kept: free space, then continue with {resume}",
+    if loop.write_failed is not None and loop.stopped is not None:
+        raise RunError(f"{literal(loop.stopped.message)}; the {len(records)} verdicts written "
+                       "so far are kept: free space, then continue with {resume}",
                        resume=Arg("resume", True, out=str(out_dir)))
-    if read_failed:
-        raise RunError(f"{literal(str(read_failed[0]))}; the {len(records)} verdicts written so "
-                       "far are kept: fix the input, then continue with {resume}",
+    if loop.read_failed is not None:
+        raise RunError(f"{literal(str(loop.read_failed))}; the {len(records)} verdicts written "
+                       "so far are kept: fix the input, then continue with {resume}",
                        resume=Arg("resume", True, out=str(out_dir)))
     seconds = time.perf_counter() - started
     # The folder's verdicts, all of them, streamed from disk: a resume that asked for fewer
     # facts (--limit) does not shrink what the summary describes. One pass counts the
     # summary's figures and what the command line reports (failed and skipped facts).
     tally, outcomes = tally_records(records, info.models)
-    summary = summary_of(tally, info, seconds=seconds, ran=state["done"])
-    summary["asked"] = asked if asked is not None else state["read"] + (done_before or 0)
+    summary = summary_of(tally, info, seconds=seconds, ran=loop.ran)
+    summary["asked"] = asked if asked is not None else loop.read + (done_before or 0)
     if isinstance(concurrency, AdaptiveLimit):
         summary["concurrency"] = {"mode": "auto", "max": concurrency.maximum,
                                   "final": concurrency.current, "peak": concurrency.peak,
                                   "backoffs": concurrency.cuts, "lent": concurrency.lent}
     if summary_extras:
         summary.update(summary_extras(records))
-    if aborted:
-        summary["aborted_because"] = stop.reason or "configuration"
-        summary["aborted"] = aborted[0]
+    if loop.stopped is not None:
+        summary["aborted_because"] = loop.stopped.reason
+        summary["aborted"] = loop.stopped.message
     summary = redact_value(summary)
     write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
-    return RunResult(out_dir, records, summary, summary.get("aborted"), outcomes)
+    return RunResult(out_dir, records, summary, summary.get("aborted"), outcomes, tally)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a check loop stopped early, and the message a user reads.
+
+    ``reason``: configuration, unreachable, server, disk, input or stopped.
+    """
+
+    reason: str
+    message: str
+
+
+class CheckLoop:
+    """Check a stream of facts ``workers`` at a time, appending each verdict to one file.
+
+    The one loop behind a local run (``_run_indexed``) and a shard of a sharded run
+    (``shard_check``). A producer feeds the facts without a kept verdict (``kept``, looked
+    up in batches in a resume's on-disk index) into a bounded queue, so the input is never
+    read ahead in whole; workers check them under the concurrency ``limit``; each verdict is
+    appended whole and seen by the stop rule. The loop takes no further fact once it has a
+    reason to stop (``stopped``): the stop rule's, a failed write, a malformed input line,
+    or the caller's ``halted`` (a sharded run's stop file). ``on_record`` hears of each
+    verdict written, with the number of its consensus parts that failed.
+    """
+
+    def __init__(self, invoke: Invoke, *, method: str, model: str, run_id: str, path: Path,
+                 limit: Limit, workers: int, stop_rule: StopRule,
+                 kept: VerdictIndex | None = None,
+                 on_record: Callable[[dict[str, Any], int], None] | None = None,
+                 halted: Callable[[], bool] | None = None) -> None:
+        self.invoke = invoke
+        self.method = method
+        self.model = model
+        self.run_id = run_id
+        self.path = path
+        self.limit = limit
+        self.workers = workers
+        self.stop_rule = stop_rule
+        self.kept = kept if kept is not None and len(kept) else None
+        self.on_record = on_record
+        self.halted = halted
+        self.ran = self.read = 0
+        self.stopped: Stop | None = None
+        self.write_failed: OSError | None = None
+        self.read_failed: Exception | None = None
+
+    def _stop(self, reason: str, message: str) -> None:
+        if self.stopped is None:
+            self.stopped = Stop(reason, message)
+
+    async def run(self, facts: Iterable[Fact]) -> None:
+        """Check the facts without a kept verdict; return once they are done or it stops."""
+        # A bounded window: the input streams in as facts finish.
+        queue: asyncio.Queue[Fact | None] = asyncio.Queue(maxsize=2 * self.workers)
+        sink = VerdictSink(self.path)
+        reader = asyncio.ensure_future(self._produce(facts, queue))
+        try:
+            with pressure.listening(self.limit.signal, self.limit.retake):
+                await asyncio.gather(*(self._work(queue, sink) for _ in range(self.workers)))
+        finally:
+            await stop_task(reader)
+            sink.close()
+
+    async def _produce(self, facts: Iterable[Fact], queue: asyncio.Queue[Fact | None]) -> None:
+        try:
+            await self._feed(facts, queue)
+        except Exception as exc:  # noqa: BLE001 - a malformed line ends the run cleanly
+            self.read_failed = exc
+            self._stop("input", str(exc))
+        # The end of the input, for each worker, also when the loop stopped before it (not
+        # when cancelled: the workers are gone).
+        for _ in range(self.workers):
+            await queue.put(None)
+
+    async def _feed(self, facts: Iterable[Fact], queue: asyncio.Queue[Fact | None]) -> None:
+        for batch in batched(facts, _LOOKUP_BATCH):
+            kept = self.kept.kept_among([f.id for f in batch]) if self.kept else set()
+            for fact in batch:
+                if fact.id in kept:
+                    continue
+                if self.stopped is None and self.halted is not None and self.halted():
+                    self._stop("stopped", "the run was stopped")
+                if self.stopped is not None:
+                    return
+                self.read += 1
+                await queue.put(fact)
+
+    async def _work(self, queue: asyncio.Queue[Fact | None], sink: VerdictSink) -> None:
+        while True:
+            fact = await queue.get()
+            if fact is None or self.stopped is not None:
+                return
+            async with self.limit.slot() as held:
+                verdict = await verdict_of(self.invoke, fact, self.method, self.model)
+                seconds = held.active_seconds()
+            failure = classify_name((verdict.get("details") or {}).get("error_type"))
+            self.limit.done(seconds, overloaded=is_overload(failure))
+            if self.stopped is not None and self.read_failed is None:
+                return  # stopped meanwhile (e.g. the disk is full): write nothing more
+            record = record_of(fact, verdict, self.run_id)
+            try:
+                sink.write(record)
+            except OSError as exc:
+                self.write_failed = exc
+                self._stop("disk", f"cannot write {self.path}: {exc.strerror or exc}")
+                return
+            self.ran += 1
+            failed_parts = self.stop_rule.see(record)
+            if self.stop_rule.message:
+                self._stop(self.stop_rule.reason or "configuration", self.stop_rule.message)
+            if self.on_record is not None:
+                self.on_record(record, failed_parts)
 
 
 class SummaryTally:

@@ -1,8 +1,8 @@
 """Check one shard of a sharded run, where it runs: its facts, its verdict file, its marker.
 
 A worker given a shard (``check_shard``) reads the shard from the input file, runs the
-run's graph on its facts a few at once (``concurrency`` per worker, as the local engine
-bounds a run), appends each verdict to the shard's file ``NNNNN.jsonl`` as it comes and,
+run's graph on its facts a few at once (``concurrency`` per worker; the local runner's own
+loop, ``runner.CheckLoop``), appends each verdict to the shard's file ``NNNNN.jsonl`` as it comes and,
 once every fact has its verdict, writes ``NNNNN.done`` atomically: the shard's summary
 tally and outcomes, which the driver merges without reading a verdict. Both go to the
 run's shard store (``kgcheck.data.shard_store``): ``RUN/shards/``, or a URI. A shard
@@ -27,37 +27,30 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from kgcheck.data.fact_stream import batched
 from kgcheck.data.facts import Fact
-from kgcheck.data.runfolder import VerdictSink, scan_verdicts, shard_name
+from kgcheck.data.runfolder import scan_verdicts, shard_name
 from kgcheck.data.shard_store import ShardStore
 from kgcheck.data.shard_survey import NamesPart, ShardSource, shard_drops, shard_facts
 from kgcheck.data.shards import Shard
 from kgcheck.data.verdict_index import VerdictIndex
-from kgcheck.failures import classify_name, is_overload
 from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
-from kgcheck.providers import pressure
 from kgcheck.providers.cache import AnswerCache, serving
 from kgcheck.runs.concurrency import parse_concurrency
 from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.prefilter import is_prefiltered, prefiltered
 from kgcheck.runs.runner import (
+    CheckLoop,
     StopRule,
     SummaryTally,
     fewer_collections,
     kept_verdict,
-    record_of,
-    stop_task,
     tally_records,
-    verdict_of,
 )
 
 __all__ = ["STOP", "ShardJob", "check_shard", "merged", "shard_result", "tally_file"]
 
 # Left by the driver when the run must stop: workers take no further fact.
 STOP = ".stop"
-# Facts looked up in a shard's resume index at once.
-_LOOKUP = 256
 # Seconds between a worker's progress reports.
 _REPORT_EVERY = 1.0
 # Seconds between a worker's looks for the driver's stop file in a remote store (a request
@@ -161,7 +154,7 @@ async def _check_held(job: ShardJob, store: ShardStore, path: Path, source: Shar
     if cache is not None:
         result["cache"] = {"hits": cache.hits, "misses": cache.misses}
     if checks.stopped:
-        return {**result, "stopped": checks.stopped[0]}
+        return {**result, "stopped": checks.stopped}
     store.finish(index, path, json.dumps(result) + "\n")
     return result
 
@@ -183,65 +176,50 @@ def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
 
 
 class _ShardRun:
-    """The facts of one shard checked a few at once, as the local runner checks a run's."""
+    """The facts of one shard checked by the runner's loop, with the stop file and progress."""
 
     def __init__(self, job: ShardJob, store: ShardStore, path: Path,
                  resumed: VerdictIndex | None, cache: AnswerCache | None,
                  progress: Callable[[int], None] | None) -> None:
         self.job = job
         self.store = store
-        self.path = path
-        self.resumed = resumed if resumed is not None and len(resumed) else None
         self.cache = cache
         self.progress = progress
-        self.limit = parse_concurrency(job.concurrency, job.max_concurrency)
-        self.stop = StopRule(job.stop_after or max(5, 2 * self.limit.maximum))
-        self._looked = -_STOP_LOOK_EVERY
         self.graph = _graph(job.key)
-        self.check = (self._invoke if job.prefilter is None
-                      else prefiltered(self._invoke, job.prefilter, job.method))
-        self.stopped: list[dict[str, str]] = []
-        self.failed: list[Exception] = []
-        self.ran = self._reported = 0
+        limit = parse_concurrency(job.concurrency, job.max_concurrency)
+        check = (self._invoke if job.prefilter is None
+                 else prefiltered(self._invoke, job.prefilter, job.method))
+        self.loop = CheckLoop(check, method=job.method, model=",".join(job.models),
+                              run_id=job.run_id, path=path, limit=limit,
+                              workers=limit.maximum,
+                              stop_rule=StopRule(job.stop_after or max(5, 2 * limit.maximum)),
+                              kept=resumed, on_record=self._seen, halted=self._stop_asked)
+        self._looked = -_STOP_LOOK_EVERY
+        self._reported = 0
         self._at = time.monotonic()
 
-    async def run(self, facts: Iterator[Fact]) -> None:
-        """Check the facts without a kept verdict, appending each verdict to the file."""
-        queue: asyncio.Queue[Fact | None] = asyncio.Queue(maxsize=2 * self.limit.maximum)
-        sink = VerdictSink(self.path)
-        reader = asyncio.ensure_future(self._produce(facts, queue))
-        try:
-            with pressure.listening(self.limit.signal, self.limit.retake):
-                await asyncio.gather(*(self._work(queue, sink)
-                                       for _ in range(self.limit.maximum)))
-            await reader
-        finally:
-            await stop_task(reader)
-            sink.close()
-        self._report(final=True)
-        if self.failed:
-            raise self.failed[0]
+    @property
+    def ran(self) -> int:
+        """Facts checked by this worker."""
+        return self.loop.ran
 
-    async def _produce(self, facts: Iterator[Fact], queue: asyncio.Queue[Fact | None]) -> None:
-        try:
-            for batch in batched(facts, _LOOKUP):
-                kept = self.resumed.kept_among([f.id for f in batch]) if self.resumed else set()
-                for fact in batch:
-                    if fact.id in kept:
-                        continue
-                    if not self.stopped and self._stop_asked():
-                        self.stopped.append({"reason": "stopped",
-                                             "message": "the run was stopped"})
-                    if self.stopped:
-                        return
-                    await queue.put(fact)
-        except Exception as exc:  # noqa: BLE001 - a malformed line ends the shard cleanly
-            self.failed.append(exc)
-            self.stopped.append({"reason": "input", "message": str(exc)})
-        finally:
-            # The end of the input, for each worker (also when the shard stops early).
-            for _ in range(self.limit.maximum):
-                await queue.put(None)
+    @property
+    def stopped(self) -> dict[str, str] | None:
+        """Why the shard stopped early (None: it did not)."""
+        stop = self.loop.stopped
+        return None if stop is None else {"reason": stop.reason, "message": stop.message}
+
+    async def run(self, facts: Iterator[Fact]) -> None:
+        """Check the facts without a kept verdict, appending each verdict to the file.
+
+        Raises:
+            TriplesError: a malformed line in the shard.
+
+        """
+        await self.loop.run(facts)
+        self._report(final=True)
+        if self.loop.read_failed is not None:
+            raise self.loop.read_failed
 
     def _stop_asked(self) -> bool:
         """Tell whether the driver left its stop file (a remote store: now and then)."""
@@ -257,29 +235,8 @@ class _ShardRun:
                 {"fact": fact.as_input()}, context=self.job.context, config=self.job.config)
             return out
 
-    async def _work(self, queue: asyncio.Queue[Fact | None], sink: VerdictSink) -> None:
-        job = self.job
-        while (fact := await queue.get()) is not None:
-            if self.stopped:
-                continue  # drain: the producer hands out the end markers
-            async with self.limit.slot() as held:
-                verdict = await verdict_of(self.check, fact, job.method, ",".join(job.models))
-                seconds = held.active_seconds()
-            failure = classify_name((verdict.get("details") or {}).get("error_type"))
-            self.limit.done(seconds, overloaded=is_overload(failure))
-            record = record_of(fact, verdict, job.run_id)
-            try:
-                sink.write(record)
-            except OSError as exc:
-                self.stopped.append({"reason": "disk", "message": f"cannot write {self.path}: "
-                                     f"{exc.strerror or exc}"})
-                continue
-            self.ran += 1
-            self.stop.see(record)
-            if self.stop.message and not self.stopped:
-                self.stopped.append({"reason": self.stop.reason or "configuration",
-                                     "message": self.stop.message})
-            self._report()
+    def _seen(self, record: dict[str, Any], failed_parts: int) -> None:
+        self._report()
 
     def _report(self, final: bool = False) -> None:
         now = time.monotonic()
