@@ -4,10 +4,10 @@ A worker given a shard (``check_shard``) reads the shard from the input file, ru
 run's graph on its facts a few at once (``concurrency`` per worker; the local runner's own
 loop, ``runner.CheckLoop``), appends each verdict to the shard's file ``NNNNN.jsonl`` as
 it comes and, once every fact has its verdict, writes ``NNNNN.done`` atomically: the
-shard's summary tally and outcomes, which the driver merges without reading a verdict. Both go to the
-run's shard store (``kgcheck.data.shard_store``): ``RUN/shards/``, or a URI. A shard
-whose file is there already is resumed fact by fact: its file is first rewritten with one
-kept verdict per fact (a torn last line, a failed check or a repeat are dropped, as a
+shard's summary tally and outcomes, which the driver merges without reading a verdict.
+Both go to the run's shard store (``kgcheck.data.shard_store``): ``RUN/shards/``, or a
+URI. A shard whose file is there already is resumed fact by fact: its file is first
+rewritten with one kept verdict per fact (a torn last line, a failed check or a repeat are dropped, as a
 resume of a local run drops them), then only the facts without one are checked. So a
 worker that died, a driver that died, or a shard run twice leaves one verdict per fact.
 
