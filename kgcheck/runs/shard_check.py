@@ -7,9 +7,10 @@ it comes and, once every fact has its verdict, writes ``NNNNN.done`` atomically:
 shard's summary tally and outcomes, which the driver merges without reading a verdict.
 Both go to the run's shard store (``kgcheck.data.shard_store``): ``RUN/shards/``, or a
 URI. A shard whose file is there already is resumed fact by fact: its file is first
-rewritten with one kept verdict per fact (a torn last line, a failed check or a repeat are dropped, as a
-resume of a local run drops them), then only the facts without one are checked. So a
-worker that died, a driver that died, or a shard run twice leaves one verdict per fact.
+rewritten with one kept verdict per fact (a torn last line, a failed check or a repeat are
+dropped, as a resume of a local run drops them), then only the facts without one are
+checked. So a worker that died, a driver that died, or a shard run twice leaves one
+verdict per fact.
 
 The worker stops early, without a marker, when the run's stop rule says so (the model
 cannot be reached, a setting is wrong) or when the driver leaves ``.stop`` in the store.
