@@ -578,7 +578,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
                prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
-               ci: bool = False, repeats: int = 1,
+               ci: bool = False, repeats: int = 1, shards_uri: str | None = None,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -635,6 +635,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
         ci: Add bootstrap intervals of the scores to the summary.
         repeats: Check each fact this many times; the majority is its verdict (flip rates
             and score spread in the summary).
+        shards_uri: With ``engine="ray"`` over a whole file, where the workers write their
+            verdict shards (an fsspec URL such as ``s3://bucket/run``) instead of
+            ``OUT/shards/``.
 
     Returns:
         The run: its folder, verdict records and summary (scores, counts, cost, cache).
@@ -677,7 +680,7 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
         prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
-        ci: bool = False, repeats: int = 1,
+        ci: bool = False, repeats: int = 1, shards_uri: str | None = None,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, for scripts without an event loop (see ``arun``).
 
@@ -734,6 +737,9 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
         ci: Add bootstrap intervals of the scores to the summary.
         repeats: Check each fact this many times; the majority is its verdict (flip rates
             and score spread in the summary).
+        shards_uri: With ``engine="ray"`` over a whole file, where the workers write their
+            verdict shards (an fsspec URL such as ``s3://bucket/run``) instead of
+            ``OUT/shards/``.
 
     Returns:
         The run: its folder, verdict records and summary (scores, counts, cost, cache).

@@ -122,3 +122,16 @@ def test_shards_uri_needs_a_sharded_run(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stdout + done.stderr
         assert len(lines) == 1 and said in lines[0] and "--shards-uri" in lines[0], lines
         assert "wJalrSECRET" not in done.stdout + done.stderr
+
+
+def test_the_python_api_takes_shards_uri_and_names_it(tmp_path: Path) -> None:
+    import kgcheck
+    from kgcheck.runs.plan import SettingsError
+
+    kg = tmp_path / "kg.nt"
+    kg.write_text("<http://e.org/s> <http://e.org/p> <http://e.org/o> .\n")
+    with pytest.raises(SettingsError) as raised:
+        kgcheck.run(triples=kg, model="replay:gpt-4o-mini", out=tmp_path / "run",
+                    shards_uri="s3://bucket/run")
+    said = str(raised.value)
+    assert "shards_uri='s3://bucket/run'" in said and "engine='ray'" in said
