@@ -12,6 +12,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from kgcheck.data.sources import TriplesError, open_binary
 
 BLOCK_BYTES = 8 * 1024 * 1024
@@ -90,8 +92,8 @@ class LineIndex:
     def pick(self, blocks: Iterable[bytes], indices: Sequence[int]) -> list[tuple[int, Line]]:
         """Return ``(index, (line number, line))`` for the records at these (ascending) indices.
 
-        ``blocks`` are the blocks counted, read again; only those holding a chosen record
-        are split into lines.
+        ``blocks`` are the blocks counted, read again; only the line ends of those holding a
+        chosen record are found (with numpy, not a bytes object per line).
         """
         picked: list[tuple[int, Line]] = []
         wanted = iter(indices)
@@ -100,14 +102,16 @@ class LineIndex:
         for block, count, skipped in zip(blocks, self.lines, self.skipped, strict=False):
             records = count - len(skipped)
             if index is not None and index < first_record + records:
-                lines = block.split(b"\n")
+                ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
                 passed = 0
                 while index is not None and index < first_record + records:
                     line = index - first_record + passed
                     while passed < len(skipped) and skipped[passed] <= line:
                         passed += 1
                         line = index - first_record + passed
-                    picked.append((index, (first_line + line + 1, lines[line])))
+                    start = int(ends[line - 1]) + 1 if line else 0
+                    stop = int(ends[line]) if line < len(ends) else len(block)
+                    picked.append((index, (first_line + line + 1, block[start:stop])))
                     index = next(wanted, None)
             first_record += records
             first_line += count

@@ -515,18 +515,22 @@ class TableSampler(RecordSampler):
     def _no_records(self, block: bytes, number: int) -> array[int] | None:
         if not self._rows_on_lines(block):
             return None
+        return self._blank_lines(block, number)
+
+    def _blank_lines(self, block: bytes, number: int) -> array[int]:
+        """Return the indices of a block's lines holding no record (the header, blank rows)."""
         arrays = self._block_arrays(block)
         starts = arrays.line_starts()
         # A line of blanks starts with one: only such lines are looked at (with the first).
         maybe = np.flatnonzero(self._blank_start[arrays.array[starts]])
         if len(maybe) > len(starts) // 8:  # many: one search over the block costs less
-            return self._searched_no_records(block, number)
+            return self._searched_blank_lines(block, number)
         return array("I", [index for index in [0, *maybe[maybe > 0].tolist()]
                            if (number == 0 and index == 0)
                            or self._blank(line_at(block, int(starts[index])))])
 
-    def _searched_no_records(self, block: bytes, number: int) -> array[int]:
-        """Return the indices of a block's lines holding no record, found by a regex search."""
+    def _searched_blank_lines(self, block: bytes, number: int) -> array[int]:
+        """Return what ``_blank_lines`` does, found by a regex search over the block."""
         # (The search also finds the empty end after a block's last line end: no line.)
         starts = [0] + [found.start() + 1 for found in self._blank_after.finditer(block)
                         if found.start() + 1 < len(block)]
@@ -540,8 +544,10 @@ class TableSampler(RecordSampler):
         A line that is not (a quoted field going on past its end, or a malformed row) sends
         the file to the full parse, which reads the row or reports it.
         """
-        if b'"' not in block or self._quotes_pair_up(block):
-            return True
+        return b'"' not in block or self._quotes_pair_up(block) or self._rows_matched(block)
+
+    def _rows_matched(self, block: bytes) -> bool:
+        """Whether each line of a block holding a quote is one whole row, matched one by one."""
         at = block.find(b'"')
         while at >= 0:
             whole = self._one_line.match(block, block.rfind(b"\n", 0, at) + 1)

@@ -18,6 +18,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
+
 from kgcheck.arguments import Arg, ArgumentError, ArgumentNote, Placeholder, literal
 from kgcheck.data.facts import Fact
 
@@ -127,21 +129,84 @@ def reservoir_indices(total: int, size: int, rng: random.Random) -> list[int]:
             if slot < size:
                 kept[slot] = seen - 1
         return kept
+    seen = _draw_one_by_one(rng, kept, size, size + 1, min(total, _BULK_FROM - 1))
+    seen = _draw_in_bulk(rng, kept, size, seen, min(total, 2**32 - 1))
+    _draw_one_by_one(rng, kept, size, seen, total)
+    return kept
+
+
+# From this many items on, Algorithm R's draws are made from words drawn in bulk.
+_BULK_FROM = 4096
+_BULK_WORDS = 1 << 16
+
+
+def _draw_one_by_one(rng: random.Random, kept: list[int], size: int, seen: int, last: int
+                     ) -> int:
+    """Draw Algorithm R's slots for items ``seen`` to ``last``; return the next item's count."""
     # randrange(n) is getrandbits(n.bit_length()) drawn until below n (Random._randbelow);
-    # done inline, the bit count fixed per power of two, in a loop that may run 10^8 times.
+    # done inline, the bit count fixed per power of two.
     bits = rng.getrandbits
-    seen = size + 1
-    while seen <= total:
+    while seen <= last:
         width = seen.bit_length()
-        last = min(total, (1 << width) - 1)
-        for count in range(seen, last + 1):
+        top = min(last, (1 << width) - 1)
+        for count in range(seen, top + 1):
             slot = bits(width)
             while slot >= count:
                 slot = bits(width)
             if slot < size:
                 kept[slot] = count - 1
-        seen = last + 1
-    return kept
+        seen = top + 1
+    return seen
+
+
+def _draw_in_bulk(rng: random.Random, kept: list[int], size: int, seen: int, last: int) -> int:
+    """Draw as ``_draw_one_by_one`` does, from the generator's 32-bit words drawn in bulk.
+
+    ``getrandbits(k)`` for k up to 32 is the next word's top k bits, and
+    ``getrandbits(32 * n)`` is the next n words, the first the lowest: the same slots come
+    from words drawn many at once. A word is rejected when its slot is not below the
+    item's count; the count of a chunk's k-th word lies between its first count and k
+    more, so only the words between are judged one by one. The generator is left after
+    the words used, as the draws one by one leave it.
+    """
+    state = rng.getstate()
+    words = np.empty(0, dtype=np.uint32)
+    used = 0
+    count = seen
+    while count <= last:
+        width = count.bit_length()
+        top = min(last, (1 << width) - 1)
+        while count <= top:
+            if used == len(words):
+                state = rng.getstate()
+                drawn = rng.getrandbits(32 * _BULK_WORDS).to_bytes(4 * _BULK_WORDS, "little")
+                words, used = np.frombuffer(drawn, dtype="<u4"), 0
+            # At most as many words as items left, so that the chunk ends within the width.
+            chunk = min(top - count + 1, max(1, count >> 6), len(words) - used)
+            slots = (words[used:used + chunk] >> (32 - width)).astype(np.int64)
+            used += chunk
+            taken = slots < count  # below the least count a word can meet: an item's slot
+            unsure = np.flatnonzero(~taken & (slots < count + np.arange(chunk)))
+            if len(unsure):
+                # The items sure before each unsure word, then those it and the others add.
+                last_unsure = int(unsure[-1]) + 1
+                before: list[int] = (np.cumsum(taken[:last_unsure])
+                                     - taken[:last_unsure])[unsure].tolist()
+                positions: list[int] = unsure.tolist()
+                unsure_slots: list[int] = slots[unsure].tolist()
+                more = 0
+                for at, slot, sure in zip(positions, unsure_slots, before, strict=True):
+                    if slot < count + sure + more:
+                        taken[at] = True
+                        more += 1
+            items = slots[taken]
+            for index in np.flatnonzero(items < size).tolist():
+                kept[int(items[index])] = count + index - 1
+            count += len(items)
+    rng.setstate(state)
+    if used:
+        rng.getrandbits(32 * used)
+    return count
 
 
 def _reservoir(items: Iterable[tuple[int, Item]], size: int, rng: random.Random
