@@ -132,4 +132,6 @@ def repeated_hashes(hashes: array[int]) -> frozenset[int]:
         return frozenset()
     ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
     twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    if not len(twice):  # the common case, without np.unique (whose first call imports numpy.ma)
+        return frozenset()
     return frozenset(int(h) for h in np.unique(twice))
