@@ -96,29 +96,46 @@ class LineIndex:
         chosen record are found (with numpy, not a bytes object per line).
         """
         picked: list[tuple[int, Line]] = []
-        wanted = iter(indices)
-        index = next(wanted, None)
-        first_record = first_line = 0
+        wanted = list(indices)
+        at = first_record = first_line = 0
         for block, count, skipped in zip(blocks, self.lines, self.skipped, strict=False):
+            if at == len(wanted):
+                break
             records = count - len(skipped)
-            if index is not None and index < first_record + records:
-                ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
-                passed = 0
-                while index is not None and index < first_record + records:
-                    line = index - first_record + passed
-                    while passed < len(skipped) and skipped[passed] <= line:
-                        passed += 1
-                        line = index - first_record + passed
-                    start = int(ends[line - 1]) + 1 if line else 0
-                    stop = int(ends[line]) if line < len(ends) else len(block)
-                    picked.append((index, (first_line + line + 1, block[start:stop])))
-                    index = next(wanted, None)
+            upto = at
+            while upto < len(wanted) and wanted[upto] < first_record + records:
+                upto += 1
+            if upto > at:
+                inside = [index - first_record for index in wanted[at:upto]]
+                found = block_records_at(block, first_line, skipped, inside)
+                picked += zip(wanted[at:upto], found, strict=True)
+                at = upto
             first_record += records
             first_line += count
-            if index is None:
-                break
         return picked
 
 
-__all__ = ["BLOCK_BYTES", "Line", "LineIndex", "file_blocks", "file_lines", "line_at",
-           "line_count", "line_indices"]
+def block_records_at(block: bytes, first_line: int, skipped: Sequence[int],
+                     records: Sequence[int], ends: np.ndarray | None = None) -> list[Line]:
+    """Return ``(line number, line)`` for the records at these (ascending) indices of a block.
+
+    ``first_line`` lines come before the block; the lines at ``skipped`` hold no record;
+    ``ends`` are the offsets of its line ends, when already found.
+    """
+    if ends is None:
+        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
+    found: list[Line] = []
+    passed = 0
+    for record in records:
+        line = record + passed
+        while passed < len(skipped) and skipped[passed] <= line:
+            passed += 1
+            line = record + passed
+        start = int(ends[line - 1]) + 1 if line else 0
+        stop = int(ends[line]) if line < len(ends) else len(block)
+        found.append((first_line + line + 1, block[start:stop]))
+    return found
+
+
+__all__ = ["BLOCK_BYTES", "Line", "LineIndex", "block_records_at", "file_blocks", "file_lines",
+           "line_at", "line_count", "line_indices"]

@@ -45,12 +45,13 @@ from kgcheck.data.line_blocks import (
     BLOCK_BYTES,
     Line,
     LineIndex,
+    block_records_at,
     file_blocks,
     line_at,
     line_count,
     line_indices,
 )
-from kgcheck.data.sampling import label_stratum
+from kgcheck.data.sampling import Reservoir, label_stratum
 from kgcheck.data.sources import TriplesError, base_name, json_objects
 from kgcheck.data.triples import (
     JSONL_SUFFIXES,
@@ -188,6 +189,10 @@ class RecordSampler:
         """Return how many lines a block holds."""
         return line_count(block)
 
+    def _line_ends(self, block: bytes) -> np.ndarray | None:
+        """Return the offsets of a block's line ends if they were found already, else None."""
+        return None
+
     def _id(self, number: int, line: bytes) -> str | None:
         """Return the id a record gives its fact; None when its fact is numbered instead."""
         raise NotImplementedError
@@ -275,6 +280,29 @@ class RecordSampler:
             return 0
         self._check_ids(ids)
         return index.records
+
+    def draw(self, reservoir: Reservoir) -> tuple[int, list[tuple[int, Any]]]:
+        """Draw Algorithm R's sample while counting the records (one pass; ``DrawnRecords``).
+
+        Each block advances the reservoir by its records; the lines of those it keeps are
+        taken from it then, and dropped when a later block's record takes their place.
+        """
+        ids = _IdHashes(self.hash_ids)
+        lines: dict[int, Line] = {}
+        for block, number, count, skipped in self._blocks():
+            self._add_ids(ids, block, number, count, skipped)
+            first = reservoir.seen
+            reservoir.advance(count - len(skipped))
+            if new := sorted(index for index in reservoir.kept if index >= first):
+                found = block_records_at(block, number, skipped, [i - first for i in new],
+                                         self._line_ends(block))
+                lines.update(zip(new, found, strict=True))
+                if len(lines) > 2 * len(reservoir.kept):
+                    lines = {index: lines[index] for index in reservoir.kept}
+        if self.spanning:
+            return 0, []
+        self._check_ids(ids)
+        return reservoir.seen, [(index, lines[index]) for index in sorted(reservoir.kept)]
 
     def _add_ids(self, ids: _IdHashes, block: bytes, number: int, lines: int,
                  skipped: array[int]) -> None:
@@ -511,6 +539,9 @@ class TableSampler(RecordSampler):
 
     def _line_count(self, block: bytes) -> int:
         return self._block_arrays(block).lines
+
+    def _line_ends(self, block: bytes) -> np.ndarray | None:
+        return self._block_arrays(block).line_ends
 
     def _no_records(self, block: bytes, number: int) -> array[int] | None:
         if not self._rows_on_lines(block):

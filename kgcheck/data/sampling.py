@@ -116,23 +116,58 @@ class CountedRecords(RawRecords, Protocol):
         ...
 
 
+@runtime_checkable
+class DrawnRecords(RawRecords, Protocol):
+    """Raw records that are drawn from while they are counted, in one pass."""
+
+    def draw(self, reservoir: Reservoir) -> tuple[int, list[tuple[int, Any]]]:
+        """Advance the reservoir over the records; return their count and the kept ones.
+
+        The kept records come as ``(index, record)``, ascending.
+        """
+        ...
+
+
 def reservoir_indices(total: int, size: int, rng: random.Random) -> list[int]:
     """Return the indices ``_reservoir`` keeps of ``total`` items, from the count alone.
 
     Algorithm R draws the same random numbers whatever the items are (one per item past
     the first ``size``), so the kept positions follow from how many items there are.
     """
-    kept = list(range(min(size, total)))
-    if type(rng) is not random.Random:  # a subclass may draw its numbers otherwise
-        for seen in range(size + 1, total + 1):
-            slot = rng.randrange(seen)
-            if slot < size:
-                kept[slot] = seen - 1
-        return kept
-    seen = _draw_one_by_one(rng, kept, size, size + 1, min(total, _BULK_FROM - 1))
-    seen = _draw_in_bulk(rng, kept, size, seen, min(total, 2**32 - 1))
-    _draw_one_by_one(rng, kept, size, seen, total)
-    return kept
+    reservoir = Reservoir(size, rng)
+    reservoir.advance(total)
+    return reservoir.kept
+
+
+class Reservoir:
+    """The indices Algorithm R keeps, advanced by a count of items at a time.
+
+    Advancing by counts ``a`` then ``b`` keeps what advancing by ``a + b`` keeps, with the
+    same draws: a stream read block by block is drawn from as it is read.
+    """
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self.size = size
+        self.rng = rng
+        self.seen = 0
+        self.kept: list[int] = []
+
+    def advance(self, items: int) -> None:
+        """Draw for the next ``items`` items."""
+        size, rng, kept = self.size, self.rng, self.kept
+        last = self.seen + items
+        kept.extend(range(len(kept), min(size, last)))
+        seen = max(self.seen, size) + 1
+        self.seen = last
+        if type(rng) is not random.Random:  # a subclass may draw its numbers otherwise
+            for count in range(seen, last + 1):
+                slot = rng.randrange(count)
+                if slot < size:
+                    kept[slot] = count - 1
+            return
+        seen = _draw_one_by_one(rng, kept, size, seen, min(last, _BULK_FROM - 1))
+        seen = _draw_in_bulk(rng, kept, size, seen, min(last, 2**32 - 1))
+        _draw_one_by_one(rng, kept, size, seen, last)
 
 
 # From this many items on, Algorithm R's draws are made from words drawn in bulk.
@@ -382,6 +417,8 @@ def _draw_records(records: RawRecords, rng: random.Random, stratify: str | None,
     if stratify is not None:
         chosen, seen = _stratified(records.records, records.record_key(stratify), rng,
                                    total=sample, per_stratum=per_stratum, notes=notes)
+    elif isinstance(records, DrawnRecords):
+        seen, chosen = records.draw(Reservoir(sample or 0, rng))
     elif isinstance(records, CountedRecords):
         seen = records.count_records()
         chosen = records.pick(sorted(reservoir_indices(seen, sample or 0, rng)))
@@ -420,5 +457,5 @@ def _by_ids(facts: Iterator[Fact], wanted: set[str]) -> Iterator[Fact]:
                 return
 
 
-__all__ = ["STRATA", "CountedRecords", "RawRecords", "Selection", "SelectionError", "label_stratum",
-           "parse_ids", "reservoir_indices", "select_facts"]
+__all__ = ["STRATA", "CountedRecords", "DrawnRecords", "RawRecords", "Reservoir", "Selection",
+           "SelectionError", "label_stratum", "parse_ids", "reservoir_indices", "select_facts"]
