@@ -14,7 +14,13 @@ from typer.testing import CliRunner
 import kgcheck
 from kgcheck.cli import app
 from kgcheck.data.facts import Fact
-from kgcheck.data.sampling import SelectionError, parse_ids, reservoir_indices, select_facts
+from kgcheck.data.sampling import (
+    Reservoir,
+    SelectionError,
+    parse_ids,
+    reservoir_indices,
+    select_facts,
+)
 
 runner = CliRunner()
 
@@ -154,3 +160,15 @@ def test_the_kept_indices_drawn_in_bulk_are_those_drawn_one_by_one(total: int, s
         assert reservoir_indices(total, size, bulk) == reservoir_indices(total, size, single)
         # And the generator goes on where the draws one by one leave it.
         assert bulk.getrandbits(64) == single.getrandbits(64)
+
+
+def test_a_reservoir_advanced_in_pieces_keeps_what_one_advance_keeps() -> None:
+    for seed, total, size in [(0, 50_000, 1000), (1, 9_000, 5), (2, 3, 10)]:
+        pieces, left = Reservoir(size, random.Random(seed)), total
+        cut = random.Random(seed + 100)
+        while left:
+            step = min(left, cut.choice([0, 1, 7, 999, 4096, 20_000]))
+            pieces.advance(step)
+            left -= step
+        assert pieces.seen == total
+        assert pieces.kept == reservoir_indices(total, size, random.Random(seed))

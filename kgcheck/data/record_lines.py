@@ -6,23 +6,29 @@ over the lines that hold records, with a seed, is the sample the streaming reade
 The file is read in large binary blocks (``kgcheck.data.line_blocks``); the lines that hold
 no record are found with byte searches (a JSON line not starting with ``{``, a table line
 of only blanks, delimiters and quotes is then looked at closely: skipped as the streaming
-reader skips it). Only the chosen records are decoded and built into facts, with the
-reader's own code and errors (a malformed chosen record names the file and the line).
+reader skips it). A uniform sample is drawn in the same pass, block by block
+(``sampling.Reservoir``). Only the chosen records are decoded and built into facts, with
+the reader's own code and errors (a malformed chosen record names the file and the line).
+A table's blocks are read as arrays (``kgcheck.data.block_arrays``): the offsets of its
+line ends, delimiters and quotes, found once per block, give its plain quoted fields, its
+lines of blanks and its id cells without a step per line.
 
 What is read of the other records, so that the sample stays the streaming reader's:
 
 - **fact ids**, when the file gives them (a JSON line holding ``"id"``, an ``id`` column),
   to refuse a repeated id as the streaming reader does: one search per block where every
   line allows it (the key once in one object, no Unicode escape, a plain string or integer
-  value; a cell with no quote before it), else a search per line, else the line's JSON or
-  row; 8 bytes per id kept (its hash), and an exact second pass only when two hashes meet
+  value; a cell with no quote before it and no blank around the id), else a search per
+  line, else the line's JSON or row; 8 bytes per id kept (its hash; a table's hashed in
+  bulk from the cells' offsets), and an exact second pass only when two hashes meet
   or when some facts are numbered (a numbered fact's id may be another's);
 - **the stratum** of ``--stratify``: the field or column alone, found the same way.
 
 A malformed record that is not chosen goes unnoticed unless reading its id or stratum
 shows it (the full parse, e.g. ``--limit`` or a whole-file run, reports it). A table whose
-quoted field holds a line break (found by a byte-level check of the lines holding a quote)
-has records spanning lines: such a file is sampled by the full parse instead.
+quoted field holds a line break (found by a byte-level check of the lines holding a quote:
+quotes pairing up as plain quoted fields within their lines, else a match of each such
+line) has records spanning lines: such a file is sampled by the full parse instead.
 """
 
 from __future__ import annotations
