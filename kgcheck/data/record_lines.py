@@ -143,7 +143,7 @@ class _IdHashes:
         self.flush()
         if self.numbered and self.hashes:
             return True
-        return bool(repeated_hashes(self.hashes))
+        return bool(repeated_hashes(self.hashes, in_place=True))
 
 
 class RecordSampler:
