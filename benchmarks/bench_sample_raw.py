@@ -2,13 +2,14 @@
 
 Generates files of each ``--format`` (default 250,000 and 1,000,000 lines) in a temp
 folder: ``nt``, N-Triples (facts of 50 predicates with IRIs, typed and language-tagged
-literals, and an ``rdfs:label`` line for every tenth fact); ``jsonl`` and ``csv``, the
-same facts with an id and a label each (a CSV object in seven holding a comma, so quoted).
+literals, and an ``rdfs:label`` line for every tenth fact); ``jsonl``, ``csv`` and ``tsv``,
+the same facts with an id and a label each (a CSV object in seven holding a comma, a TSV
+one a tab, so quoted).
 Then, each in a fresh process (so that peak RSS is its own), and all in this one run (the
 machine is noisy: compare the ratios, not the seconds):
 
 - ``raw_parse``: the yardstick, terms untouched: pyoxigraph parsing N-Triples, ``json.loads``
-  of every JSON line, the csv module reading every row;
+  of every JSON line, the csv module reading every row (with its delimiter);
 - ``sample``: ``kgcheck.select_facts(FILE, sample=1000, seed=0)``, with the names;
 - ``first_verdict``: ``kgcheck run --triples FILE --sample 1000`` (the CLI, startup
   included) against a stub Ollama server on loopback that answers at once
@@ -22,7 +23,7 @@ packages are this tree's). Reports seconds, peak RSS (ru_maxrss) and the ratios
 raw_parse / sample (goal: at least 1, i.e. sampling at least as fast as the raw parse) and
 before / after, plus whether the two samples are the same facts.
 
-    python benchmarks/bench_sample_raw.py [--format nt,jsonl,csv] [--lines 250000,1000000]
+    python benchmarks/bench_sample_raw.py [--format nt,jsonl,csv,tsv] [--lines 250000,1000000]
         [--before main]
 """
 
@@ -46,7 +47,8 @@ LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 SAMPLE = 1000
 
 
-FORMATS = ("nt", "jsonl", "csv")
+FORMATS = ("nt", "jsonl", "csv", "tsv")
+TABLES = {".csv": ",", ".tsv": "\t"}
 
 
 def generate(path: Path, lines: int) -> None:
@@ -54,15 +56,17 @@ def generate(path: Path, lines: int) -> None:
     if path.suffix == ".nt":
         generate_nt(path, lines)
         return
+    table = path.suffix in TABLES
     with path.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        if path.suffix == ".csv":
+        writer = csv.writer(fh, delimiter=TABLES.get(path.suffix, ","), lineterminator="\n")
+        if table:
             writer.writerow(["id", "subject", "predicate", "object", "label"])
-        for i in range(lines - (path.suffix == ".csv")):
-            obj = f"value number {i}" if i % 7 else f"value, with a comma {i}"
+        odd = "a tab\t" if path.suffix == ".tsv" else "a comma"
+        for i in range(lines - table):
+            obj = f"value number {i}" if i % 7 else f"value, with {odd} {i}"
             row = [f"f{i}", f"http://example.org/resource/E{i // 10}",
                    f"http://example.org/ontology/p{i % 50}", obj, "T" if i % 3 else "F"]
-            if path.suffix == ".csv":
+            if table:
                 writer.writerow(row)
             else:
                 fh.write(json.dumps(dict(zip(("id", "subject", "predicate", "object", "label"),
@@ -76,8 +80,8 @@ def raw_parse(path: str) -> int:
     if path.endswith(".nt"):
         return sum(1 for _ in ox.parse(path=path, format=ox.RdfFormat.N_TRIPLES))
     with open(path, encoding="utf-8", newline="") as fh:
-        if path.endswith(".csv"):
-            return sum(1 for _ in csv.reader(fh)) - 1
+        if (suffix := Path(path).suffix) in TABLES:
+            return sum(1 for _ in csv.reader(fh, delimiter=TABLES[suffix])) - 1
         return sum(1 for line in fh if json.loads(line))
 
 
@@ -173,7 +177,7 @@ def cpu_seconds(pid: int) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--lines", default="250000,1000000")
-    parser.add_argument("--format", default="nt", help="comma-separated: nt, jsonl, csv")
+    parser.add_argument("--format", default="nt", help="comma-separated: nt, jsonl, csv, tsv")
     parser.add_argument("--before", default="main", help="git revision of the old code")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import random
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 import kgcheck
 import kgcheck.data.record_lines as record_lines
 from kgcheck.cli import app
+from kgcheck.data.block_arrays import span_hashes
 from kgcheck.data.record_lines import JsonLinesSampler, RecordSampler, TableSampler, record_source
 from kgcheck.data.sampling import largest_remainder, select_facts
 from kgcheck.data.sources import TriplesError
@@ -320,3 +322,47 @@ def test_a_stratum_read_from_an_unchosen_record_reports_its_error(tmp_path) -> N
     for stream in (lambda: iter_triples(path, "kg"), record_source(path, "kg")):
         with pytest.raises(TriplesError, match=r"line 21: missing predicate"):
             select_facts(stream, sample=2, stratify="predicate")
+
+
+# Cells for random rows: mostly plain (some quoted, holding a separator), else empty, blank,
+# padded, non-ASCII, control bytes, doubled or stray quotes and carriage returns.
+PLAIN = [b"f1", b"f2", b"x y", b"a\xc3\xa9"]
+QUOTED = [b'"q"', b'"q,r"', b'"q\tr"']
+ODD = [b"", b" ", b" f3 ", b'""', b'"a""b"', b'a"b', b'"a"b', b"\xc3\xa9t", b"\x80", b"\x1c", b"\t",
+       b"a\rb", b"\r", b'"', b"z\x0b", b'"\r"']
+
+
+def _random_block(rng: random.Random, separator: bytes) -> bytes:
+    lines = [separator.join(rng.choice(rng.choices([PLAIN, QUOTED, ODD], [80, 14, 6])[0])
+                            for _ in range(rng.choice([1, 2, 3, 4, 4, 4, 4, 5])))
+             + rng.choice([b"", b"", b"\r"]) for _ in range(rng.randrange(1, 7))]
+    block = b"\n".join(lines) + rng.choice([b"\n", b"\n", b""])
+    return block or b"\n"  # (a file's blocks are never empty)
+
+
+@pytest.mark.parametrize("delimiter, header", [(",", "id,subject,predicate,object"),
+                                               (",", "subject,predicate,id,object"),
+                                               ("\t", "subject\tid\tpredicate\tobject")])
+def test_the_block_arrays_read_a_block_as_the_line_searches_do(tmp_path, delimiter: str,
+                                                               header: str) -> None:
+    path = tmp_path / ("kg.csv" if delimiter == "," else "kg.tsv")
+    path.write_text(header + "\n")
+    sampler = TableSampler(path, "kg", delimiter)
+    assert sampler._start()
+    rng = random.Random(header)
+    paired = spans = 0
+    for _ in range(6000):
+        block = _random_block(rng, delimiter.encode())
+        if sampler._quotes_pair_up(block):
+            paired += 1
+            assert sampler._rows_matched(block), block
+        lines = sampler._line_count(block)
+        assert lines == block.count(b"\n") + (not block.endswith(b"\n"))
+        for number in (0, 10):
+            assert sampler._blank_lines(block, number) == sampler._searched_blank_lines(block, number)
+        if (cells := sampler._id_cell_spans(block)) is not None:
+            spans += 1
+            searched = sampler._searched_ids(block, lines, array("I"))
+            assert searched is not None and searched.tolist() == span_hashes(block, *cells).tolist(), block
+    # Both ways are taken often: the test compares them.
+    assert 500 < paired < 5500 and 300 < spans < 5500, (paired, spans)

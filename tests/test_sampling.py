@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from collections.abc import Iterator
 
@@ -13,7 +14,13 @@ from typer.testing import CliRunner
 import kgcheck
 from kgcheck.cli import app
 from kgcheck.data.facts import Fact
-from kgcheck.data.sampling import SelectionError, parse_ids, select_facts
+from kgcheck.data.sampling import (
+    Reservoir,
+    SelectionError,
+    parse_ids,
+    reservoir_indices,
+    select_facts,
+)
 
 runner = CliRunner()
 
@@ -140,3 +147,28 @@ def test_one_largest_remainder_allocator_for_samples_and_designs() -> None:
     units = [Unit(str(i), "b" if i < 10 else "a", str(i)) for i in range(20)]
     drawn = Counter(d.stratum for d in draw_stratified(units, 5, np.random.default_rng(0)))
     assert drawn == {"a": 3, "b": 2} and min(drawn.values()) >= MIN_PER_STRATUM
+
+
+@pytest.mark.parametrize("total, size", [(4095, 1000), (4097, 3000), (70_000, 1), (70_000, 4096),
+                                         ((1 << 17) + 5, 1000), (300_000, 1000), (9_000, 9_000)])
+def test_the_kept_indices_drawn_in_bulk_are_those_drawn_one_by_one(total: int, size: int) -> None:
+    class OneByOne(random.Random):
+        """A subclass: its draws are randrange's, one per item."""
+
+    for seed in range(3):
+        bulk, single = random.Random(seed), OneByOne(seed)
+        assert reservoir_indices(total, size, bulk) == reservoir_indices(total, size, single)
+        # And the generator goes on where the draws one by one leave it.
+        assert bulk.getrandbits(64) == single.getrandbits(64)
+
+
+def test_a_reservoir_advanced_in_pieces_keeps_what_one_advance_keeps() -> None:
+    for seed, total, size in [(0, 50_000, 1000), (1, 9_000, 5), (2, 3, 10)]:
+        pieces, left = Reservoir(size, random.Random(seed)), total
+        cut = random.Random(seed + 100)
+        while left:
+            step = min(left, cut.choice([0, 1, 7, 999, 4096, 20_000]))
+            pieces.advance(step)
+            left -= step
+        assert pieces.seen == total
+        assert pieces.kept == reservoir_indices(total, size, random.Random(seed))

@@ -12,6 +12,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from kgcheck.data.sources import TriplesError, open_binary
 
 BLOCK_BYTES = 8 * 1024 * 1024
@@ -90,31 +92,50 @@ class LineIndex:
     def pick(self, blocks: Iterable[bytes], indices: Sequence[int]) -> list[tuple[int, Line]]:
         """Return ``(index, (line number, line))`` for the records at these (ascending) indices.
 
-        ``blocks`` are the blocks counted, read again; only those holding a chosen record
-        are split into lines.
+        ``blocks`` are the blocks counted, read again; only the line ends of those holding a
+        chosen record are found (with numpy, not a bytes object per line).
         """
         picked: list[tuple[int, Line]] = []
-        wanted = iter(indices)
-        index = next(wanted, None)
-        first_record = first_line = 0
+        wanted = list(indices)
+        at = first_record = first_line = 0
         for block, count, skipped in zip(blocks, self.lines, self.skipped, strict=False):
+            if at == len(wanted):
+                break
             records = count - len(skipped)
-            if index is not None and index < first_record + records:
-                lines = block.split(b"\n")
-                passed = 0
-                while index is not None and index < first_record + records:
-                    line = index - first_record + passed
-                    while passed < len(skipped) and skipped[passed] <= line:
-                        passed += 1
-                        line = index - first_record + passed
-                    picked.append((index, (first_line + line + 1, lines[line])))
-                    index = next(wanted, None)
+            upto = at
+            while upto < len(wanted) and wanted[upto] < first_record + records:
+                upto += 1
+            if upto > at:
+                inside = [index - first_record for index in wanted[at:upto]]
+                found = block_records_at(block, first_line, skipped, inside)
+                picked += zip(wanted[at:upto], found, strict=True)
+                at = upto
             first_record += records
             first_line += count
-            if index is None:
-                break
         return picked
 
 
-__all__ = ["BLOCK_BYTES", "Line", "LineIndex", "file_blocks", "file_lines", "line_at",
-           "line_count", "line_indices"]
+def block_records_at(block: bytes, first_line: int, skipped: Sequence[int],
+                     records: Sequence[int], ends: np.ndarray | None = None) -> list[Line]:
+    """Return ``(line number, line)`` for the records at these (ascending) indices of a block.
+
+    ``first_line`` lines come before the block; the lines at ``skipped`` hold no record;
+    ``ends`` are the offsets of its line ends, when already found.
+    """
+    if ends is None:
+        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 0x0A)
+    found: list[Line] = []
+    passed = 0
+    for record in records:
+        line = record + passed
+        while passed < len(skipped) and skipped[passed] <= line:
+            passed += 1
+            line = record + passed
+        start = int(ends[line - 1]) + 1 if line else 0
+        stop = int(ends[line]) if line < len(ends) else len(block)
+        found.append((first_line + line + 1, block[start:stop]))
+    return found
+
+
+__all__ = ["BLOCK_BYTES", "Line", "LineIndex", "block_records_at", "file_blocks", "file_lines",
+           "line_at", "line_count", "line_indices"]

@@ -6,23 +6,29 @@ over the lines that hold records, with a seed, is the sample the streaming reade
 The file is read in large binary blocks (``kgcheck.data.line_blocks``); the lines that hold
 no record are found with byte searches (a JSON line not starting with ``{``, a table line
 of only blanks, delimiters and quotes is then looked at closely: skipped as the streaming
-reader skips it). Only the chosen records are decoded and built into facts, with the
-reader's own code and errors (a malformed chosen record names the file and the line).
+reader skips it). A uniform sample is drawn in the same pass, block by block
+(``sampling.Reservoir``). Only the chosen records are decoded and built into facts, with
+the reader's own code and errors (a malformed chosen record names the file and the line).
+A table's blocks are read as arrays (``kgcheck.data.block_arrays``): the offsets of its
+line ends, delimiters and quotes, found once per block, give its plain quoted fields, its
+lines of blanks and its id cells without a step per line.
 
 What is read of the other records, so that the sample stays the streaming reader's:
 
 - **fact ids**, when the file gives them (a JSON line holding ``"id"``, an ``id`` column),
   to refuse a repeated id as the streaming reader does: one search per block where every
   line allows it (the key once in one object, no Unicode escape, a plain string or integer
-  value; a cell with no quote before it), else a search per line, else the line's JSON or
-  row; 8 bytes per id kept (its hash), and an exact second pass only when two hashes meet
+  value; a cell with no quote before it and no blank around the id), else a search per
+  line, else the line's JSON or row; 8 bytes per id kept (its hash; a table's hashed in
+  bulk from the cells' offsets), and an exact second pass only when two hashes meet
   or when some facts are numbered (a numbered fact's id may be another's);
 - **the stratum** of ``--stratify``: the field or column alone, found the same way.
 
 A malformed record that is not chosen goes unnoticed unless reading its id or stratum
 shows it (the full parse, e.g. ``--limit`` or a whole-file run, reports it). A table whose
-quoted field holds a line break (found by a byte-level check of the lines holding a quote)
-has records spanning lines: such a file is sampled by the full parse instead.
+quoted field holds a line break (found by a byte-level check of the lines holding a quote:
+quotes pairing up as plain quoted fields within their lines, else a match of each such
+line) has records spanning lines: such a file is sampled by the full parse instead.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from kgcheck.data.block_arrays import BlockArrays, bytes_hashes, span_hashes
 from kgcheck.data.fact_stream import repeated_hashes
 from kgcheck.data.facts import MAX_TERM_CHARS, Fact
 from kgcheck.data.labels import label_word
@@ -42,12 +51,13 @@ from kgcheck.data.line_blocks import (
     BLOCK_BYTES,
     Line,
     LineIndex,
+    block_records_at,
     file_blocks,
     line_at,
     line_count,
     line_indices,
 )
-from kgcheck.data.sampling import label_stratum
+from kgcheck.data.sampling import Reservoir, label_stratum
 from kgcheck.data.sources import TriplesError, base_name, json_objects
 from kgcheck.data.triples import (
     JSONL_SUFFIXES,
@@ -92,6 +102,15 @@ def record_source(path: Path, dataset: str) -> Callable[[], Iterator[Fact]]:
     return lambda: iter_triples(path, dataset)
 
 
+# How a sampler hashes ids (their UTF-8), many at once: one function for all of a file's.
+IdHasher = Callable[[list[bytes]], np.ndarray]
+
+
+def python_hashes(ids: list[bytes]) -> np.ndarray:
+    """Return Python's hash of each id."""
+    return np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids))
+
+
 class _IdHashes:
     """The ids of a file's records as hashes (of their UTF-8): whether one may repeat.
 
@@ -99,20 +118,32 @@ class _IdHashes:
     a number) is read again, exactly, as is one where two hashes meet.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, hash_ids: IdHasher) -> None:
         self.hashes = array("q")
         self.numbered = 0  # records whose id is their line or row number
+        self._hash_ids = hash_ids
+        self._waiting: list[bytes] = []  # ids added one by one, hashed at the block's end
 
     def add(self, fact_id: str | None) -> None:
         if fact_id is None:
             self.numbered += 1
         else:
-            self.hashes.append(hash(fact_id.encode("utf-8", "surrogatepass")))
+            self._waiting.append(fact_id.encode("utf-8", "surrogatepass"))
+
+    def add_hashes(self, hashes: np.ndarray) -> None:
+        self.hashes.frombytes(hashes.astype(np.int64, copy=False).tobytes())
+
+    def flush(self) -> None:
+        """Hash the ids added one by one."""
+        if self._waiting:
+            self.add_hashes(self._hash_ids(self._waiting))
+            self._waiting = []
 
     def may_repeat(self) -> bool:
+        self.flush()
         if self.numbered and self.hashes:
             return True
-        return bool(repeated_hashes(self.hashes))
+        return bool(repeated_hashes(self.hashes, in_place=True))
 
 
 class RecordSampler:
@@ -122,6 +153,9 @@ class RecordSampler:
     (and ``CountedRecords``) its records are ``(line number, line)`` for the lines holding
     facts, counted block by block.
     """
+
+    # How the format's ids are hashed (the block searches and the line by line reads alike).
+    hash_ids: IdHasher = staticmethod(python_hashes)
 
     def __init__(self, path: Path, dataset: str, block_bytes: int = BLOCK_BYTES) -> None:
         self.path = path
@@ -153,8 +187,16 @@ class RecordSampler:
         """Whether a record of this block may give its fact's id."""
         raise NotImplementedError
 
-    def _block_ids(self, block: bytes, lines: int, skipped: array[int]) -> list[bytes] | None:
-        """Return the ids (UTF-8) of a block's records, found by byte searches; None if not."""
+    def _block_ids(self, block: bytes, lines: int, skipped: array[int]) -> np.ndarray | None:
+        """Return the hashes of a block's records' ids, found by byte searches; None if not."""
+        return None
+
+    def _line_count(self, block: bytes) -> int:
+        """Return how many lines a block holds."""
+        return line_count(block)
+
+    def _line_ends(self, block: bytes) -> np.ndarray | None:
+        """Return the offsets of a block's line ends if they were found already, else None."""
         return None
 
     def _id(self, number: int, line: bytes) -> str | None:
@@ -206,7 +248,7 @@ class RecordSampler:
             if skipped is None:
                 self.spanning = True
                 return
-            lines = line_count(block)
+            lines = self._line_count(block)
             yield block, number, lines, skipped
             number += lines
 
@@ -225,7 +267,7 @@ class RecordSampler:
         The first complete pass also refuses a repeated fact id, as the streaming reader.
         """
         check = self._ids_checked != self._stamp()
-        ids = _IdHashes()
+        ids = _IdHashes(self.hash_ids)
         for block, number, lines, skipped in self._blocks():
             if check:
                 self._add_ids(ids, block, number, lines, skipped)
@@ -236,7 +278,7 @@ class RecordSampler:
     def count_records(self) -> int:
         """Count the records (one pass), keeping per block what ``pick`` needs."""
         self._index = index = LineIndex()
-        ids = _IdHashes()
+        ids = _IdHashes(self.hash_ids)
         for block, number, lines, skipped in self._blocks():
             self._add_ids(ids, block, number, lines, skipped)
             index.add(lines, skipped)
@@ -245,16 +287,40 @@ class RecordSampler:
         self._check_ids(ids)
         return index.records
 
+    def draw(self, reservoir: Reservoir) -> tuple[int, list[tuple[int, Any]]]:
+        """Draw Algorithm R's sample while counting the records (one pass; ``DrawnRecords``).
+
+        Each block advances the reservoir by its records; the lines of those it keeps are
+        taken from it then, and dropped when a later block's record takes their place.
+        """
+        ids = _IdHashes(self.hash_ids)
+        lines: dict[int, Line] = {}
+        for block, number, count, skipped in self._blocks():
+            self._add_ids(ids, block, number, count, skipped)
+            first = reservoir.seen
+            reservoir.advance(count - len(skipped))
+            if new := sorted(index for index in reservoir.kept if index >= first):
+                found = block_records_at(block, number, skipped, [i - first for i in new],
+                                         self._line_ends(block))
+                lines.update(zip(new, found, strict=True))
+                if len(lines) > 2 * len(reservoir.kept):
+                    lines = {index: lines[index] for index in reservoir.kept}
+        if self.spanning:
+            return 0, []
+        self._check_ids(ids)
+        return reservoir.seen, [(index, lines[index]) for index in sorted(reservoir.kept)]
+
     def _add_ids(self, ids: _IdHashes, block: bytes, number: int, lines: int,
                  skipped: array[int]) -> None:
         """Add the ids of a block's records: by one search where it can, else line by line."""
         if not self._may_hold_ids(block):
             ids.numbered += lines - len(skipped)
         elif (found := self._block_ids(block, lines, skipped)) is not None:
-            ids.hashes.extend(map(hash, found))
+            ids.add_hashes(found)
         else:
             for line_number, line in _block_records(block, number, skipped):
                 ids.add(self._id(line_number, line))
+            ids.flush()
 
     def pick(self, indices: list[int]) -> list[tuple[int, Any]]:
         """Return ``(index, (line number, line))`` for the records at these indices."""
@@ -293,6 +359,12 @@ def _block_records(block: bytes, number: int, skipped: array[int]) -> Iterator[L
     for index, line in enumerate(lines):
         if index not in skip:
             yield number + index + 1, line
+
+
+def _byte_table(allowed: bytes) -> np.ndarray:
+    """Return which of the 256 byte values a regex character set of these bytes allows."""
+    pattern = re.compile(b"[" + allowed + b"]")
+    return np.array([pattern.match(bytes([value])) is not None for value in range(256)])
 
 
 def _blank_text(line: bytes) -> bool:
@@ -361,7 +433,7 @@ class JsonLinesSampler(RecordSampler):
     def _may_hold_ids(self, block: bytes) -> bool:
         return b'"id"' in block or b"\\u" in block
 
-    def _block_ids(self, block: bytes, lines: int, skipped: array[int]) -> list[bytes] | None:
+    def _block_ids(self, block: bytes, lines: int, skipped: array[int]) -> np.ndarray | None:
         # Every record holding one "{" (an object holds at least one) and "id" once, as a
         # key whose value is a plain string or an integer: the ids are a search's matches.
         records = lines - len(skipped)
@@ -370,7 +442,7 @@ class JsonLinesSampler(RecordSampler):
             return None
         for pattern in (_ID_STRINGS, _ID_INTEGERS):
             if len(found := pattern.findall(block)) == records:
-                return found
+                return self.hash_ids(found)
         return None
 
     def _row(self, number: int, line: bytes) -> dict[str, Any]:
@@ -417,13 +489,26 @@ class JsonLinesSampler(RecordSampler):
 
 
 class TableSampler(RecordSampler):
-    """A CSV or TSV file: a header row, then a fact per row, rows of blanks skipped."""
+    """A CSV or TSV file: a header row, then a fact per row, rows of blanks skipped.
+
+    A block's line ends, delimiters and quotes are found once each (``BlockArrays``): the
+    rows' quoted fields, the lines of blanks and the id cells are then read from them.
+    """
+
+    # The id cells' hashes are computed from their offsets in the block.
+    hash_ids = staticmethod(bytes_hashes)
 
     def __init__(self, path: Path, dataset: str, delimiter: str,
                  block_bytes: int = BLOCK_BYTES) -> None:
         super().__init__(path, dataset, block_bytes)
         self.delimiter = delimiter
         self._separator = delimiter.encode()
+        self._arrays: BlockArrays | None = None
+        blankish = _BLANKISH + b'"' + (b"" if delimiter == "\t" else self._separator)
+        # The first byte of a line that may be blank (an empty line starts with its end).
+        self._blank_start = _byte_table(blankish + b"\n")
+        # The bytes that may start and end an id as the cell holds it (``_CLEAN``'s ends).
+        self._id_end = ~_byte_table(_BLANKISH + rb'\n"' + self._separator)
         self.header: list[str] = []
         self._columns: dict[str, int] = {}
         sep = re.escape(self._separator)
@@ -433,7 +518,6 @@ class TableSampler(RecordSampler):
         field = (rb'(?>"(?:[^"\n]|"")*+"(?:[^"' + sep + rb"\r\n][^" + sep + rb"\r\n]*+)?"
                  rb'|[^"' + sep + rb"\r\n][^" + sep + rb"\r\n]*+|)")
         self._one_line = re.compile(field + rb"(?:" + sep + field + rb")*+\r?(?:\n|\Z)")
-        blankish = _BLANKISH + b'"' + (b"" if delimiter == "\t" else sep)
         self._blank_after = re.compile(rb"\n(?=[" + blankish + rb"]*(?:\n|\Z))")
         self._content = re.compile(rb"[^" + blankish + rb"]")
 
@@ -453,9 +537,37 @@ class TableSampler(RecordSampler):
             self._id_cells = re.compile(rb"\n" + cell)
         return True
 
+    def _block_arrays(self, block: bytes) -> BlockArrays:
+        """Return the block's arrays, made once for all the searches of its pass."""
+        if self._arrays is None or self._arrays.data is not block:
+            self._arrays = BlockArrays(block)
+        return self._arrays
+
+    def _line_count(self, block: bytes) -> int:
+        return self._block_arrays(block).lines
+
+    def _line_ends(self, block: bytes) -> np.ndarray | None:
+        return self._block_arrays(block).line_ends
+
     def _no_records(self, block: bytes, number: int) -> array[int] | None:
         if not self._rows_on_lines(block):
             return None
+        return self._blank_lines(block, number)
+
+    def _blank_lines(self, block: bytes, number: int) -> array[int]:
+        """Return the indices of a block's lines holding no record (the header, blank rows)."""
+        arrays = self._block_arrays(block)
+        starts = arrays.line_starts()
+        # A line of blanks starts with one: only such lines are looked at (with the first).
+        maybe = np.flatnonzero(self._blank_start[arrays.array[starts]])
+        if len(maybe) > len(starts) // 8:  # many: one search over the block costs less
+            return self._searched_blank_lines(block, number)
+        return array("I", [index for index in [0, *maybe[maybe > 0].tolist()]
+                           if (number == 0 and index == 0)
+                           or self._blank(line_at(block, int(starts[index])))])
+
+    def _searched_blank_lines(self, block: bytes, number: int) -> array[int]:
+        """Return what ``_blank_lines`` does, found by a regex search over the block."""
         # (The search also finds the empty end after a block's last line end: no line.)
         starts = [0] + [found.start() + 1 for found in self._blank_after.finditer(block)
                         if found.start() + 1 < len(block)]
@@ -469,6 +581,10 @@ class TableSampler(RecordSampler):
         A line that is not (a quoted field going on past its end, or a malformed row) sends
         the file to the full parse, which reads the row or reports it.
         """
+        return b'"' not in block or self._quotes_pair_up(block) or self._rows_matched(block)
+
+    def _rows_matched(self, block: bytes) -> bool:
+        """Whether each line of a block holding a quote is one whole row, matched one by one."""
         at = block.find(b'"')
         while at >= 0:
             whole = self._one_line.match(block, block.rfind(b"\n", 0, at) + 1)
@@ -476,6 +592,30 @@ class TableSampler(RecordSampler):
                 return False
             at = block.find(b'"', whole.end())
         return True
+
+    def _quotes_pair_up(self, block: bytes) -> bool:
+        """Whether a block's quotes pair up as plain quoted fields, each within its line.
+
+        Each pair opens at a field's start and closes at its end, holding no quote: every
+        line holding them is then one whole row (``_one_line`` matches it). Not so (a
+        doubled quote, a quote inside a field, a carriage return not ending its line), the
+        lines are matched one by one.
+        """
+        arrays = self._block_arrays(block)
+        quotes = arrays.offsets(0x22)
+        if len(quotes) % 2 or (b"\r" in block
+                               and block.count(b"\r") != block.count(b"\r\n")):
+            return False
+        data, sep = arrays.array, self._separator[0]
+        opens, closes = quotes[0::2], quotes[1::2]
+        before = data[opens - 1]  # (for a quote at the block's start, its last byte: unused)
+        after = data[np.minimum(closes + 1, len(data) - 1)]
+        ends = arrays.line_ends
+        plain = (((opens == 0) | (before == sep) | (before == 0x0A))
+                 & ((closes + 1 == len(data)) | (after == sep) | (after == 0x0A)
+                    | (after == 0x0D))
+                 & (np.searchsorted(ends, opens) == np.searchsorted(ends, closes)))
+        return bool(plain.all())
 
     def _blank(self, line: bytes) -> bool:
         if self._content.search(line) is not None:
@@ -511,17 +651,58 @@ class TableSampler(RecordSampler):
     def _may_hold_ids(self, block: bytes) -> bool:
         return "id" in self._columns
 
-    def _block_ids(self, block: bytes, lines: int, skipped: array[int]) -> list[bytes] | None:
+    def _block_ids(self, block: bytes, lines: int, skipped: array[int]) -> np.ndarray | None:
+        if (cells := self._id_cell_spans(block)) is None:
+            return self._searched_ids(block, lines, skipped)
+        hashes = span_hashes(block, *cells)
+        return np.delete(hashes, np.asarray(skipped, dtype=np.int64)) if skipped else hashes
+
+    def _id_cell_spans(self, block: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+        """Return where each line's id is, from the block's arrays; None where one is not plain.
+
+        Plain: the line has the id cell, no quote up to its end, and the cell's first and
+        last bytes are the id's (no blank around it): what ``_id_cells`` would find.
+        """
+        arrays = self._block_arrays(block)
+        data, starts, stops = arrays.array, arrays.line_starts(), arrays.line_stops()
+        column = self._columns["id"]
+        separators = arrays.offsets(self._separator[0])
+        first = np.searchsorted(separators, starts)  # each line's first separator
+        if column:
+            before = first + (column - 1)  # the separator before the id cell
+            if len(before) and before[-1] >= len(separators):
+                return None
+            cell_starts = separators[before] + 1
+            if (cell_starts > stops).any():
+                return None
+        else:
+            cell_starts = starts
+        after = np.append(separators, len(data))[np.minimum(first + column, len(separators))]
+        cell_stops = np.minimum(after, stops)
+        # The last cell of a line ends before its carriage return.
+        cell_stops -= ((cell_stops == stops) & (cell_stops > cell_starts)
+                       & (data[cell_stops - 1] == 0x0D))
+        if not (cell_stops > cell_starts).all() or not (
+                self._id_end[data[cell_starts]] & self._id_end[data[cell_stops - 1]]).all():
+            return None
+        if len(quotes := arrays.offsets(0x22)):
+            first_quote = np.append(quotes, len(data))[np.searchsorted(quotes, starts)]
+            if (first_quote < cell_stops).any():
+                return None
+        return cell_starts, cell_stops
+
+    def _searched_ids(self, block: bytes, lines: int, skipped: array[int]) -> np.ndarray | None:
+        """Return the hashes of a block's ids found by a regex search; None if not all are."""
         # Every line's id cell found by one search (no quote up to it), header included.
         first = self._id_cell_at.match(block)
         found = self._id_cells.findall(block)
         if first is None or len(found) + 1 != lines:
             return None
         cells = [first.group(1), *found]
-        if not skipped:
-            return cells
-        skip = set(skipped)
-        return [cell for index, cell in enumerate(cells) if index not in skip]
+        if skipped:
+            skip = set(skipped)
+            cells = [cell for index, cell in enumerate(cells) if index not in skip]
+        return self.hash_ids(cells)
 
     def _where(self, number: int) -> str:
         return f"{self.path}, row {number}"

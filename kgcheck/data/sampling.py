@@ -18,6 +18,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
+
 from kgcheck.arguments import Arg, ArgumentError, ArgumentNote, Placeholder, literal
 from kgcheck.data.facts import Fact
 
@@ -114,34 +116,132 @@ class CountedRecords(RawRecords, Protocol):
         ...
 
 
+@runtime_checkable
+class DrawnRecords(RawRecords, Protocol):
+    """Raw records that are drawn from while they are counted, in one pass."""
+
+    def draw(self, reservoir: Reservoir) -> tuple[int, list[tuple[int, Any]]]:
+        """Advance the reservoir over the records; return their count and the kept ones.
+
+        The kept records come as ``(index, record)``, ascending.
+        """
+        ...
+
+
 def reservoir_indices(total: int, size: int, rng: random.Random) -> list[int]:
     """Return the indices ``_reservoir`` keeps of ``total`` items, from the count alone.
 
     Algorithm R draws the same random numbers whatever the items are (one per item past
     the first ``size``), so the kept positions follow from how many items there are.
     """
-    kept = list(range(min(size, total)))
-    if type(rng) is not random.Random:  # a subclass may draw its numbers otherwise
-        for seen in range(size + 1, total + 1):
-            slot = rng.randrange(seen)
-            if slot < size:
-                kept[slot] = seen - 1
-        return kept
+    reservoir = Reservoir(size, rng)
+    reservoir.advance(total)
+    return reservoir.kept
+
+
+class Reservoir:
+    """The indices Algorithm R keeps, advanced by a count of items at a time.
+
+    Advancing by counts ``a`` then ``b`` keeps what advancing by ``a + b`` keeps, with the
+    same draws: a stream read block by block is drawn from as it is read.
+    """
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self.size = size
+        self.rng = rng
+        self.seen = 0
+        self.kept: list[int] = []
+
+    def advance(self, items: int) -> None:
+        """Draw for the next ``items`` items."""
+        size, rng, kept = self.size, self.rng, self.kept
+        last = self.seen + items
+        kept.extend(range(len(kept), min(size, last)))
+        seen = max(self.seen, size) + 1
+        self.seen = last
+        if type(rng) is not random.Random:  # a subclass may draw its numbers otherwise
+            for count in range(seen, last + 1):
+                slot = rng.randrange(count)
+                if slot < size:
+                    kept[slot] = count - 1
+            return
+        seen = _draw_one_by_one(rng, kept, size, seen, min(last, _BULK_FROM - 1))
+        seen = _draw_in_bulk(rng, kept, size, seen, min(last, 2**32 - 1))
+        _draw_one_by_one(rng, kept, size, seen, last)
+
+
+# From this many items on, Algorithm R's draws are made from words drawn in bulk.
+_BULK_FROM = 4096
+_BULK_WORDS = 1 << 16
+
+
+def _draw_one_by_one(rng: random.Random, kept: list[int], size: int, seen: int, last: int
+                     ) -> int:
+    """Draw Algorithm R's slots for items ``seen`` to ``last``; return the next item's count."""
     # randrange(n) is getrandbits(n.bit_length()) drawn until below n (Random._randbelow);
-    # done inline, the bit count fixed per power of two, in a loop that may run 10^8 times.
+    # done inline, the bit count fixed per power of two.
     bits = rng.getrandbits
-    seen = size + 1
-    while seen <= total:
+    while seen <= last:
         width = seen.bit_length()
-        last = min(total, (1 << width) - 1)
-        for count in range(seen, last + 1):
+        top = min(last, (1 << width) - 1)
+        for count in range(seen, top + 1):
             slot = bits(width)
             while slot >= count:
                 slot = bits(width)
             if slot < size:
                 kept[slot] = count - 1
-        seen = last + 1
-    return kept
+        seen = top + 1
+    return seen
+
+
+def _draw_in_bulk(rng: random.Random, kept: list[int], size: int, seen: int, last: int) -> int:
+    """Draw as ``_draw_one_by_one`` does, from the generator's 32-bit words drawn in bulk.
+
+    ``getrandbits(k)`` for k up to 32 is the next word's top k bits, and
+    ``getrandbits(32 * n)`` is the next n words, the first the lowest: the same slots come
+    from words drawn many at once. A word is rejected when its slot is not below the
+    item's count; the count of a chunk's k-th word lies between its first count and k
+    more, so only the words between are judged one by one. The generator is left after
+    the words used, as the draws one by one leave it.
+    """
+    state = rng.getstate()
+    words = np.empty(0, dtype=np.uint32)
+    used = 0
+    count = seen
+    while count <= last:
+        width = count.bit_length()
+        top = min(last, (1 << width) - 1)
+        while count <= top:
+            if used == len(words):
+                state = rng.getstate()
+                drawn = rng.getrandbits(32 * _BULK_WORDS).to_bytes(4 * _BULK_WORDS, "little")
+                words, used = np.frombuffer(drawn, dtype="<u4"), 0
+            # At most as many words as items left, so that the chunk ends within the width.
+            chunk = min(top - count + 1, max(1, count >> 6), len(words) - used)
+            slots = (words[used:used + chunk] >> (32 - width)).astype(np.int64)
+            used += chunk
+            taken = slots < count  # below the least count a word can meet: an item's slot
+            unsure = np.flatnonzero(~taken & (slots < count + np.arange(chunk)))
+            if len(unsure):
+                # The items sure before each unsure word, then those it and the others add.
+                last_unsure = int(unsure[-1]) + 1
+                before: list[int] = (np.cumsum(taken[:last_unsure])
+                                     - taken[:last_unsure])[unsure].tolist()
+                positions: list[int] = unsure.tolist()
+                unsure_slots: list[int] = slots[unsure].tolist()
+                more = 0
+                for at, slot, sure in zip(positions, unsure_slots, before, strict=True):
+                    if slot < count + sure + more:
+                        taken[at] = True
+                        more += 1
+            items = slots[taken]
+            for index in np.flatnonzero(items < size).tolist():
+                kept[int(items[index])] = count + index - 1
+            count += len(items)
+    rng.setstate(state)
+    if used:
+        rng.getrandbits(32 * used)
+    return count
 
 
 def _reservoir(items: Iterable[tuple[int, Item]], size: int, rng: random.Random
@@ -317,6 +417,8 @@ def _draw_records(records: RawRecords, rng: random.Random, stratify: str | None,
     if stratify is not None:
         chosen, seen = _stratified(records.records, records.record_key(stratify), rng,
                                    total=sample, per_stratum=per_stratum, notes=notes)
+    elif isinstance(records, DrawnRecords):
+        seen, chosen = records.draw(Reservoir(sample or 0, rng))
     elif isinstance(records, CountedRecords):
         seen = records.count_records()
         chosen = records.pick(sorted(reservoir_indices(seen, sample or 0, rng)))
@@ -355,5 +457,5 @@ def _by_ids(facts: Iterator[Fact], wanted: set[str]) -> Iterator[Fact]:
                 return
 
 
-__all__ = ["STRATA", "CountedRecords", "RawRecords", "Selection", "SelectionError", "label_stratum",
-           "parse_ids", "reservoir_indices", "select_facts"]
+__all__ = ["STRATA", "CountedRecords", "DrawnRecords", "RawRecords", "Reservoir", "Selection",
+           "SelectionError", "label_stratum", "parse_ids", "reservoir_indices", "select_facts"]
