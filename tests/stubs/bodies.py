@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 # Bytes per chunk: small enough that a body of a few KB comes in several.
@@ -25,15 +26,20 @@ def accepts_gzip(handler: BaseHTTPRequestHandler) -> bool:
 
 
 def send_body(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str,
-              headers: dict[str, str] | None = None, *, encoded: str = "") -> bool:
-    """Send ``body`` chunked, gzip-compressed when accepted; return whether it was gzipped.
+              headers: dict[str, str] | None = None, *, encoded: str = "",
+              on_gzip: Callable[[], None] = lambda: None) -> None:
+    """Send ``body`` chunked, gzip-compressed when accepted.
 
     ``encoded`` names an encoding ``body`` already has (a test's own gzip bomb): it is sent
-    as it is, with that Content-Encoding.
+    as it is, with that Content-Encoding. ``on_gzip`` is called before a compressed body
+    goes out, so a count it keeps is up to date by the time the client has the answer.
     """
-    gzipped = not encoded and accepts_gzip(handler) and bool(body)
-    if gzipped:
+    if not encoded and accepts_gzip(handler) and body:
         body = gzip.compress(body, mtime=0)
+        on_gzip()
+        gzipped = True
+    else:
+        gzipped = False
     handler.send_response(status)
     handler.send_header("Content-Type", content_type)
     if gzipped or encoded:
@@ -51,7 +57,6 @@ def send_body(handler: BaseHTTPRequestHandler, status: int, body: bytes, content
         handler.wfile.flush()
     except OSError:
         handler.close_connection = True  # the client stopped reading: what a cap does
-    return gzipped
 
 
 def gzip_bomb(megabytes: int) -> bytes:

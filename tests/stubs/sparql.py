@@ -73,9 +73,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, content_type: str,
               headers: dict[str, str] | None = None) -> None:
-        if send_body(self, status, body, content_type, headers):
-            with self.server.lock:
-                self.server.gzipped += 1
+        send_body(self, status, body, content_type, headers, on_gzip=self._count_gzip)
+
+    def _count_gzip(self) -> None:
+        with self.server.lock:
+            self.server.gzipped += 1
 
 
 class _Server(ThreadingHTTPServer):

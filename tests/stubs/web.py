@@ -100,10 +100,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, content_type: str,
               headers: dict[str, str] | None = None, encoded: str = "") -> None:
-        if send_body(self, status, body, content_type, headers, encoded=encoded):
-            state = self.server.state
-            with state.lock:
-                state.gzipped.append(self.path)
+        send_body(self, status, body, content_type, headers, encoded=encoded,
+                  on_gzip=self._count_gzip)
+
+    def _count_gzip(self) -> None:
+        state = self.server.state
+        with state.lock:
+            state.gzipped.append(self.path)
 
     def _search(self, query: dict[str, str]) -> None:
         state = self.server.state
