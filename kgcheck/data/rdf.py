@@ -237,7 +237,7 @@ class RdfReader:
                                f"({exc})") from None
 
 
-def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: Path,
+def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: str | Path,
               first_line: int = 1) -> Iterator[tuple[Any, Any, Any]]:
     """Yield the (subject, predicate, object) terms of RDF text.
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,15 +29,17 @@ import numpy as np
 from kgcheck.data.fact_stream import NAME_BATCH, batched, fact_row
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import GoldLabels
+from kgcheck.data.input_uri import is_input_uri, read_blocks
 from kgcheck.data.predicates import PredicateFilter
 from kgcheck.data.rdf import FORMATS, Names, RdfReader, is_name_triple, rdf_terms, row_fact
 from kgcheck.data.rdf import triple_row as _triple_row
 from kgcheck.data.rdf_lines import LineSampler
 from kgcheck.data.shards import Shard, shard_bytes
+from kgcheck.data.sources import TriplesError
 from kgcheck.data.triples import jsonl_facts, repeated_id
 
 __all__ = ["DROP_DTYPE", "ID_DTYPE", "Repeats", "ShardSource", "ShardSurvey", "Survey",
-           "combine_digests", "fact_id_at", "find_repeats", "merge_names", "shard_drops",
+           "combine_digests", "fact_id_at", "find_repeats", "head_facts", "merge_names", "shard_drops",
            "shard_facts", "survey_shard"]
 
 # One fact id as the survey hands it on: its digest (two halves), where the fact is (shard,
@@ -64,6 +67,8 @@ class ShardSource:
     dataset: str
     gold: GoldLabels | None = None
     predicates: PredicateFilter | None = None
+    # The ETag of an input at a URL as the run was planned (every read checks it); "": local.
+    stamp: str = ""
 
     @property
     def suffix(self) -> str:
@@ -136,7 +141,7 @@ def combine_digests(parts: Iterable[tuple[int, int]]) -> int:
 def _parsed(source: ShardSource, shard: Shard, data: bytes,
             names: Names | None = None) -> Iterator[Fact]:
     """Yield a shard's facts in order; the naming triples go to ``names`` (RDF)."""
-    where = Path(source.path)
+    where = source.path  # as given: a URL stays whole in messages
     if source.rdf:
         for subject, predicate, obj in rdf_terms(data, FORMATS[source.suffix], where,
                                                  shard.first_line):
@@ -147,6 +152,24 @@ def _parsed(source: ShardSource, shard: Shard, data: bytes,
                 yield row_fact(_triple_row(subject, predicate, obj), source.dataset)
         return
     yield from jsonl_facts(io.BytesIO(data), where, source.dataset, shard.first_line)
+
+
+def head_facts(source: ShardSource, block: int = 1024 * 1024) -> Iterator[Fact]:
+    """Yield a file's facts from its start, read block by block (a look at a file at a URL).
+
+    The naming triples are passed over; the predicate filter and gold labels are not applied.
+    """
+    start, first_line, rest = 0, 1, b""
+    for data in itertools.chain(read_blocks(source.path, block), [None]):
+        # Whole lines only, but the last one whatever it ends with.
+        held = rest + data if data is not None else rest
+        cut = held.rfind(b"\n") + 1 if data is not None else len(held)
+        part, rest = held[:cut], held[cut:]
+        if part:
+            yield from _parsed(source, Shard(source.path, source.dataset, start,
+                                             start + cut, first_line), part)
+        start += cut
+        first_line += part.count(b"\n")
 
 
 def _labelled(fact: Fact, gold: GoldLabels | None) -> Fact:
@@ -174,7 +197,7 @@ def survey_shard(source: ShardSource, shard: Shard, index: int, partitions: int
     his: list[int] = []
     los: list[int] = []
     kept_flags: list[int] = []
-    for fact in _parsed(source, shard, shard_bytes(shard), names):
+    for fact in _parsed(source, shard, shard_bytes(shard, source.stamp), names):
         hi, lo = _id_digest(fact.id)
         his.append(hi)
         los.append(lo)
@@ -253,13 +276,13 @@ def repeated_ids(source: ShardSource, shards: Sequence[Shard], parsed: Sequence[
     (shard, ordinal), (earlier_shard, earlier) = first
     before = [sum(parsed[:i]) for i in (shard, earlier_shard)]
     fact_id = fact_id_at(source, shards[shard], ordinal)
-    return repeated_id(Path(source.path), fact_id, before[1] + earlier + 1,
+    return repeated_id(source.path, fact_id, before[1] + earlier + 1,
                        before[0] + ordinal + 1)
 
 
 def fact_id_at(source: ShardSource, shard: Shard, ordinal: int) -> str:
     """Return the id of the fact at ``ordinal`` among a shard's parsed facts."""
-    for n, fact in enumerate(_parsed(source, shard, shard_bytes(shard))):
+    for n, fact in enumerate(_parsed(source, shard, shard_bytes(shard, source.stamp))):
         if n == ordinal:
             return fact.id
     raise IndexError(f"{shard.path}: no fact {ordinal} in bytes {shard.start}-{shard.end}")
@@ -274,7 +297,7 @@ def shard_facts(source: ShardSource, shard: Shard, drops: set[int],
     naming lines (a byte search over the file), as one pass does for the facts it keeps.
     """
     chooser = copy.deepcopy(source.predicates)
-    data = shard_bytes(shard)
+    data = shard_bytes(shard, source.stamp)
 
     def kept() -> Iterator[Fact]:
         for ordinal, fact in enumerate(_parsed(source, shard, data)):
@@ -287,6 +310,10 @@ def shard_facts(source: ShardSource, shard: Shard, drops: set[int],
     best, overflowed = names
     found = Names()
     if overflowed:
+        if is_input_uri(source.path):
+            raise TriplesError(f"{source.path}: names more than {Names().cap:,} terms; the "
+                               "names past that are looked up in a local file only: give a "
+                               "local copy of it")
         wanted = {term for fact in kept() if fact.rdf for term in fact.rdf.values()}
         found = LineSampler(RdfReader(source.path, source.dataset)).names_of(wanted)
     else:

@@ -16,12 +16,13 @@ the shards instead (``plan_shards``: byte ranges, no bytes kept) and offers a ``
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgcheck.data.facts import Fact
+from kgcheck.data.input_uri import is_input_uri, read_range, seek_ranges, stat_input
 from kgcheck.data.rdf import (
     FORMATS,
     QUAD_FORMATS,
@@ -151,16 +152,44 @@ def plan_shards(path: str | Path, dataset: str,
             first_line += lines
 
 
-def shard_bytes(shard: Shard) -> bytes:
-    """Read a shard's bytes from its file (a worker reading its own shard)."""
+def shard_bytes(shard: Shard, stamp: str | None = None) -> bytes:
+    """Read a shard's bytes from its file (a worker reading its own shard).
+
+    A file at a URL (``kgcheck.data.input_uri``) is read by one ranged request, after
+    making sure the object still has the ``stamp`` (ETag) the run was planned with.
+    """
+    if is_input_uri(shard.path):
+        return read_range(shard.path, shard.start, shard.end, stamp)
     with Path(shard.path).open("rb") as fh:
         fh.seek(shard.start)
         return fh.read(shard.end - shard.start)
 
 
+def shard_lines(shards: Iterable[Shard]) -> list[int]:
+    """Count each shard's lines, reading its bytes here (``seek_shards``' default)."""
+    return [shard_bytes(shard).count(b"\n") for shard in shards]
+
+
+def seek_shards(uri: str, dataset: str, shard_bytes: int = DEFAULT_SHARD_BYTES,
+                lines: Callable[[list[Shard]], Sequence[int]] = shard_lines) -> list[Shard]:
+    """Cut a file at a URL into the shards ``plan_shards`` cuts a local copy into, by seeking.
+
+    The cuts read a few kilobytes each (``input_uri.seek_ranges``); ``lines`` counts the
+    lines of the shards (numbered 0 until then), for their first line numbers: an engine
+    counts them where the shards are read (the Ray pipeline: one task per shard).
+    """
+    ranges = seek_ranges(stat_input(uri), shard_bytes)
+    counts = lines([Shard(uri, dataset, start, end, 0) for start, end in ranges])
+    shards, first_line = [], 1
+    for (start, end), count in zip(ranges, counts, strict=True):
+        shards.append(Shard(uri, dataset, start, end, first_line))
+        first_line += count
+    return shards
+
+
 def read_shard(shard: Shard, data: bytes) -> ShardFacts:
     """Parse one shard's bytes into its facts (and names, for RDF)."""
-    where = Path(shard.path)
+    where = shard.path  # as given: a URL stays whole in messages
     if shard.suffix in FORMATS:
         names = Names()
         rows = []

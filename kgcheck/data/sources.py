@@ -51,7 +51,7 @@ def open_binary(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
-def json_objects(lines: Iterable[str], path: Path, error: type[ValueError] = TriplesError,
+def json_objects(lines: Iterable[str], path: str | Path, error: type[ValueError] = TriplesError,
                  first_line: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line of a JSON Lines file.
 

@@ -62,7 +62,7 @@ def _fact(row: dict[str, Any], where: str, row_number: int, dataset: str) -> Fac
                             label_word(row.get("label"), where, TriplesError))
 
 
-def decode_line(raw: bytes, path: Path, number: int) -> str:
+def decode_line(raw: bytes, path: str | Path, number: int) -> str:
     """Decode line ``number`` of a text file, naming the line when its bytes are not text."""
     if b"\x00" in raw:
         raise TriplesError(f"{path}, line {number}: holds NUL bytes, so it is a binary "
@@ -75,7 +75,7 @@ def decode_line(raw: bytes, path: Path, number: int) -> str:
             f"column {exc.start + 1}); save the file as UTF-8") from None
 
 
-def _text_lines(fh: IO[bytes], path: Path, first_line: int = 1) -> Iterator[str]:
+def _text_lines(fh: IO[bytes], path: str | Path, first_line: int = 1) -> Iterator[str]:
     """Decode a file line by line, so that bad bytes are reported with their line."""
     number = first_line - 1
     try:
@@ -151,7 +151,7 @@ def _jsonl_rows(path: Path, dataset: str) -> Iterator[Fact]:
         yield from jsonl_facts(fh, path, dataset)
 
 
-def jsonl_facts(fh: IO[bytes], path: Path, dataset: str, first_line: int = 1
+def jsonl_facts(fh: IO[bytes], path: str | Path, dataset: str, first_line: int = 1
                 ) -> Iterator[Fact]:
     """Read the facts of JSON Lines text that starts at line ``first_line`` of ``path``."""
     for n, row in json_objects(_text_lines(fh, path, first_line), path,
@@ -159,7 +159,7 @@ def jsonl_facts(fh: IO[bytes], path: Path, dataset: str, first_line: int = 1
         yield _fact(row, f"{path}, line {n}", n, dataset)
 
 
-def repeated_id(path: Path, fact_id: str, earlier: int, n: int) -> TriplesError:
+def repeated_id(path: str | Path, fact_id: str, earlier: int, n: int) -> TriplesError:
     """Say that facts ``earlier`` and ``n`` of a file (counted from 1) share an id."""
     return TriplesError(f"{path}: fact id {fact_id!r} appears more than once (facts "
                         f"{earlier:,} and {n:,}); ids must be unique")

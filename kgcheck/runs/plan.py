@@ -22,6 +22,7 @@ from kgcheck.data.datasets import load_facts
 from kgcheck.data.fact_stream import FactStream
 from kgcheck.data.facts import Fact
 from kgcheck.data.gold import read_gold
+from kgcheck.data.input_uri import input_problem, is_input_uri, stat_input
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.rdf_lines import line_source
@@ -33,6 +34,8 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.data.sampling import Selection
 from kgcheck.data.sampling import select_facts as _select_facts
+from kgcheck.data.shard_store import shown
+from kgcheck.data.shard_survey import ShardSource, head_facts
 from kgcheck.data.shards import ParallelRead, ShardedReader, can_shard
 from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
@@ -296,8 +299,16 @@ class SurveyedFacts:
 
 def _resolved_read(parallel: ParallelReadChoice, triples: str | Path | None
                    ) -> ParallelRead | None:
-    """Return the engine's parallel read for a file that can be cut, starting the engine."""
-    if parallel is None or triples is None or not can_shard(check_input(triples)):
+    """Return the engine's parallel read for a file that can be cut, starting the engine.
+
+    A file at a URL is looked at first (``stat_input``), so that a missing object or an
+    unreachable store fails before the engine starts.
+    """
+    if parallel is None or triples is None:
+        return None
+    if is_input_uri(triples):
+        stat_input(str(triples))
+    elif not can_shard(check_input(triples)):
         return None
     # A function is called (its engine started) only for a file that can be cut.
     return parallel if isinstance(parallel, ParallelRead) else parallel()
@@ -305,10 +316,38 @@ def _resolved_read(parallel: ParallelReadChoice, triples: str | Path | None
 
 def _shard_source(triples: str | Path, dataset: str, gold: Any,
                   by_predicate: PredicateFilter | None) -> Any:
-    """Describe a sharded run's input for its workers (absolute paths: they run elsewhere)."""
+    """Describe a sharded run's input for its workers (absolute paths: they run elsewhere).
+
+    A URL stays as given, with the object's ETag, which every read of it checks.
+    """
     from kgcheck.data.shard_survey import ShardSource
 
+    if is_input_uri(triples):
+        return ShardSource(str(triples), dataset, gold, by_predicate,
+                           stamp=stat_input(str(triples)).stamp)
     return ShardSource(str(Path(triples).resolve()), dataset, gold, by_predicate)
+
+
+def _check_input_uri(uri: str) -> None:
+    """Refuse, before it is reached, a URL that cannot name a sharded run's input."""
+    problem = input_problem(uri)
+    if problem:
+        raise SettingsError(f"{{triples}}: {literal(problem)}", triples=Arg("triples", shown(uri)))
+    if not can_shard(uri):
+        raise SettingsError(
+            f"{{triples}}: a file at a URL is read in shards, which needs N-Triples, N-Quads "
+            f"or JSON Lines (.nt, .nq, .jsonl, uncompressed); {literal(base_name(Path(uri))[1] or 'this file')} "
+            "cannot be cut at line ends: give a local copy of it",
+            triples=Arg("triples", uri))
+
+
+def _refuse_unsharded_uri(uri: str) -> None:
+    """Refuse a URL input on a run that is not a sharded one: one line saying what to do."""
+    raise SettingsError(
+        "{triples} at a URL is read by the workers of a sharded run: it needs {engine} over "
+        "every fact of the file, one model, and no {repeats}; otherwise give a local copy "
+        "of the file", triples=Arg("triples", uri), engine=Arg("engine", "ray"),
+        repeats=Arg("repeats"))
 
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
 ParallelReadChoice = ParallelRead | Callable[[], ParallelRead | None] | None
@@ -338,6 +377,13 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
                 data: str | Path | None, as_dataset: str | None = None,
                 parallel: ParallelReadChoice = None) -> FactSource:
     """Say where a run's facts come from (exactly one of the inputs is given)."""
+    if triples is not None and is_input_uri(triples):
+        # Read by the workers of a sharded run; this process looks at its first facts only.
+        uri = str(triples)
+        stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
+                else own_kg_name(uri, data))
+        head = ShardSource(uri, stem)
+        return FactSource(lambda: head_facts(head), stem, uri, not as_dataset)
     if triples is not None:
         path = check_input(triples)
         _, suffix = base_name(path)
@@ -554,6 +600,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         raise SettingsError(literal(str(exc))) from None
     gold = read_gold(labels) if labels is not None else None
     every = all(x is None for x in (limit, sample, stratify, per_stratum, ids))
+    at_url = is_input_uri(triples)
+    if at_url:
+        _check_input_uri(str(triples))
     read = _resolved_read(parallel_read if limit is None else None, triples)
     # Every fact of a file, checked on the engine's workers shard by shard: one run of
     # one model, whose summary the shards' tallies make.
@@ -561,6 +610,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                  and repeats == 1)
     if shards_uri is not None:
         _check_shards_uri(shards_uri, pipelined)
+    if at_url and not pipelined:
+        _refuse_unsharded_uri(str(triples))
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
                          None if pipelined else read)
     # Filtered while the input streams past: the facts left out are never kept.

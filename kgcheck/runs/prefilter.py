@@ -21,9 +21,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from kgcheck.arguments import Arg, ArgumentError
+from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.facts import Fact
 from kgcheck.data.rdf import RDF_SUFFIXES
+from kgcheck.data.input_uri import is_input_uri
 from kgcheck.data.runfolder import amend_summary, read_verdicts
 from kgcheck.graphs.strategies.schema import SchemaContext, checker_of, rules_verdict
 from kgcheck.retrievers.rules import Finding
@@ -57,6 +58,10 @@ def input_types(values: Mapping[str, Any], *, triples: str | Path | None = None,
     if values.get("kg") or values.get("endpoint"):
         return {}
     if triples is not None and _is_rdf(triples):
+        if is_input_uri(triples):
+            raise PrefilterError(f"the rules read the terms' types from a local KG file, not "
+                                 f"from the URL {literal(str(triples))}: set kg to a local "
+                                 "copy of it, or endpoint to a SPARQL endpoint holding it")
         return {"kg": str(triples)}
     if sparql:
         return {"endpoint": sparql, "endpoint_graph": graph or ""}

@@ -15,7 +15,9 @@ shards finished, merges their summary tallies into ``summary.json`` and shows pr
 from a counter the workers add to. Its memory depends on the number of shards, not facts.
 
 The workers must reach the input file at the same path (one machine, a shared file system,
-or a copy on every node) and the shard store (the run folder at the same path, or the URI
+or a copy on every node), or read it from a URL (``--triples s3://bucket/kg.nt``: the driver
+cuts it by seeking, one task per shard counts its lines, and every task reads only its byte
+range; ``kgcheck.data.input_uri``), and the shard store (the run folder at the same path, or the URI
 given with ``--shards-uri``), import kgcheck, and reach their model server: a model's server
 comes from its settings (``--base-url``) or, when none is set, from the environment of
 each node (``OLLAMA_HOST``, ``OPENAI_BASE_URL``), so the nodes of a cluster may each use
@@ -53,7 +55,9 @@ from kgcheck.data.shard_survey import (
     repeated_ids,
     survey_shard,
 )
-from kgcheck.data.shards import Shard, plan_shards
+from kgcheck.data.input_uri import is_input_uri
+from kgcheck.data.shards import Shard, plan_shards, seek_shards
+from kgcheck.data.shards import shard_bytes as read_shard_bytes
 from kgcheck.data.sources import TriplesError
 from kgcheck.providers.secrets import redact_value
 from kgcheck.runs.prefilter import prefilter_figures
@@ -90,6 +94,10 @@ def _survey(source: ShardSource, shard: Shard, index: int, partitions: int) -> t
     return (found, names, *parts)
 
 
+def _lines(source: ShardSource, shard: Shard) -> int:
+    return read_shard_bytes(shard, source.stamp).count(b"\n")
+
+
 def _names(parts: list[Any]) -> Any:
     # The shards' names arrive one at a time, so that this task holds the merged ones only.
     return merge_names(ray.get(ref) for ref in parts)
@@ -122,6 +130,7 @@ class _Counter:
 def _tasks() -> dict[str, Any]:
     """Return the pipeline's Ray tasks (made once, after Ray is imported)."""
     return {"survey": ray.remote(num_cpus=1, max_retries=3)(_survey),
+            "lines": ray.remote(num_cpus=1, max_retries=3)(_lines),
             "names": ray.remote(num_cpus=1, max_retries=3)(_names),
             "repeats": ray.remote(num_cpus=1, max_retries=3, num_returns=2)(_repeats),
             "check": ray.remote(max_retries=SHARD_RETRIES)(_check),
@@ -152,9 +161,14 @@ def survey(source: ShardSource, shard_bytes: int, cpus: int) -> Survey:
 
     """
     tasks = _tasks()
-    shards = plan_shards(source.path, source.dataset, shard_bytes)
-    partitions = max(1, min(len(shards), cpus))
     where = ray.put(source)
+    if is_input_uri(source.path):
+        # Cut by seeking; each shard's lines counted by a task reading its byte range.
+        shards = seek_shards(source.path, source.dataset, shard_bytes, lambda unnumbered: _get(
+            [tasks["lines"].remote(where, shard) for shard in unnumbered]))
+    else:
+        shards = plan_shards(source.path, source.dataset, shard_bytes)
+    partitions = max(1, min(len(shards), cpus))
     outs = [tasks["survey"].options(num_returns=2 + partitions).remote(where, shard, n,
                                                                        partitions)
             for n, shard in enumerate(shards)]

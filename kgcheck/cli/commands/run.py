@@ -230,9 +230,11 @@ def print_estimate(found: Any, out_dir: Path) -> None:
 @user_errors
 def run(
     dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
-    triples: Annotated[Path | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
-                                        "subject, predicate, object[, id, label], or RDF: "
-                                        ".nt .nq .ttl .trig .rdf (also .gz).")] = None,
+    triples: Annotated[str | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
+                                       "subject, predicate, object[, id, label], or RDF: "
+                                       ".nt .nq .ttl .trig .rdf (also .gz). With --engine "
+                                       "ray over every fact: also a URL (s3://bucket/kg.nt) "
+                                       "the workers read.")] = None,
     sparql: Annotated[str | None, Opt(help="Read the facts from this SPARQL 1.1 endpoint "
                                       "URL.")] = None,
     graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
