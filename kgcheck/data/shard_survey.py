@@ -39,8 +39,8 @@ from kgcheck.data.sources import TriplesError
 from kgcheck.data.triples import jsonl_facts, repeated_id
 
 __all__ = ["DROP_DTYPE", "ID_DTYPE", "Repeats", "ShardSource", "ShardSurvey", "Survey",
-           "combine_digests", "fact_id_at", "find_repeats", "head_facts", "merge_names", "shard_drops",
-           "shard_facts", "survey_shard"]
+           "combine_digests", "fact_id_at", "find_repeats", "head_facts", "merge_names",
+           "shard_drops", "shard_facts", "survey_shard"]
 
 # One fact id as the survey hands it on: its digest (two halves), where the fact is (shard,
 # and place among the shard's parsed facts) and whether the predicate filter keeps it.

@@ -336,7 +336,7 @@ def _check_input_uri(uri: str) -> None:
     if not can_shard(uri):
         raise SettingsError(
             f"{{triples}}: a file at a URL is read in shards, which needs N-Triples, N-Quads "
-            f"or JSON Lines (.nt, .nq, .jsonl, uncompressed); {literal(base_name(Path(uri))[1] or 'this file')} "
+            f"or JSON Lines (.nt, .nq, .jsonl, uncompressed); {literal(Path(uri).name)} "
             "cannot be cut at line ends: give a local copy of it",
             triples=Arg("triples", uri))
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.facts import Fact
-from kgcheck.data.rdf import RDF_SUFFIXES
 from kgcheck.data.input_uri import is_input_uri
+from kgcheck.data.rdf import RDF_SUFFIXES
 from kgcheck.data.runfolder import amend_summary, read_verdicts
 from kgcheck.graphs.strategies.schema import SchemaContext, checker_of, rules_verdict
 from kgcheck.retrievers.rules import Finding
