@@ -17,18 +17,22 @@ children).
   least 0.8). With ``--stores local,s3`` each worker count runs once more with the
   workers writing their shards to S3 (``--shards-uri``; moto's server on loopback, in this
   process, reached through the cluster's environment): ``s3_of_local`` is its facts/s
-  against the run folder's own shards, measured side by side.
+  against the run folder's own shards, measured side by side. With ``--inputs local,s3``
+  each runs once more with the input file in S3 only (``--triples s3://...``: cut by
+  seeking, each task reading its byte range): ``s3_input_of_local`` is its facts/s against
+  the local file's.
 - ``driver_memory``: files of ``--rss-facts`` facts (default 1,000, 3,000 and 9,000) against
   a server that answers at once, 2 workers: the driver's peak RSS with the pipeline, and
   with the Ray engine feeding every fact from the driver (``--limit N``: the same facts
   through the driver, as before the pipeline). Goal: the pipeline's driver RSS flat in the
-  number of facts.
+  number of facts. With ``--inputs local,s3`` also the pipeline over the file in S3
+  (``pipeline_s3_input``).
 
 Prints one JSON document. The machine has 2 shared cores: compare within one run.
 
     python benchmarks/bench_ray_pipeline.py [--workers 1,2,4] [--facts 1200]
         [--latency 0.2] [--concurrency 4] [--rss-facts 1000,3000,9000] [--no-driver-fed]
-        [--stores local,s3]
+        [--stores local,s3] [--inputs local,s3]
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from benchmarks.rag_corpus import SKIPPED  # noqa: E402
 SHARDS = 30
 
 
-def command(path: Path, url: str, out: Path, address: str, workers: int, concurrency: int,
+def command(path: str | Path, url: str, out: Path, address: str, workers: int, concurrency: int,
             shard_mb: float, *extra: str) -> list[str]:
     """Return the ``kgcheck run`` command line over a whole file on the cluster."""
     return [sys.executable, "-c", "from kgcheck.cli import app; app()", "run",
@@ -85,6 +89,17 @@ def measured(cmd: list[str], out: Path, facts: int) -> dict[str, Any]:
             "driver_cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2)}
 
 
+def _input(kg: Path, where: str, endpoint: Any) -> str | Path:
+    """Return the run's input: the local file, or its copy in S3 (uploaded once)."""
+    if where != "s3":
+        return kg
+    fs = endpoint.fs()
+    key = f"{endpoint.bucket}/inputs/{kg.name}"
+    if not fs.exists(key):
+        fs.put_file(str(kg), key)
+    return f"s3://{key}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", default="1,2,4")
@@ -94,8 +109,10 @@ def main() -> int:
     parser.add_argument("--rss-facts", default="1000,3000,9000")
     parser.add_argument("--no-driver-fed", action="store_true")
     parser.add_argument("--stores", default="local", help="local, s3 or local,s3")
+    parser.add_argument("--inputs", default="local", help="local, s3 or local,s3")
     args = parser.parse_args()
     stores = args.stores.split(",")
+    inputs = args.inputs.split(",")
     try:
         import ray  # noqa: F401 - only to know it is there
 
@@ -113,7 +130,7 @@ def main() -> int:
     slow, slow_url = start_stub(100_000, args.latency, "queue")
     fast, fast_url = start_stub(100_000, 0.0, "queue")
     endpoint = None
-    if "s3" in stores:
+    if "s3" in stores or "s3" in inputs:
         from tests.stubs.object_store import S3Endpoint
 
         endpoint = S3Endpoint()
@@ -128,28 +145,35 @@ def main() -> int:
             shard_mb = kg.stat().st_size / SHARDS / 2**20
             for count in workers:
                 for store in stores:
-                    out = tmp / f"workers-{count}-{store}"
-                    extra = (["--shards-uri", endpoint.uri(f"bench/{out.name}")]
-                             if store == "s3" and endpoint is not None else [])
-                    found = measured(command(kg, slow_url, out, cluster.address, count,
-                                             args.concurrency, shard_mb, *extra), out,
-                                     args.facts)
-                    ideal = count * args.concurrency / args.latency
-                    report["workers"]["runs"].append(
-                        {"workers": count, "store": store, **found,
-                         "ideal_facts_per_second": ideal,
-                         "of_ideal": round(found["facts_per_second"] / ideal, 3)})
+                    for where in inputs:
+                        out = tmp / f"workers-{count}-{store}-{where}"
+                        extra = (["--shards-uri", endpoint.uri(f"bench/{out.name}")]
+                                 if store == "s3" and endpoint is not None else [])
+                        found = measured(command(_input(kg, where, endpoint), slow_url, out,
+                                                 cluster.address, count, args.concurrency,
+                                                 shard_mb, *extra), out, args.facts)
+                        ideal = count * args.concurrency / args.latency
+                        report["workers"]["runs"].append(
+                            {"workers": count, "store": store, "input": where, **found,
+                             "ideal_facts_per_second": ideal,
+                             "of_ideal": round(found["facts_per_second"] / ideal, 3)})
             runs = report["workers"]["runs"]
             for store in stores:
-                one = next((r["facts_per_second"] for r in runs
-                            if r["workers"] == 1 and r["store"] == store), None)
-                for run in (r for r in runs if r["store"] == store):
-                    if one:
-                        run["of_linear"] = round(
-                            run["facts_per_second"] / (run["workers"] * one), 3)
-            local = {r["workers"]: r["facts_per_second"] for r in runs if r["store"] == "local"}
-            for run in (r for r in runs if r["store"] == "s3" and local.get(r["workers"])):
-                run["s3_of_local"] = round(run["facts_per_second"] / local[run["workers"]], 3)
+                for where in inputs:
+                    one = next((r["facts_per_second"] for r in runs if r["workers"] == 1
+                                and r["store"] == store and r["input"] == where), None)
+                    for run in (r for r in runs if r["store"] == store and r["input"] == where):
+                        if one:
+                            run["of_linear"] = round(
+                                run["facts_per_second"] / (run["workers"] * one), 3)
+            by = {(r["workers"], r["store"], r["input"]): r["facts_per_second"] for r in runs}
+            for run in runs:
+                if run["store"] == "s3" and by.get((run["workers"], "local", run["input"])):
+                    run["s3_of_local"] = round(
+                        run["facts_per_second"] / by[(run["workers"], "local", run["input"])], 3)
+                if run["input"] == "s3" and by.get((run["workers"], run["store"], "local")):
+                    run["s3_input_of_local"] = round(
+                        run["facts_per_second"] / by[(run["workers"], run["store"], "local")], 3)
             for facts in (int(n) for n in args.rss_facts.split(",")):
                 kg = tmp / f"kg-{facts}.nt"
                 generate(kg, facts)
@@ -160,6 +184,11 @@ def main() -> int:
                                                    args.concurrency, shard_mb), out, facts)
                 row["pipeline"]["shards"] = json.loads(
                     (out / "summary.json").read_text())["engine"]["input_shards"]
+                if "s3" in inputs:
+                    out = tmp / f"memory-{facts}-s3"
+                    row["pipeline_s3_input"] = measured(
+                        command(_input(kg, "s3", endpoint), fast_url, out, cluster.address, 2,
+                                args.concurrency, shard_mb), out, facts)
                 if not args.no_driver_fed:
                     out = tmp / f"fed-{facts}"
                     row["driver_fed"] = measured(
@@ -168,7 +197,7 @@ def main() -> int:
                 report["driver_memory"]["runs"].append(row)
             memory = report["driver_memory"]["runs"]
             if len(memory) > 1:
-                for series in ("pipeline", "driver_fed"):
+                for series in ("pipeline", "pipeline_s3_input", "driver_fed"):
                     if series in memory[0]:
                         report["driver_memory"][f"{series}_growth_mb"] = round(
                             memory[-1][series]["driver_peak_rss_mb"]

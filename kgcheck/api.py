@@ -589,7 +589,9 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     Args:
         facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
         dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
-        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
+        triples: Your own triples file (CSV, TSV, JSON Lines or RDF), or, for a run
+            over every fact of an N-Triples, N-Quads or JSON Lines file on
+            ``engine="ray"``, its URL (``"s3://bucket/kg.nt"``: the workers read it).
         sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
         graph: With ``sparql``, the named graph to read.
         where: With ``sparql``, a pattern binding ``?s ?p ?o``.
@@ -691,7 +693,9 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
     Args:
         facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
         dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
-        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
+        triples: Your own triples file (CSV, TSV, JSON Lines or RDF), or, for a run
+            over every fact of an N-Triples, N-Quads or JSON Lines file on
+            ``engine="ray"``, its URL (``"s3://bucket/kg.nt"``: the workers read it).
         sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
         graph: With ``sparql``, the named graph to read.
         where: With ``sparql``, a pattern binding ``?s ?p ?o``.

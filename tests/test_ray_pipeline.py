@@ -400,6 +400,74 @@ def test_the_workers_write_their_shards_to_a_uri_and_the_folder_reads_them(
     assert json.loads((out / "summary.json").read_text())["n"] == FACTS
 
 
+def test_the_input_is_read_from_a_url_by_range_as_the_local_file_is_read(
+        world: World, tmp_path: Path, twins: tuple[Path, Path, dict],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if world.s3 is None:
+        pytest.skip("an input at a URL needs s3fs and moto[server]: pip install 'kgcheck[s3]' "
+                    "'moto[server]'")
+    for name, value in world.s3.env.items():
+        monkeypatch.setenv(name, value)
+    bucket = world.s3.fs()
+    # The input is in the bucket only: no node has a copy of it.
+    key = f"{world.s3.bucket}/{tmp_path.name}/input/kg.nt"
+    bucket.pipe_file(key, world.kg.read_bytes())
+    uri = f"s3://{key}"
+    out = tmp_path / "run"
+
+    def at_url(*extra: str) -> list[str]:
+        cmd = _cmd(world, out, *extra, concurrency=1)
+        cmd[cmd.index("--triples") + 1] = uri
+        return cmd
+
+    done = _run(world, at_url("--ci"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    a, b = read_verdicts(twins[0]), read_verdicts(out)
+    assert a.keys() == b.keys() and len(b) == FACTS
+    for fact_id, record in a.items():
+        for field in ("label", "raw", "gold", "names", "subject", "predicate", "object"):
+            assert record.get(field) == b[fact_id].get(field), (fact_id, field)
+    summaries = [json.loads((f / "summary.json").read_text()) for f in (twins[0], out)]
+    assert {k: v for k, v in summaries[0].items() if k not in VOLATILE} == {
+        k: v for k, v in summaries[1].items() if k not in VOLATILE}
+    plan = json.loads((out / SHARDS / "plan.json").read_text())
+    local_plan = json.loads((twins[1] / SHARDS / "plan.json").read_text())
+    assert plan["input"] == uri and plan["shards"] == local_plan["shards"]
+    info = json.loads((out / "run.json").read_text())
+    assert info["source"] == uri
+    assert info["input"]["digest"] == json.loads(
+        (twins[1] / "run.json").read_text())["input"]["digest"]
+
+    # The object replaced by one with another fact: a resume is refused, the run kept.
+    kept = {p.name: p.read_bytes() for p in verdict_files(out)}
+    bucket.pipe_file(key, world.kg.read_bytes().replace(b"<http://e.org/o3> .",
+                                                        b"<http://e.org/o4> .", 1))
+    again = _run(world, at_url("--resume"))
+    said = [line for line in again.stderr.splitlines() if line.startswith("error:")]
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert len(said) == 1 and "the input facts (their count or content)" in said[0], said
+    assert "Traceback" not in again.stderr
+    assert {p.name: p.read_bytes() for p in verdict_files(out)} == kept
+
+    # A malformed line in the object: one line naming the URL and the line.
+    lines = world.kg.read_text().splitlines()
+    lines[120] = '<http://e.org/x> <http://e.org/p> "unclosed .'
+    bucket.pipe_file(key, ("\n".join(lines) + "\n").encode())
+    out = tmp_path / "broken"
+    broken = _run(world, at_url())
+    said = [line for line in broken.stderr.splitlines() if line.strip()]
+    assert broken.returncode == 2, broken.stdout + broken.stderr
+    assert len(said) == 1 and f"{uri}, line 121: malformed N-Triples" in said[0], said
+
+    # A missing object: one line naming the URL, before the cluster is asked anything.
+    out = tmp_path / "missing"
+    uri = f"s3://{world.s3.bucket}/{tmp_path.name}/input/none.nt"
+    missing = _run(world, at_url())
+    said = [line for line in missing.stderr.splitlines() if line.strip()]
+    assert missing.returncode == 2 and len(said) == 1, missing.stdout + missing.stderr
+    assert f"{uri}: file not found" in said[0], said
+
+
 def test_the_prefilter_runs_on_the_workers_as_it_runs_locally(world: World,
                                                               tmp_path: Path) -> None:
     pytest.importorskip("rdflib", reason="the schema rules need pip install 'kgcheck[rules]'")

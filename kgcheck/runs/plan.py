@@ -557,7 +557,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     (``intervals``). ``repeats`` checks each fact that many times (``kgcheck.runs.repeats``):
     the majority is its verdict. ``shards_uri`` (an fsspec URL: ``s3://bucket/run``) is
     where a sharded run's workers write their verdict shards instead of the run folder
-    (``kgcheck.data.shard_store``).
+    (``kgcheck.data.shard_store``). ``triples`` may be a URL (``"s3://bucket/kg.nt"``) on
+    such a run: its workers read their byte ranges of it (``kgcheck.data.input_uri``).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise SettingsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
