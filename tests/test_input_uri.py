@@ -182,3 +182,36 @@ def test_only_a_sharded_run_of_a_line_format_reads_a_url(tmp_path: Path, s3: Any
         kgcheck.run(triples=uri, model="replay:gpt-4o-mini", out=tmp_path / "run", limit=3,
                     engine="ray")
     _one_line(raised.value, "needs engine='ray' over every fact")
+
+
+def test_readers_of_a_run_load_its_facts_from_the_url(tmp_path: Path, s3: Any) -> None:
+    from kgcheck.data.runfolder import RunFolderError, checked_facts
+    from kgcheck.data.triples import read_triples
+
+    path = nt_file(tmp_path / "kg.nt")
+    uri = _upload(s3, path, f"{tmp_path.name}/kg.nt")
+    facts = checked_facts(tmp_path, {"source": uri, "dataset": "kg"})
+    assert [f.model_dump() for f in facts] == [
+        f.model_dump() for f in read_triples(path, "kg")] and len(facts) == 138
+    with pytest.raises(RunFolderError) as raised:
+        checked_facts(tmp_path, {"source": s3.uri("gone.nt"), "dataset": "kg"})
+    _one_line(raised.value, f"{s3.uri('gone.nt')}: file not found")
+
+
+def test_the_command_line_takes_a_url_and_refuses_it_in_one_line(tmp_path: Path,
+                                                                 s3: Any) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    uri = _upload(s3, nt_file(tmp_path / "kg.nt"), f"{tmp_path.name}/kg.nt")
+    for triples, said in ((uri, "needs --engine ray over every fact"),
+                          (s3.uri(f"{tmp_path.name}/none.nt"), "none.nt: file not found")):
+        done = subprocess.run([sys.executable, "-m", "kgcheck.cli", "run", "--triples",
+                               triples, "--model", "replay:gpt-4o-mini", "--out",
+                               str(tmp_path / "run")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert len(lines) == 1 and said in lines[0] and triples in lines[0], lines

@@ -12,7 +12,10 @@ environment as the storage's own client reads them (``AWS_ACCESS_KEY_ID``,
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,8 @@ from typing import Any
 from kgcheck.data.shard_store import is_uri, shown, storage_problem
 from kgcheck.data.sources import TriplesError
 
-__all__ = ["RemoteInput", "input_problem", "is_input_uri", "read_blocks", "read_range",
-           "seek_ranges", "stat_input"]
+__all__ = ["RemoteInput", "input_problem", "is_input_uri", "local_copy", "read_blocks",
+           "read_range", "seek_ranges", "stat_input"]
 
 # Bytes read after a cut point at a time, looking for the end of the line it fell in.
 LINE_PROBE = 64 * 1024
@@ -159,3 +162,23 @@ def read_blocks(uri: str, block: int) -> Iterator[bytes]:
         raise
     except Exception as exc:  # noqa: BLE001 - storage clients raise many kinds
         raise _failure(uri, exc) from None
+
+
+@contextmanager
+def local_copy(uri: str) -> Iterator[Path]:
+    """Yield a local copy of an object (for a reader that needs every fact of a run's input).
+
+    The copy is removed when the block ends.
+    """
+    stat_input(uri)
+    fs, path = _fs(uri)
+    folder = Path(tempfile.mkdtemp(prefix="kgcheck-input-"))
+    try:
+        target = folder / path.rpartition("/")[2]
+        try:
+            fs.get_file(path, str(target))
+        except Exception as exc:  # noqa: BLE001 - storage clients raise many kinds
+            raise _failure(uri, exc) from None
+        yield target
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

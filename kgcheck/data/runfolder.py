@@ -504,7 +504,14 @@ def checked_facts(run_dir: Path, info: Mapping[str, Any], data: str | Path | Non
     """
     source = str(info.get("source") or "")
     dataset = str(info.get("dataset") or "")
+    # Imported here: the input's storage module reads run folders' shard stores.
+    from kgcheck.data.input_uri import is_input_uri, local_copy
+
     try:
+        if is_input_uri(source):
+            # A sharded run's input at a URL: read from a copy, as a local file is read.
+            with local_copy(source) as path:
+                return read_triples(path, dataset)
         if source and Path(source).is_file():
             return read_triples(source, dataset)
         folder = data or (None if source in ("", "memory") or not Path(source).exists()

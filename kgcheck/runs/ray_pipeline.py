@@ -44,6 +44,7 @@ from rich.progress import (
 )
 
 from kgcheck.arguments import Arg, literal
+from kgcheck.data.input_uri import is_input_uri
 from kgcheck.data.runfolder import SHARDS, SUMMARY, RunError, VerdictsView, exclusive, shard_name
 from kgcheck.data.shard_store import ShardStore
 from kgcheck.data.shard_survey import (
@@ -55,7 +56,6 @@ from kgcheck.data.shard_survey import (
     repeated_ids,
     survey_shard,
 )
-from kgcheck.data.input_uri import is_input_uri
 from kgcheck.data.shards import Shard, plan_shards, seek_shards
 from kgcheck.data.shards import shard_bytes as read_shard_bytes
 from kgcheck.data.sources import TriplesError
