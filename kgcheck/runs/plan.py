@@ -315,13 +315,11 @@ def _resolved_read(parallel: ParallelReadChoice, triples: str | Path | None
 
 
 def _shard_source(triples: str | Path, dataset: str, gold: Any,
-                  by_predicate: PredicateFilter | None) -> Any:
+                  by_predicate: PredicateFilter | None) -> ShardSource:
     """Describe a sharded run's input for its workers (absolute paths: they run elsewhere).
 
     A URL stays as given, with the object's ETag, which every read of it checks.
     """
-    from kgcheck.data.shard_survey import ShardSource
-
     if is_input_uri(triples):
         return ShardSource(str(triples), dataset, gold, by_predicate,
                            stamp=stat_input(str(triples)).stamp)
@@ -349,6 +347,7 @@ def _refuse_unsharded_uri(uri: str) -> None:
         "otherwise, or for a dry run, give a local copy of the file",
         triples=Arg("triples", uri), engine=Arg("engine", "ray"), limit=Arg("limit"),
         sample=Arg("sample"), repeats=Arg("repeats"))
+
 
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
 ParallelReadChoice = ParallelRead | Callable[[], ParallelRead | None] | None
