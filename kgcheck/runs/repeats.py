@@ -66,13 +66,12 @@ def majority_record(copies: list[dict[str, Any]], stability: dict[str, Any]
     }
 
 
-def top_flipped(entries: Iterable[dict[str, Any]], limit: int = MAX_LISTED
-                ) -> list[dict[str, Any]]:
-    """Return the ``limit`` most uncertain of the facts that flipped (highest entropy first).
+def top_flipped(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the ``MAX_LISTED`` most uncertain facts that flipped (highest entropy first).
 
     Entries are ``flipped_entry`` dicts; the top of parts' tops is the top of the whole.
     """
-    return sorted(entries, key=lambda e: (-e["entropy"], e["fact_id"]))[:limit]
+    return sorted(entries, key=lambda e: (-e["entropy"], e["fact_id"]))[:MAX_LISTED]
 
 
 def flipped_entry(fact_id: str, stability: dict[str, Any]) -> dict[str, Any] | None:
