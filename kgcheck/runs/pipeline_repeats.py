@@ -1,4 +1,4 @@
-"""Repeats of a sharded run: each repeat one pass of the pipeline, their majority made on the workers.
+"""Repeats of a sharded run: each repeat a pass of the pipeline, combined on the workers.
 
 ``kgcheck run --engine ray --repeats N`` over every fact of a file runs the pipeline
 (``kgcheck.runs.ray_pipeline``) N times, repeat ``i`` into its own sharded run folder
@@ -44,6 +44,7 @@ from kgcheck.data.shard_store import ShardStore
 from kgcheck.evals.metrics import score_counts, score_summary
 from kgcheck.evals.stats.repeats import StabilityTally, fact_stability, repeats_section
 from kgcheck.providers.secrets import redact_value
+from kgcheck.runs import repeats as repeat_runs
 from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.ray_pipeline import (
     SHARD_RETRIES,
@@ -52,7 +53,6 @@ from kgcheck.runs.ray_pipeline import (
     share_of_cpus,
     survey,
 )
-from kgcheck.runs import repeats as repeat_runs
 from kgcheck.runs.repeats import (
     REPEATS_DIR,
     flipped_entry,
@@ -161,7 +161,8 @@ class RepeatsPart:
         entry = flipped_entry(fact_id, stability)
         if entry is not None:
             self.flipped.append(entry)
-            if len(self.flipped) >= 2 * repeat_runs.MAX_LISTED:  # cut now and then: a shard's facts are many
+            # Cut now and then: a shard may hold many facts that flipped.
+            if len(self.flipped) >= 2 * repeat_runs.MAX_LISTED:
                 self.flipped = top_flipped(self.flipped)
 
     def merge(self, other: RepeatsPart) -> None:
