@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +66,27 @@ def _write_repeat(store: ShardStore, records: list[dict[str, Any]], shards: list
             store.write_text(shard_name(index, ".jsonl"),
                              "".join(json.dumps(r) + "\n" for r in mine))
         if len(mine) == len(part):  # a shard the repeat finished
-            store.write_text(shard_name(index, ".done"), json.dumps({"shard": index}) + "\n")
+            store.write_text(shard_name(index, ".done"),
+                             json.dumps({"shard": index, "facts": len(mine)}) + "\n")
 
 
-def _combined(tmp_path: Path, runs: list[list[dict[str, Any]]], shards: list[range]
-              ) -> tuple[CombineJob, list[dict[str, Any]]]:
-    stores = [ShardStore(tmp_path / "repeats" / str(n + 1) / "shards") for n in range(len(runs))]
+def _combined(where: Callable[[str], str], runs: list[list[dict[str, Any]]],
+              shards: list[range]) -> tuple[CombineJob, list[dict[str, Any]]]:
+    # OUT's store, and the repeats' under it, as a run at a URI lays them out.
+    stores = [ShardStore(where(f"repeats/{n + 1}")) for n in range(len(runs))]
     for store, records in zip(stores, runs, strict=True):
         _write_repeat(store, records, shards)
-    job = CombineJob(str(tmp_path / "out"), [s.where for s in stores], MODELS)
+    job = CombineJob(where(""), [s.where for s in stores], MODELS)
     return job, [combine_shard(job, index) for index in range(len(shards))]
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str]:
+    """Where OUT's shards and its repeats' go: folders, or a fresh S3 prefix."""
+    if request.param == "local":
+        return lambda sub: str(tmp_path / "out" / sub)
+    s3 = request.getfixturevalue("s3")
+    return lambda sub: s3.uri(f"{tmp_path.name}/out/{sub}".rstrip("/"))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -85,7 +97,8 @@ def test_combined_shards_give_what_combine_repeats_gives(tmp_path: Path, seed: i
     monkeypatch.setattr(repeat_runs, "MAX_LISTED", 9)
     facts = 120
     runs = _repeats(seed, facts)
-    job, markers = _combined(tmp_path, runs, _split(facts, random.Random(seed)))
+    job, markers = _combined(lambda sub: str(tmp_path / "out" / sub), runs,
+                             _split(facts, random.Random(seed)))
     results = [RunResult(tmp_path, records, {}) for records in runs]
     want_records, want_section = combine_repeats(results)
 
@@ -120,34 +133,39 @@ def test_combined_shards_give_what_combine_repeats_gives(tmp_path: Path, seed: i
     assert section["flipped_facts"] == sum(1 for s in stable if s["flip_rate"] > 0)
 
 
-def test_a_combined_shard_is_made_again_only_when_a_repeat_changed(tmp_path: Path) -> None:
+def test_a_combined_shard_is_made_again_only_when_a_repeat_changed(
+        where: Callable[[str], str]) -> None:
     facts = 40
     runs = _repeats(7, facts)
     shards = [range(0, 20), range(20, 40)]
-    job, first = _combined(tmp_path, runs, shards)
+    job, first = _combined(where, runs, shards)
     out = ShardStore(job.out)
+    assert sorted(out.names()) == ["00000.done", "00000.jsonl", "00001.jsonl"]
     # Shard 1's facts of the last repeat are missing (it stopped): no marker yet.
-    assert out.read_text(shard_name(0, ".done")) is not None
-    assert out.read_text(shard_name(1, ".done")) is None
-    kept = (Path(out.where) / shard_name(0, ".jsonl")).stat().st_mtime_ns
+    combined = out.read_text(shard_name(0, ".jsonl"))
+    # Not made again while the repeats' markers stay (a repeat's verdicts gone unseen).
+    ShardStore(job.repeats[0]).remove(shard_name(0, ".jsonl"))
     assert combine_shard(job, 0) == first[0]
-    assert (Path(out.where) / shard_name(0, ".jsonl")).stat().st_mtime_ns == kept
+    assert out.read_text(shard_name(0, ".jsonl")) == combined
 
     # The last repeat resumed: shard 1 has all its verdicts and a marker now.
     rng = random.Random(8)
-    last = ShardStore(job.repeats[-1])
     done = [*runs[-1], *(_record(rng, str(n), 2) for n in range(facts - 7, facts))]
-    _write_repeat(last, done, shards)
+    _write_repeat(ShardStore(job.repeats[-1]), done, shards)
     again = combine_shard(job, 1)
     assert again["facts"] == 20 and out.read_text(shard_name(1, ".done")) is not None
     assert [fact["labels"] for fact in _details(out, 1)] == [
         [r["label"] for r in (runs[0][n], runs[1][n], done[n])] for n in range(20, 40)]
-    # A repeat's shard 0 ran again (its marker changed): shard 0 is combined anew.
-    first_repeat = ShardStore(job.repeats[0])
-    first_repeat.write_text(shard_name(0, ".done"), json.dumps({"shard": 0, "ran": 3}) + "\n")
-    assert combine_shard(job, 0)["sources"] != first[0]["sources"]
+    # Repeat 1's shard 0 ran again (its marker changed): shard 0 is combined anew, from the
+    # verdicts the repeats hold now.
+    _write_repeat(ShardStore(job.repeats[0]), runs[0][:10], [range(0, 10)])
+    remade = combine_shard(job, 0)
+    assert remade["sources"] != first[0]["sources"] and remade["facts"] == 20
+    assert [fact["labels"] for fact in _details(out, 0)][:10] == [
+        [r["label"] for r in (runs[0][n], runs[1][n], runs[2][n])] for n in range(10)]
+    assert all(len(fact["labels"]) == 2 for fact in _details(out, 0)[10:])
 
 
 def _details(store: ShardStore, index: int) -> list[dict[str, Any]]:
-    path = Path(store.where) / shard_name(index, ".jsonl")
-    return [r["details"]["repeats"] for _, _, r in scan_verdicts(path)]
+    text = store.read_text(shard_name(index, ".jsonl")) or ""
+    return [json.loads(line)["details"]["repeats"] for line in text.splitlines()]
