@@ -79,38 +79,46 @@ def score_spread(per_repeat: Sequence[Mapping[str, Any]]) -> dict[str, dict[str,
 class StabilityTally:
     """The facts' label counts over the repeats, as a histogram that parts of a run merge.
 
-    Each fact adds its ``counts`` (T, F, NA); the means are sums over the histogram's
-    entries in a fixed order, so a merged tally gives exactly the figures one tally of every
-    fact gives. ``state`` and ``from_state`` carry it as JSON.
+    Each fact adds its ``counts`` (T, F, NA) and their entropy; the means are sums over the
+    histogram's entries in a fixed order, so a merged tally gives exactly the figures one
+    tally of every fact gives. ``state`` and ``from_state`` carry it as JSON (with each
+    entry's entropy, so that merging needs no scipy).
     """
 
     def __init__(self) -> None:
         self.facts = 0
         self.histogram: Counter[tuple[int, ...]] = Counter()
+        self.entropies: dict[tuple[int, ...], float] = {}
 
     def add(self, stability: Mapping[str, Any]) -> None:
         """Take one fact's stability (``fact_stability``)."""
         self.facts += 1
         if stability["labels"]:
-            self.histogram[tuple(int(stability["counts"][k]) for k in LABEL_ORDER)] += 1
+            key = tuple(int(stability["counts"][k]) for k in LABEL_ORDER)
+            self.histogram[key] += 1
+            self.entropies[key] = float(stability["entropy"])
 
     def merge(self, other: StabilityTally) -> None:
         """Take another part's facts into this tally."""
         self.facts += other.facts
         self.histogram.update(other.histogram)
+        self.entropies.update(other.entropies)
 
     def state(self) -> dict[str, Any]:
-        """Return the tally as JSON-plain data."""
+        """Return the tally as JSON-plain data: ``[T, F, NA, facts, entropy]`` per entry."""
         return {"facts": self.facts,
-                "histogram": [[*key, n] for key, n in sorted(self.histogram.items())]}
+                "histogram": [[*key, n, self.entropies[key]]
+                              for key, n in sorted(self.histogram.items())]}
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> StabilityTally:
         """Rebuild a tally from ``state``'s data."""
         tally = cls()
         tally.facts = int(state["facts"])
-        tally.histogram = Counter({tuple(int(x) for x in row[:-1]): int(row[-1])
-                                   for row in state["histogram"]})
+        for *key, n, entropy in state["histogram"]:
+            counts = tuple(int(x) for x in key)
+            tally.histogram[counts] = int(n)
+            tally.entropies[counts] = float(entropy)
         return tally
 
     def figures(self) -> dict[str, Any]:
@@ -121,19 +129,10 @@ class StabilityTally:
         return {
             "facts": self.facts,
             "mean_flip_rate": (sum(f * n for f, n in flips) / labelled) if labelled else None,
-            "mean_entropy": (sum(_entropy(key) * n for key, n in entries) / labelled
+            "mean_entropy": (sum(self.entropies[key] * n for key, n in entries) / labelled
                              if labelled else None),
             "flipped_facts": sum(n for f, n in flips if f > 0),
         }
-
-
-def _entropy(counts: Sequence[int]) -> float:
-    try:
-        from scipy.stats import entropy
-    except ImportError:
-        raise missing_extra("scipy") from None
-
-    return float(entropy(list(counts), base=2))
 
 
 def repeats_section(count: int, stability: StabilityTally,
