@@ -26,13 +26,17 @@ children).
   with the Ray engine feeding every fact from the driver (``--limit N``: the same facts
   through the driver, as before the pipeline). Goal: the pipeline's driver RSS flat in the
   number of facts. With ``--inputs local,s3`` also the pipeline over the file in S3
-  (``pipeline_s3_input``).
+  (``pipeline_s3_input``). With ``--repeats N`` (N > 1) each file also runs with
+  ``--repeats N``: on the pipeline (``pipeline_repeats``: N passes, then the combine on the
+  workers) and, unless ``--no-driver-fed``, fed by the driver (``driver_fed_repeats``:
+  ``--limit``, the repeats combined in the driver's memory, as before); their facts/s count
+  every repeat's checks.
 
 Prints one JSON document. The machine has 2 shared cores: compare within one run.
 
     python benchmarks/bench_ray_pipeline.py [--workers 1,2,4] [--facts 1200]
         [--latency 0.2] [--concurrency 4] [--rss-facts 1000,3000,9000] [--no-driver-fed]
-        [--stores local,s3] [--inputs local,s3]
+        [--stores local,s3] [--inputs local,s3] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ def main() -> int:
     parser.add_argument("--no-driver-fed", action="store_true")
     parser.add_argument("--stores", default="local", help="local, s3 or local,s3")
     parser.add_argument("--inputs", default="local", help="local, s3 or local,s3")
+    parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     stores = args.stores.split(",")
     inputs = args.inputs.split(",")
@@ -126,7 +131,8 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "workers": {"facts": args.facts, "seconds_per_answer": args.latency,
                     "concurrency_per_worker": args.concurrency, "runs": []},
-        "driver_memory": {"workers": 2, "seconds_per_answer": 0.0, "runs": []}}
+        "driver_memory": {"workers": 2, "seconds_per_answer": 0.0, "repeats": args.repeats,
+                          "runs": []}}
     slow, slow_url = start_stub(100_000, args.latency, "queue")
     fast, fast_url = start_stub(100_000, 0.0, "queue")
     endpoint = None
@@ -194,10 +200,22 @@ def main() -> int:
                     row["driver_fed"] = measured(
                         command(kg, fast_url, out, cluster.address, 2, args.concurrency,
                                 shard_mb, "--limit", str(facts)), out, facts)
+                if args.repeats > 1:
+                    again = ("--repeats", str(args.repeats))
+                    out = tmp / f"memory-{facts}-repeats"
+                    row["pipeline_repeats"] = measured(
+                        command(kg, fast_url, out, cluster.address, 2, args.concurrency,
+                                shard_mb, *again), out, facts)
+                    if not args.no_driver_fed:
+                        out = tmp / f"fed-{facts}-repeats"
+                        row["driver_fed_repeats"] = measured(
+                            command(kg, fast_url, out, cluster.address, 2, args.concurrency,
+                                    shard_mb, "--limit", str(facts), *again), out, facts)
                 report["driver_memory"]["runs"].append(row)
             memory = report["driver_memory"]["runs"]
             if len(memory) > 1:
-                for series in ("pipeline", "pipeline_s3_input", "driver_fed"):
+                for series in ("pipeline", "pipeline_s3_input", "driver_fed",
+                               "pipeline_repeats", "driver_fed_repeats"):
                     if series in memory[0]:
                         report["driver_memory"][f"{series}_growth_mb"] = round(
                             memory[-1][series]["driver_peak_rss_mb"]

@@ -8,7 +8,9 @@ summary; both servers are asked; a worker killed mid-run, and a driver killed wi
 ``kill -9`` then resumed, end with one verdict per fact; a malformed line fails with one
 line; report, export and estimate read the sharded folder as they read the local one.
 With ``--shards-uri`` the workers write their shards to S3 (moto's server on loopback,
-reached through each node's environment) and the folder reads them from there.
+reached through each node's environment) and the folder reads them from there. Repeats
+over the pipeline (a stub whose answers flip between repeats) give the local engine's
+majority verdicts and summary, and a resume redoes only what a killed worker left.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -499,3 +502,108 @@ def test_the_prefilter_runs_on_the_workers_as_it_runs_locally(world: World,
             for k, r in folders["local"].items()} == {
         k: (r["label"], (r.get("details") or {}).get("prefilter"))
         for k, r in folders["ray"].items()}
+
+
+class _Flipper:
+    """Answer by the prompt's hash, some facts otherwise at every other time they are asked.
+
+    Shared by every stub (the nodes' and the driver's): a fact's answer depends on how often
+    its prompt was asked before, on whichever node, so repeat ``i`` of a fact gets the same
+    answer from the local engine and from the pipeline, and a repeat asked again (a resume)
+    gets its own answer again (it is asked for an odd or even time as before).
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, body: Any) -> str:
+        prompt = json.dumps((body or {}).get("messages"), sort_keys=True)
+        with self.lock:
+            times = self.seen.get(prompt, 0)
+            self.seen[prompt] = times + 1
+        digest = zlib.crc32(prompt.encode())
+        flip = times % 2 == 1 and digest % 5 < 2
+        return ("T", "F", "I cannot say")[(digest + flip) % 3]
+
+
+@contextmanager
+def _flipping(world: World) -> Iterator[_Flipper]:
+    flipper = _Flipper()
+    stubs = (*world.nodes, world.local)
+    saved = [s.behaviour for s in stubs]
+    for stub in stubs:
+        stub.behaviour = replace(stub.behaviour, answer_by=flipper)
+    try:
+        yield flipper
+    finally:
+        for stub, behaviour in zip(stubs, saved, strict=True):
+            stub.behaviour = behaviour
+
+
+def _stable(record: dict[str, Any]) -> dict[str, Any]:
+    """A verdict record without when, how fast and in which run it was made."""
+    return {k: v for k, v in record.items() if k not in ("checked_at", "run_id", "seconds")}
+
+
+def test_repeats_on_the_pipeline_give_the_local_engines_majority_and_summary(
+        world: World, tmp_path: Path) -> None:
+    # A small file (about 40 facts) cut in a few shards: three passes and a combine.
+    lines = world.kg.read_text().splitlines()
+    kg = tmp_path / "small.nt"
+    kg.write_text("\n".join(lines[:44] + lines[-1:]) + "\n")
+    folders = {"local": tmp_path / "local", "ray": tmp_path / "ray"}
+    with _flipping(world) as flipper:
+        for name, on_ray in (("local", False), ("ray", True)):
+            flipper.seen.clear()
+            done = _run(world, _cmd(world, folders[name], "--repeats", "3", "--ci", kg=kg,
+                                    on_ray=on_ray, concurrency=1, shard_mb="0.0008"))
+            assert done.returncode == 0, done.stdout + done.stderr
+        a, b = read_verdicts(folders["local"]), read_verdicts(folders["ray"])
+        assert len(a) >= 35 and a.keys() == b.keys()
+        assert {k: _stable(r) for k, r in a.items()} == {k: _stable(r) for k, r in b.items()}
+        summaries = [json.loads((f / "summary.json").read_text()) for f in folders.values()]
+        assert {k: v for k, v in summaries[0].items() if k not in VOLATILE} == {
+            k: v for k, v in summaries[1].items() if k not in VOLATILE}
+        section = summaries[1]["repeats"]
+        assert section["count"] == 3 and 0 < section["flipped_facts"] < len(a)
+        assert summaries[1]["engine"]["pipeline"] == "shards"
+        # OUT is a sharded run: one marker per combined shard, no verdicts.jsonl.
+        out = folders["ray"]
+        assert not (out / "verdicts.jsonl").exists()
+        shards = sorted((out / SHARDS).glob("*.jsonl"))
+        assert len(shards) >= 3 and len(list((out / SHARDS).glob("*.done"))) == len(shards)
+        assert all(len(list((out / "repeats" / str(n) / SHARDS).glob("*.done"))) == len(shards)
+                   for n in (1, 2, 3))
+        for command in (["export", str(out), "--format", "csv", "--out",
+                         str(tmp_path / "ray.csv")],
+                        ["report", str(out), "--out", str(tmp_path / "report"), "--no-plots"]):
+            read = subprocess.run([sys.executable, "-m", "kgcheck.cli", *command], cwd=ROOT,
+                                  env=world.env, capture_output=True, text=True, timeout=300)
+            assert read.returncode == 0, read.stdout + read.stderr
+        assert {r["fact_id"]: r["verdict"] for r in _rows(tmp_path / "ray.csv")} == {
+            k: r["label"] for k, r in a.items()}
+        tables = (tmp_path / "report" / "tables.md").read_text().split("## Repeats")[1]
+        assert f"| {section['flipped_facts']} of {len(a)} |" in tables.split("\n## ")[0]
+
+        # Repeat 2's shard 1 as a killed worker leaves it: no marker, two verdicts and a
+        # torn line. A resume checks only its missing facts and combines shard 1 again;
+        # the other combined shards are left as they are.
+        repeat = out / "repeats" / "2" / SHARDS
+        (repeat / "00001.done").unlink()
+        kept = (repeat / "00001.jsonl").read_text().splitlines()[:2]
+        (repeat / "00001.jsonl").write_text("\n".join(kept) + '\n{"fact_id": "x", "la')
+        untouched = {p.name: p.stat().st_mtime_ns for p in shards if p.name != "00001.jsonl"}
+        before = [_calls(s) for s in world.nodes]
+        again = _run(world, _cmd(world, out, "--repeats", "3", "--ci", "--resume", kg=kg,
+                                 concurrency=1, shard_mb="0.0008"))
+        assert again.returncode == 0, again.stdout + again.stderr
+        asked = sum(_calls(s) - n for s, n in zip(world.nodes, before, strict=True))
+        assert asked == len((repeat / "00001.jsonl").read_text().splitlines()) - 2 > 0
+        assert {p.name: p.stat().st_mtime_ns for p in shards
+                if p.name != "00001.jsonl"} == untouched
+        assert {k: _stable(r) for k, r in read_verdicts(out).items()} == {
+            k: _stable(r) for k, r in a.items()}
+        resumed = json.loads((out / "summary.json").read_text())
+        assert resumed["repeats"] == summaries[0]["repeats"]
+        assert resumed["ran_this_time"] == asked

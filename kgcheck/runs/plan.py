@@ -605,10 +605,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if at_url:
         _check_input_uri(str(triples))
     read = _resolved_read(parallel_read if limit is None else None, triples)
-    # Every fact of a file, checked on the engine's workers shard by shard: one run of
-    # one model, whose summary the shards' tallies make.
-    pipelined = (read is not None and read.survey is not None and every and not consensus
-                 and repeats == 1)
+    # Every fact of a file, checked on the engine's workers shard by shard: one model (each
+    # repeat a pass of its own), whose summary the shards' tallies make.
+    pipelined = read is not None and read.survey is not None and every and not consensus
     if shards_uri is not None:
         _check_shards_uri(shards_uri, pipelined)
     if at_url and not pipelined:
@@ -728,9 +727,8 @@ def _check_shards_uri(uri: str, pipelined: bool) -> None:
     if not pipelined:
         raise SettingsError("{shards_uri} is where the workers of a sharded run write: it needs "
                             "{engine} over every fact of an N-Triples, N-Quads or JSON Lines "
-                            "file, one model, and no {repeats}",
-                            shards_uri=Arg("shards_uri", uri), engine=Arg("engine", "ray"),
-                            repeats=Arg("repeats"))
+                            "file, and one model",
+                            shards_uri=Arg("shards_uri", uri), engine=Arg("engine", "ray"))
     problem = storage_problem(uri)
     if problem:
         raise SettingsError(f"{{shards_uri}}: {literal(problem)}",
@@ -828,7 +826,12 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     try:
         # The local engine's calls see the driver's cache; remote workers open their own.
         with use_cache(path if runner.name == "local" else None) as answers:
-            if plan.sharded is not None and hasattr(runner, "run_sharded"):
+            if plan.sharded is not None and hasattr(runner, "run_sharded") \
+                    and plan.repeats > 1:
+                result = await _execute_sharded_repeats(plan, runner, concurrency=limit,
+                                                        resume=resume, fresh=fresh,
+                                                        show_progress=show_progress)
+            elif plan.sharded is not None and hasattr(runner, "run_sharded"):
                 result = await _execute_sharded(plan, runner, concurrency=limit,
                                                 resume=resume, fresh=fresh,
                                                 show_progress=show_progress)
@@ -896,11 +899,14 @@ async def _execute(plan: RunPlan, engine: Engine, *, concurrency: Limit, resume:
 
 
 async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, resume: bool,
-                           fresh: bool, show_progress: bool) -> RunResult:
+                           fresh: bool, show_progress: bool,
+                           repeat: int | None = None) -> RunResult:
     """Run a sharded plan on its engine's workers: each checks its shards' facts."""
     from kgcheck.runs.shard_check import ShardJob
 
     config = run_config(plan.info.run_id)
+    if repeat is not None:
+        config["metadata"][REPEAT] = repeat
     # Each worker runs this many facts at once, as a local run does in all.
     spec: int | str = ("auto" if isinstance(concurrency, AdaptiveLimit)
                        else concurrency.maximum)
@@ -914,6 +920,22 @@ async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, re
                                                  resume=resume, fresh=fresh,
                                                  show_progress=show_progress)
     return result
+
+
+async def _execute_sharded_repeats(plan: RunPlan, engine: Any, *, concurrency: Limit,
+                                   resume: bool, fresh: bool, show_progress: bool) -> RunResult:
+    """Run each repeat of a sharded plan on the workers, then combine them on the workers."""
+    from kgcheck.runs.pipeline_repeats import run_sharded_repeats
+
+    async def one(repeat: int, folder: Path, sharded: Any, uri: str) -> RunResult:
+        sub = dataclasses.replace(plan, out_dir=folder, info=dataclasses.replace(plan.info),
+                                  sharded=sharded, shards_uri=uri or None)
+        return await _execute_sharded(sub, engine, concurrency=concurrency, resume=resume,
+                                      fresh=fresh, show_progress=show_progress, repeat=repeat)
+
+    return await run_sharded_repeats(plan.sharded, plan.info, plan.out_dir, plan.repeats, one,
+                                     workers=engine.workers, shards_uri=plan.shards_uri,
+                                     resume=resume, fresh=fresh)
 
 
 def _rules_for_workers(rules: SchemaContext | None) -> SchemaContext | None:

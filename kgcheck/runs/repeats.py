@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,8 @@ from kgcheck.runs.runner import (
     write_run_file,
 )
 
-__all__ = ["REPEATS_DIR", "MAX_LISTED", "combine_repeats", "repeat_folder", "run_repeats"]
+__all__ = ["REPEATS_DIR", "MAX_LISTED", "combine_repeats", "flipped_entry", "majority_record",
+           "repeat_folder", "run_repeats", "top_flipped"]
 
 REPEATS_DIR = "repeats"
 # Facts that flipped listed in summary.json (most uncertain first); all are in verdicts.jsonl.
@@ -47,31 +48,48 @@ def _sum(values: list[Any]) -> int | None:
     return sum(present) if present else None
 
 
+def majority_record(copies: list[dict[str, Any]], stability: dict[str, Any]
+                    ) -> dict[str, Any]:
+    """Return a fact's verdict over its repeats' records: the majority, tokens summed."""
+    base = copies[0]
+    seconds = [c["seconds"] for c in copies if c.get("seconds")]
+    return {
+        **base,
+        "label": stability["majority"],
+        "raws": [raw for c in copies for raw in (c.get("raws") or [c.get("raw")])],
+        "seconds": sum(seconds) / len(seconds) if seconds else base.get("seconds"),
+        "tokens_in": _sum([c.get("tokens_in") for c in copies]),
+        "tokens_out": _sum([c.get("tokens_out") for c in copies]),
+        # An error of one repeat is not the fact's error when others answered.
+        "error": base.get("error") if all(c.get("error") for c in copies) else None,
+        "details": {**(base.get("details") or {}), "repeats": stability},
+    }
+
+
+def top_flipped(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the ``MAX_LISTED`` most uncertain facts that flipped (highest entropy first).
+
+    Entries are ``flipped_entry`` dicts; the top of parts' tops is the top of the whole.
+    """
+    return sorted(entries, key=lambda e: (-e["entropy"], e["fact_id"]))[:MAX_LISTED]
+
+
+def flipped_entry(fact_id: str, stability: dict[str, Any]) -> dict[str, Any] | None:
+    """Return a fact's entry in the summary's ``flipped`` list (None: it never flipped)."""
+    if not stability["flip_rate"]:
+        return None
+    return {"fact_id": fact_id, "flip_rate": stability["flip_rate"],
+            "entropy": stability["entropy"], "counts": stability["counts"]}
+
+
 def combine_repeats(results: list[RunResult]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Return the majority verdict records and the summary's ``repeats`` section."""
     by_fact = [{str(r["fact_id"]): r for r in res.records} for res in results]
     per_fact, section = repeat_summary(by_fact)
-    records = []
-    for fid, stability in per_fact.items():
-        copies = [rep[fid] for rep in by_fact if fid in rep]
-        base = copies[0]
-        seconds = [c["seconds"] for c in copies if c.get("seconds")]
-        records.append({
-            **base,
-            "label": stability["majority"],
-            "raws": [raw for c in copies for raw in (c.get("raws") or [c.get("raw")])],
-            "seconds": sum(seconds) / len(seconds) if seconds else base.get("seconds"),
-            "tokens_in": _sum([c.get("tokens_in") for c in copies]),
-            "tokens_out": _sum([c.get("tokens_out") for c in copies]),
-            # An error of one repeat is not the fact's error when others answered.
-            "error": base.get("error") if all(c.get("error") for c in copies) else None,
-            "details": {**(base.get("details") or {}), "repeats": stability},
-        })
-    flipped = sorted(((fid, s) for fid, s in per_fact.items() if s["flip_rate"]),
-                     key=lambda item: (-item[1]["entropy"], item[0]))
-    section["flipped"] = [{"fact_id": fid, "flip_rate": s["flip_rate"],
-                           "entropy": s["entropy"], "counts": s["counts"]}
-                          for fid, s in flipped[:MAX_LISTED]]
+    records = [majority_record([rep[fid] for rep in by_fact if fid in rep], stability)
+               for fid, stability in per_fact.items()]
+    section["flipped"] = top_flipped(
+        e for fid, s in per_fact.items() if (e := flipped_entry(fid, s)) is not None)
     return records, section
 
 
