@@ -343,10 +343,10 @@ def _refuse_unsharded_uri(uri: str) -> None:
     """Refuse a URL input on a run that is not a sharded one: one line saying what to do."""
     raise SettingsError(
         "{triples} at a URL is read by the workers of a sharded run: it needs {engine} over "
-        "every fact of the file (no {limit} or {sample}), one model, and no {repeats}; "
-        "otherwise, or for a dry run, give a local copy of the file",
+        "every fact of the file (no {limit} or {sample}) and one model; otherwise, or "
+        "for a dry run, give a local copy of the file",
         triples=Arg("triples", uri), engine=Arg("engine", "ray"), limit=Arg("limit"),
-        sample=Arg("sample"), repeats=Arg("repeats"))
+        sample=Arg("sample"))
 
 
 # An engine's way to read in parallel shards, or a function that starts the engine for it.
