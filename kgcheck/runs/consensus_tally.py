@@ -18,7 +18,7 @@ from typing import Any
 from kgcheck.evals.metrics import confusion_of, f1
 from kgcheck.graphs.votes import TIE, tally
 
-__all__ = ["ConsensusTally"]
+__all__ = ["ConsensusTally", "merged_consensus"]
 
 # Counts of the judge and the members' failures, by the summary's key.
 _JUDGE_KEYS = ("ties", "judge_calls", "judge_decided", "member_errors", "judge_errors")
@@ -140,6 +140,15 @@ class ConsensusTally:
             "judge_errors": counts["judge_errors"],
             **extra,
         }
+
+
+def merged_consensus(results: Iterable[Mapping[str, Any]]) -> ConsensusTally:
+    """Merge the consensus tallies of a sharded run's shards (their markers' ``consensus``)."""
+    found = ConsensusTally()
+    for result in results:
+        if result.get("consensus") is not None:
+            found.merge(ConsensusTally.from_state(result["consensus"]))
+    return found
 
 
 def _f1_of(pairs: Mapping[tuple[Any, str], int], cls: str) -> float | None:

@@ -555,10 +555,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     gold = read_gold(labels) if labels is not None else None
     every = all(x is None for x in (limit, sample, stratify, per_stratum, ids))
     read = _resolved_read(parallel_read if limit is None else None, triples)
-    # Every fact of a file, checked on the engine's workers shard by shard: one run of
-    # one model, whose summary the shards' tallies make.
-    pipelined = (read is not None and read.survey is not None and every and not consensus
-                 and repeats == 1)
+    # Every fact of a file, checked on the engine's workers shard by shard: one model or a
+    # consensus (kgcheck.runs.pipeline_consensus), whose summary the shards' tallies make.
+    pipelined = (read is not None and read.survey is not None and every and repeats == 1)
     if shards_uri is not None:
         _check_shards_uri(shards_uri, pipelined)
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
@@ -676,7 +675,7 @@ def _check_shards_uri(uri: str, pipelined: bool) -> None:
     if not pipelined:
         raise SettingsError("{shards_uri} is where the workers of a sharded run write: it needs "
                             "{engine} over every fact of an N-Triples, N-Quads or JSON Lines "
-                            "file, one model, and no {repeats}",
+                            "file, and no {repeats}",
                             shards_uri=Arg("shards_uri", uri), engine=Arg("engine", "ray"),
                             repeats=Arg("repeats"))
     problem = storage_problem(uri)
@@ -852,12 +851,19 @@ async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, re
     # Each worker runs this many facts at once, as a local run does in all.
     spec: int | str = ("auto" if isinstance(concurrency, AdaptiveLimit)
                        else concurrency.maximum)
+    consensus = len(plan.members) > 1
     job = ShardJob(shards=plan.shards_uri or "", run_id=plan.info.run_id,
                    method=plan.info.method, models=list(plan.info.models),
                    key=("strategy", plan.strategy.name),
-                   context=plan.strategy.make_context(**plan.values), config=config,
-                   concurrency=spec, max_concurrency=concurrency.maximum,
+                   # A consensus run's context is made per phase, with its judge.
+                   context=None if consensus else plan.strategy.make_context(**plan.values),
+                   config=config, concurrency=spec, max_concurrency=concurrency.maximum,
                    prefilter=_rules_for_workers(plan.prefilter))
+    if consensus:
+        from kgcheck.runs.pipeline_consensus import run_sharded_consensus
+
+        return await run_sharded_consensus(plan, engine, job, resume=resume, fresh=fresh,
+                                           show_progress=show_progress)
     result: RunResult = await engine.run_sharded(plan.sharded, plan.info, plan.out_dir, job,
                                                  resume=resume, fresh=fresh,
                                                  show_progress=show_progress)
