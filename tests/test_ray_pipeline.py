@@ -471,17 +471,22 @@ def _all_calls(world: World) -> int:
 
 @pytest.fixture(scope="module")
 def consensus_twins(world: World, tmp_path_factory: pytest.TempPathFactory
-                    ) -> dict[str, tuple[Path, Path]]:
-    """Consensus by the local engine and by the pipeline: a fixed judge and a measured one."""
+                    ) -> dict[str, tuple[Path, Path, list[int]]]:
+    """Consensus by the local engine and by the pipeline: a fixed judge and a measured one.
+
+    Each gives the two folders and the calls the pipeline's run made of each node's server.
+    """
     root = tmp_path_factory.mktemp("consensus")
     kg = _small_kg(world, root)
     found = {}
     for name, judge in (("fixed", f"ollama:{JUDGES[0]}"), ("measured", "cons-up")):
         folders = root / f"{name}-local", root / f"{name}-ray"
         for folder, on_ray in zip(folders, (False, True), strict=True):
+            before = [_calls(s) for s in world.nodes]
             done = _run(world, _consensus_cmd(world, kg, folder, judge, on_ray=on_ray))
             assert done.returncode == 0, done.stdout + done.stderr
-        found[name] = folders
+        found[name] = (*folders, [_calls(s) - b for s, b in zip(world.nodes, before,
+                                                                  strict=True)])
     return found
 
 
@@ -496,20 +501,25 @@ def _same_summaries(a: Path, b: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("judge", ["fixed", "measured"])
 def test_consensus_on_the_pipeline_gives_the_local_engines_verdicts_and_summary(
-        consensus_twins: dict[str, tuple[Path, Path]], judge: str) -> None:
-    local, sharded = consensus_twins[judge]
+        consensus_twins: dict[str, tuple[Path, Path, list[int]]], judge: str) -> None:
+    local, sharded, asked = consensus_twins[judge]
     a, b = read_verdicts(local), read_verdicts(sharded)
     assert len(a) == CONSENSUS_FACTS and a.keys() == b.keys()
     for fact_id, record in a.items():
         for key in ("label", "gold", "names", "subject"):
             assert record.get(key) == b[fact_id].get(key), (fact_id, key)
-        assert record["details"]["votes"] == b[fact_id]["details"]["votes"], fact_id
+        assert [(v["model"], v["label"], v["raw"]) for v in record["details"]["votes"]] == [
+            (v["model"], v["label"], v["raw"]) for v in b[fact_id]["details"]["votes"]], fact_id
         assert record["details"].get("judge_called") == b[fact_id]["details"].get(
             "judge_called"), fact_id
     assert not (sharded / "verdicts.jsonl").exists()
     assert len(list((sharded / SHARDS).glob("*.done"))) >= 4
     summary = _same_summaries(local, sharded)
     assert summary["engine"]["pipeline"] == "shards"
+    # Both nodes' servers answered; each member voted once per fact, the judge once per tie
+    # (a measured judge's second pass starts from the recorded votes).
+    assert all(n > 0 for n in asked)
+    assert sum(asked) == len(MEMBERS) * CONSENSUS_FACTS + summary["judge_calls"]
     assert summary["ties"] > 0 and summary["judge_calls"] == summary["ties"]
     assert set(summary["alignment"]) == set(MEMBERS)
     assert all(s["votes"] == CONSENSUS_FACTS for s in summary["member_scores"].values())
@@ -534,7 +544,7 @@ def _cut_shard(shard: Path, keep: int = 2) -> list[str]:
 
 @pytest.mark.parametrize("judge", ["fixed", "measured"])
 def test_a_consensus_resume_asks_only_the_facts_of_a_partial_shard(
-        world: World, tmp_path: Path, consensus_twins: dict[str, tuple[Path, Path]],
+        world: World, tmp_path: Path, consensus_twins: dict[str, tuple[Path, Path, list[int]]],
         judge: str) -> None:
     run = tmp_path / "run"
     shutil.copytree(consensus_twins[judge][1], run)

@@ -147,8 +147,9 @@ class LocalPasses:
         self.engine = engine
         self.key = key
         self.config = config
-        self.options = {"concurrency": concurrency, "resume": resume, "fresh": fresh,
-                        "show_progress": show_progress, "warn": warn}
+        self.options: dict[str, Any] = {"concurrency": concurrency, "resume": resume,
+                                        "fresh": fresh, "show_progress": show_progress,
+                                        "warn": warn}
 
     async def check(self, ctx: ConsensusContext, info: RunInfo, out_dir: Path, *,
                     phase: str, extras: Mapping[str, Any],
@@ -165,16 +166,16 @@ class LocalPasses:
                 state["votes"] = votes_of[fact.id]
             return await self.engine.invoke(self.key, state, ctx, self.config)
 
-        counted: list[ConsensusTally] = []
+        # Counted in the runner's one pass over the folder's verdicts for its summary.
+        counted = ConsensusTally()
 
         def summary_extras(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-            # One pass over the folder's verdicts gives every consensus figure.
-            counted.append(ConsensusTally.of(records))
-            return counted[-1].summary(self.members, **extras)
+            return counted.summary(self.members, **extras)
 
         result = await check_facts(self.facts, invoke, info, out_dir, phase=phase,
-                                   summary_extras=summary_extras, **self.options)
-        return result, counted[-1]
+                                   summary_extras=summary_extras, count_also=counted.add,
+                                   **self.options)
+        return result, counted
 
 
 async def run_consensus(

@@ -179,11 +179,10 @@ def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
         nonlocal refuted
         for _, _, record in scan_verdicts(path):
             refuted += is_prefiltered(record)
-            if votes is not None:
-                votes.add(record)
             yield record
 
-    tally, outcomes = tally_records(records(), job.models)
+    tally, outcomes = tally_records(records(), job.models,
+                                    None if votes is None else votes.add)
     found = {"shard": index, "facts": tally.n, "tally": tally.state(),
              "outcomes": outcomes.state()}
     if votes is not None:
