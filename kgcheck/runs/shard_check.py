@@ -5,6 +5,8 @@ run's graph on its facts a few at once (``concurrency`` per worker; the local ru
 loop, ``runner.CheckLoop``), appends each verdict to the shard's file ``NNNNN.jsonl`` as
 it comes and, once every fact has its verdict, writes ``NNNNN.done`` atomically: the
 shard's summary tally and outcomes, which the driver merges without reading a verdict.
+A consensus run's marker carries the shard's consensus tally too; in the second phase of a
+measured judge each fact starts from the votes the first phase recorded in the same shard.
 Both go to the run's shard store (``kgcheck.data.shard_store``): ``RUN/shards/``, or a
 URI. A shard whose file is there already is resumed fact by fact: its file is first
 rewritten with one kept verdict per fact (a torn last line, a failed check or a repeat are
