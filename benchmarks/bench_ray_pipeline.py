@@ -32,11 +32,16 @@ children).
   ``--limit``, the repeats combined in the driver's memory, as before); their facts/s count
   every repeat's checks.
 
+With ``--consensus K`` every run is a consensus of K members (stub models ``stub-1`` ..
+``stub-K`` with a fixed judge) instead of one model: the members ask in parallel branches,
+so a fact costs K calls in about one answer's time; the driver-fed runs are consensus runs
+fed from the driver, as consensus ran on Ray before the pipeline took it.
+
 Prints one JSON document. The machine has 2 shared cores: compare within one run.
 
     python benchmarks/bench_ray_pipeline.py [--workers 1,2,4] [--facts 1200]
         [--latency 0.2] [--concurrency 4] [--rss-facts 1000,3000,9000] [--no-driver-fed]
-        [--stores local,s3] [--inputs local,s3] [--repeats 3]
+        [--stores local,s3] [--inputs local,s3] [--repeats 3] [--consensus 4]
 """
 
 from __future__ import annotations
@@ -73,6 +78,14 @@ def command(path: str | Path, url: str, out: Path, address: str, workers: int, c
             "--no-progress", "--no-cache", "--concurrency", str(concurrency), "--engine",
             "ray", "--ray-address", address, "--ray-workers", str(workers), "--ray-shard-mb",
             f"{shard_mb:.6f}", *extra]
+
+
+def consensus_options(members: int) -> list[str]:
+    """Return the options of a consensus of ``members`` stub models (none for one model)."""
+    if members < 2:
+        return []
+    return ["--consensus", ",".join(f"openai-compatible:stub-{n}" for n in range(1, members + 1)),
+            "--judge", "openai-compatible:stub-judge"]
 
 
 def measured(cmd: list[str], out: Path, facts: int) -> dict[str, Any]:
@@ -115,9 +128,12 @@ def main() -> int:
     parser.add_argument("--stores", default="local", help="local, s3 or local,s3")
     parser.add_argument("--inputs", default="local", help="local, s3 or local,s3")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--consensus", type=int, default=0,
+                        help="members of a consensus run (0: one model)")
     args = parser.parse_args()
     stores = args.stores.split(",")
     inputs = args.inputs.split(",")
+    panel = consensus_options(args.consensus)
     try:
         import ray  # noqa: F401 - only to know it is there
 
@@ -132,7 +148,8 @@ def main() -> int:
         "workers": {"facts": args.facts, "seconds_per_answer": args.latency,
                     "concurrency_per_worker": args.concurrency, "runs": []},
         "driver_memory": {"workers": 2, "seconds_per_answer": 0.0, "repeats": args.repeats,
-                          "runs": []}}
+                          "runs": []},
+        "consensus_members": args.consensus if panel else None}
     slow, slow_url = start_stub(100_000, args.latency, "queue")
     fast, fast_url = start_stub(100_000, 0.0, "queue")
     endpoint = None
@@ -153,8 +170,8 @@ def main() -> int:
                 for store in stores:
                     for where in inputs:
                         out = tmp / f"workers-{count}-{store}-{where}"
-                        extra = (["--shards-uri", endpoint.uri(f"bench/{out.name}")]
-                                 if store == "s3" and endpoint is not None else [])
+                        extra = panel + (["--shards-uri", endpoint.uri(f"bench/{out.name}")]
+                                         if store == "s3" and endpoint is not None else [])
                         found = measured(command(_input(kg, where, endpoint), slow_url, out,
                                                  cluster.address, count, args.concurrency,
                                                  shard_mb, *extra), out, args.facts)
@@ -187,7 +204,8 @@ def main() -> int:
                 row: dict[str, Any] = {"facts": facts}
                 out = tmp / f"memory-{facts}"
                 row["pipeline"] = measured(command(kg, fast_url, out, cluster.address, 2,
-                                                   args.concurrency, shard_mb), out, facts)
+                                                   args.concurrency, shard_mb, *panel), out,
+                                           facts)
                 row["pipeline"]["shards"] = json.loads(
                     (out / "summary.json").read_text())["engine"]["input_shards"]
                 if "s3" in inputs:
@@ -199,7 +217,7 @@ def main() -> int:
                     out = tmp / f"fed-{facts}"
                     row["driver_fed"] = measured(
                         command(kg, fast_url, out, cluster.address, 2, args.concurrency,
-                                shard_mb, "--limit", str(facts)), out, facts)
+                                shard_mb, "--limit", str(facts), *panel), out, facts)
                 if args.repeats > 1:
                     again = ("--repeats", str(args.repeats))
                     out = tmp / f"memory-{facts}-repeats"

@@ -51,9 +51,21 @@ VOLATILE = {"seconds", "facts_per_second", "mean_model_seconds", "ran_this_time"
             "cache", "run_id"}
 
 
+# Consensus members and their judges (kgcheck's default larger siblings), all on each stub.
+MEMBERS = ("ollama:gemma2:9b", "ollama:qwen2.5:7b", "ollama:llama3.1:8b", "ollama:mistral:7b")
+JUDGES = ("gemma2:27b", "qwen2.5:14b", "llama3.1:70b", "mistral-nemo:12b")
+STUB_MODELS = (*(m.removeprefix("ollama:") for m in MEMBERS), *JUDGES)
+
+
 def answer(body: Any) -> str:
-    """Answer T, F or something unreadable by the prompt's hash: the same on every node."""
+    """Answer T, F or something unreadable by the prompt's hash: the same on every node.
+
+    Models other than ``MODEL`` hash their name too, so that consensus members disagree.
+    """
     prompt = json.dumps((body or {}).get("messages"), sort_keys=True)
+    model = str((body or {}).get("model"))
+    if model != MODEL.removeprefix("ollama:"):
+        prompt += model
     return ("T", "F", "I cannot say")[zlib.crc32(prompt.encode()) % 3]
 
 
@@ -107,9 +119,10 @@ def world(tmp_path_factory: pytest.TempPathFactory,
     # A cluster on loopback for these tests only: no token to hand around.
     os.environ.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"})
     with ExitStack() as stack:
-        nodes = tuple(stack.enter_context(OllamaStub(Behaviour(answer_by=answer)))
+        nodes = tuple(stack.enter_context(OllamaStub(Behaviour(answer_by=answer),
+                                                     models=STUB_MODELS))
                       for _ in range(2))
-        local = stack.enter_context(OllamaStub(Behaviour(answer_by=answer)))
+        local = stack.enter_context(OllamaStub(Behaviour(answer_by=answer), models=STUB_MODELS))
         common = {"PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled",
                   **(s3.env if s3 is not None else {})}
         # The nodes take the machine's address (a driver connecting to 127.0.0.1 is sent
@@ -607,3 +620,128 @@ def test_repeats_on_the_pipeline_give_the_local_engines_majority_and_summary(
         resumed = json.loads((out / "summary.json").read_text())
         assert resumed["repeats"] == summaries[0]["repeats"]
         assert resumed["ran_this_time"] == asked
+
+
+# Facts of the consensus runs: the first few of the file (with their names), in 4-5 shards.
+CONSENSUS_FACTS = 36
+CONSENSUS_SHARD_MB = "0.0006"
+
+
+def _small_kg(world: World, folder: Path) -> Path:
+    kept = {f"<http://e.org/s{n}>" for n in range(CONSENSUS_FACTS)} | {"<http://e.org/o3>"}
+    small = folder / "small.nt"
+    small.write_text("\n".join(line for line in world.kg.read_text().splitlines()
+                               if line.split(" ", 1)[0] in kept) + "\n")
+    return small
+
+
+def _consensus_cmd(world: World, kg: Path, out: Path, judge: str, *extra: str,
+                   on_ray: bool = True) -> list[str]:
+    return _cmd(world, out, "--consensus", ",".join(MEMBERS), "--judge", judge, *extra,
+                kg=kg, on_ray=on_ray, shard_mb=CONSENSUS_SHARD_MB)
+
+
+def _all_calls(world: World) -> int:
+    return sum(_calls(s) for s in world.nodes)
+
+
+@pytest.fixture(scope="module")
+def consensus_twins(world: World, tmp_path_factory: pytest.TempPathFactory
+                    ) -> dict[str, tuple[Path, Path, list[int]]]:
+    """Consensus by the local engine and by the pipeline: a fixed judge and a measured one.
+
+    Each gives the two folders and the calls the pipeline's run made of each node's server.
+    """
+    root = tmp_path_factory.mktemp("consensus")
+    kg = _small_kg(world, root)
+    found = {}
+    for name, judge in (("fixed", f"ollama:{JUDGES[0]}"), ("measured", "cons-up")):
+        folders = root / f"{name}-local", root / f"{name}-ray"
+        for folder, on_ray in zip(folders, (False, True), strict=True):
+            before = [_calls(s) for s in world.nodes]
+            done = _run(world, _consensus_cmd(world, kg, folder, judge, on_ray=on_ray))
+            assert done.returncode == 0, done.stdout + done.stderr
+        found[name] = (*folders, [_calls(s) - b for s, b in zip(world.nodes, before,
+                                                                  strict=True)])
+    return found
+
+
+def _same_summaries(a: Path, b: Path) -> dict[str, Any]:
+    summaries = [json.loads((f / "summary.json").read_text()) for f in (a, b)]
+    # The votes phase's folder and timing are where and when it ran.
+    volatile = VOLATILE | {"votes_phase"}
+    assert {k: v for k, v in summaries[0].items() if k not in volatile} == {
+        k: v for k, v in summaries[1].items() if k not in volatile}
+    return summaries[1]
+
+
+@pytest.mark.parametrize("judge", ["fixed", "measured"])
+def test_consensus_on_the_pipeline_gives_the_local_engines_verdicts_and_summary(
+        consensus_twins: dict[str, tuple[Path, Path, list[int]]], judge: str) -> None:
+    local, sharded, asked = consensus_twins[judge]
+    a, b = read_verdicts(local), read_verdicts(sharded)
+    assert len(a) == CONSENSUS_FACTS and a.keys() == b.keys()
+    for fact_id, record in a.items():
+        for key in ("label", "gold", "names", "subject"):
+            assert record.get(key) == b[fact_id].get(key), (fact_id, key)
+        assert [(v["model"], v["label"], v["raw"]) for v in record["details"]["votes"]] == [
+            (v["model"], v["label"], v["raw"]) for v in b[fact_id]["details"]["votes"]], fact_id
+        assert record["details"].get("judge_called") == b[fact_id]["details"].get(
+            "judge_called"), fact_id
+    assert not (sharded / "verdicts.jsonl").exists()
+    assert len(list((sharded / SHARDS).glob("*.done"))) >= 4
+    summary = _same_summaries(local, sharded)
+    assert summary["engine"]["pipeline"] == "shards"
+    # Both nodes' servers answered; each member voted once per fact, the judge once per tie
+    # (a measured judge's second pass starts from the recorded votes).
+    assert all(n > 0 for n in asked)
+    assert sum(asked) == len(MEMBERS) * CONSENSUS_FACTS + summary["judge_calls"]
+    assert summary["ties"] > 0 and summary["judge_calls"] == summary["ties"]
+    assert set(summary["alignment"]) == set(MEMBERS)
+    assert all(s["votes"] == CONSENSUS_FACTS for s in summary["member_scores"].values())
+    if judge == "measured":
+        # The members voted once, in the votes folder's own shards; the judge saw only ties.
+        assert summary["judge_source"] == "measured"
+        assert summary["judge_model"] in {f"ollama:{j}" for j in JUDGES}
+        votes = [r for path in verdict_files(sharded / "votes") for r in
+                 map(json.loads, path.read_text().splitlines())]
+        assert len(votes) == CONSENSUS_FACTS and not (sharded / "votes" / "verdicts.jsonl"
+                                                     ).exists()
+        _same_summaries(local / "votes", sharded / "votes")
+
+
+def _cut_shard(shard: Path, keep: int = 2) -> list[str]:
+    """Leave a shard as a killed worker does: no marker, a few verdicts and a torn line."""
+    shard.with_suffix(".done").unlink()
+    kept = shard.read_text().splitlines()[:keep]
+    shard.write_text("\n".join(kept) + '\n{"fact_id": "x", "la')
+    return kept
+
+
+@pytest.mark.parametrize("judge", ["fixed", "measured"])
+def test_a_consensus_resume_asks_only_the_facts_of_a_partial_shard(
+        world: World, tmp_path: Path, consensus_twins: dict[str, tuple[Path, Path, list[int]]],
+        judge: str) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(consensus_twins[judge][1], run)
+    # The fixed judge's run: shard 1 of its one pass; the measured: shard 1 of the votes.
+    folder = run if judge == "fixed" else run / "votes"
+    shard = folder / SHARDS / "00001.jsonl"
+    whole = shard.read_text().splitlines()
+    kept = _cut_shard(shard)
+    missing = [json.loads(line) for line in whole[len(kept):]]
+    assert missing
+    before = _all_calls(world)
+    kg = consensus_twins[judge][1].parent / "small.nt"
+    done = _run(world, _consensus_cmd(world, kg, run, "ollama:" + JUDGES[0] if judge == "fixed"
+                                      else "cons-up", "--resume"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    asked = _all_calls(world) - before
+    # Each missing fact asks its members once (and, in a one-pass run, the judge on a tie).
+    judged = sum(1 for r in missing if r["details"].get("judge_called")) if judge == "fixed" \
+        else 0
+    assert asked == len(MEMBERS) * len(missing) + judged
+    assert shard.read_text().splitlines()[:2] == kept
+    assert read_verdicts(folder).keys() == read_verdicts(consensus_twins[judge][1] / (
+        "" if judge == "fixed" else "votes")).keys()
+    _same_summaries(consensus_twins[judge][1], run)

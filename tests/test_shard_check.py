@@ -211,3 +211,51 @@ def test_a_local_runs_folder_is_not_resumed_in_shards(tmp_path: Path, store_of: 
         prepare_sharded(out, _info(), plan, store, resume=True, fresh=False)
     with pytest.raises(RunError, match="already holds 1 verdicts"):
         prepare_sharded(out, _info(), plan, store, resume=False, fresh=False)
+
+
+@pytest.fixture
+def panel() -> Any:
+    """Members ``scripted:m0``..``m3`` answering in cycles of their own, and a judge."""
+    cycles = ["TF", "FT", "TTF", "F", "T"]
+    names = [f"m{n}" for n in range(4)] + ["judge"]
+    for name, cycle in zip(names, cycles, strict=True):
+        # One cycle per member, shared by the models built for each fact: answers differ.
+        answers = itertools.cycle([AIMessage(content=x) for x in cycle])
+        register_scripted(name, lambda a=answers: GenericFakeChatModel(messages=a))
+    yield [f"scripted:{n}" for n in names[:4]]
+    for name in names:
+        SCRIPTED.pop(name, None)
+
+
+def test_a_consensus_shard_leaves_its_tally_and_a_second_pass_reuses_its_votes(
+        tmp_path: Path, panel: list[str], store_of: Any) -> None:
+    from dataclasses import replace
+
+    from kgcheck.runs.consensus import consensus_context
+    from kgcheck.runs.consensus_tally import ConsensusTally
+
+    dka = get_strategy("dka")
+    votes_store, final_store = store_of(tmp_path / "votes"), store_of(tmp_path / "run")
+    work = Shards(_kg(tmp_path / "kg.nt"), votes_store, panel[0])
+    work.job = replace(work.job, models=panel, key=("consensus", "dka"),
+                       context=consensus_context(dka, panel, "none", {}),
+                       consensus=tuple(panel))
+    result = work.check(3)
+    votes = {r["fact_id"]: r for r in _lines(votes_store, 3)}
+    assert ConsensusTally.from_state(result["consensus"]).summary(panel) == \
+        ConsensusTally.of(votes.values()).summary(panel)
+    ties = sum(1 for r in votes.values() if r["details"]["decision"] == "tie")
+    assert 0 < ties < len(votes)
+    # The second pass starts each fact from the votes shard 3 recorded: only ties are judged.
+    work.store = final_store
+    work.job = replace(work.job, shards=final_store.where, votes_from=votes_store.where,
+                       context=consensus_context(dka, panel, "scripted:judge", {}))
+    judged = work.check(3)
+    final = _lines(final_store, 3)
+    assert {r["fact_id"] for r in final} == set(votes)
+    for record in final:
+        # The very votes of the first pass (their timings too): no member was asked again.
+        assert record["details"]["votes"] == votes[record["fact_id"]]["details"]["votes"]
+        assert bool(record["details"].get("judge_called")) == (
+            record["details"]["decision"] == "tie")
+    assert ConsensusTally.from_state(judged["consensus"]).counts["judge_calls"] == ties

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kgcheck.arguments import Arg
 from kgcheck.data.facts import Fact
@@ -33,11 +33,12 @@ from kgcheck.graphs.registry import GraphKey, Strategy
 from kgcheck.providers import split_spec
 from kgcheck.providers.resolve import reach_model
 from kgcheck.runs.concurrency import Limit
+from kgcheck.runs.consensus_tally import ConsensusTally
 from kgcheck.runs.engines import Engine, LocalEngine
 from kgcheck.runs.runner import RunInfo, RunResult, Warn, check_facts, run_config
 
-__all__ = ["VOTES_DIR", "alignment_of", "consensus_context", "consensus_summary", "member_scores",
-           "run_consensus", "vote_maps"]
+__all__ = ["VOTES_DIR", "ConsensusPasses", "LocalPasses", "alignment_of", "consensus_context",
+           "consensus_summary", "member_scores", "run_consensus", "vote_maps"]
 
 VOTES_DIR = "votes"
 
@@ -121,6 +122,62 @@ def _check_replay_judge(spec: str | None, data_dir: str, dataset: str,
         )
 
 
+class ConsensusPasses(Protocol):
+    """How a consensus run checks its facts in one pass: in this process, or on a cluster."""
+
+    async def check(self, ctx: ConsensusContext, info: RunInfo, out_dir: Path, *,
+                    phase: str, extras: Mapping[str, Any],
+                    votes: RunResult | None) -> tuple[RunResult, ConsensusTally]:
+        """Check every fact into ``out_dir``; return the run and its consensus tally.
+
+        ``extras`` join the summary's consensus figures; ``votes`` is the run of the
+        first phase, whose recorded votes each fact starts from (None: the members vote).
+        """
+        ...
+
+
+class LocalPasses:
+    """Consensus passes through this process: the runner feeds each fact to the engine."""
+
+    def __init__(self, facts: Iterable[Fact], members: Sequence[str], engine: Engine,
+                 key: GraphKey, config: Any, *, concurrency: int | Limit, resume: bool,
+                 fresh: bool, show_progress: bool, warn: Warn | None) -> None:
+        self.facts = facts
+        self.members = list(members)
+        self.engine = engine
+        self.key = key
+        self.config = config
+        self.options: dict[str, Any] = {"concurrency": concurrency, "resume": resume,
+                                        "fresh": fresh, "show_progress": show_progress,
+                                        "warn": warn}
+
+    async def check(self, ctx: ConsensusContext, info: RunInfo, out_dir: Path, *,
+                    phase: str, extras: Mapping[str, Any],
+                    votes: RunResult | None) -> tuple[RunResult, ConsensusTally]:
+        """Check the facts with the local runner (see ``ConsensusPasses.check``)."""
+        votes_of = None if votes is None else {
+            str(r["fact_id"]): r["details"]["votes"] for r in votes.records
+            if (r.get("details") or {}).get("votes")}
+
+        async def invoke(fact: Fact) -> dict[str, Any]:
+            state: dict[str, Any] = {"fact": fact.as_input()}
+            # A fact without recorded votes (a dirty triple) simply runs the whole graph.
+            if votes_of is not None and fact.id in votes_of:
+                state["votes"] = votes_of[fact.id]
+            return await self.engine.invoke(self.key, state, ctx, self.config)
+
+        # Counted in the runner's one pass over the folder's verdicts for its summary.
+        counted = ConsensusTally()
+
+        def summary_extras(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+            return counted.summary(self.members, **extras)
+
+        result = await check_facts(self.facts, invoke, info, out_dir, phase=phase,
+                                   summary_extras=summary_extras, count_also=counted.add,
+                                   **self.options)
+        return result, counted
+
+
 async def run_consensus(
     facts: Iterable[Fact],
     *,
@@ -136,13 +193,16 @@ async def run_consensus(
     show_progress: bool = True,
     warn: Warn | None = None,
     engine: Engine | None = None,
+    passes: ConsensusPasses | None = None,
 ) -> RunResult:
     """Check every fact by consensus of ``members`` running ``strategy``; return the run.
 
     ``judge`` is a model spec, ``none``, ``cons-up`` or ``cons-down``; for the last two the
     alignment comes from ``values["alignment"]`` when given, else it is measured in a first
     phase (see the module docstring). ``summary`` adds ``tie_rate``, ``alignment`` (CA_M per
-    member), ``judge_calls`` and the judge model used.
+    member), ``judge_calls`` and the judge model used. ``passes`` checks the facts of each
+    phase (default: ``LocalPasses``, the runner feeding ``engine``; a sharded run's check
+    on the cluster's workers, ``kgcheck.runs.pipeline_consensus``).
     """
     members = list(members)
     out_dir = Path(out_dir)
@@ -154,32 +214,20 @@ async def run_consensus(
     # Bad members, method or settings fail here, before any fact is run.
     member_specs(base_ctx)
     member_values(base_ctx)
-    engine = engine or LocalEngine()
     graph_key: GraphKey = ("consensus", strategy.name)
-    config = run_config(info.run_id)
+    passes = passes or LocalPasses(facts, members, engine or LocalEngine(), graph_key,
+                                   run_config(info.run_id), concurrency=concurrency,
+                                   resume=resume, fresh=fresh, show_progress=show_progress,
+                                   warn=warn)
 
-    def summary_extras(judge_spec: str | None, source: str,
-                       **more: Any) -> Any:
-        def extras(records: list[dict[str, Any]]) -> dict[str, Any]:
-            return consensus_summary(records, members, judge_model=judge_spec or JUDGE_NONE,
-                                     judge_source=source, **more)
-        return extras
-
-    def final_run(ctx: ConsensusContext, judge_spec: str | None, source: str,
-                  votes_of: Mapping[str, list[Any]] | None = None, phase: str = "members",
-                  **more: Any) -> Any:
-        async def invoke(fact: Fact) -> dict[str, Any]:
-            state: dict[str, Any] = {"fact": fact.as_input()}
-            # A fact without recorded votes (a dirty triple) simply runs the whole graph.
-            if votes_of is not None and fact.id in votes_of:
-                state["votes"] = votes_of[fact.id]
-            return await engine.invoke(graph_key, state, ctx, config)
-
+    async def final_run(ctx: ConsensusContext, judge_spec: str | None, source: str,
+                        votes: RunResult | None = None, phase: str = "members",
+                        **more: Any) -> RunResult:
         info.settings = {**info.settings, "judge_model": judge_spec or JUDGE_NONE}
-        return check_facts(facts, invoke, info, out_dir, concurrency=concurrency, resume=resume,
-                         fresh=fresh, show_progress=show_progress, phase=phase,
-                         warn=warn,
-                         summary_extras=summary_extras(judge_spec, source, **more))
+        result, _ = await passes.check(
+            ctx, info, out_dir, phase=phase, votes=votes,
+            extras={"judge_model": judge_spec or JUDGE_NONE, "judge_source": source, **more})
+        return result
 
     async def reach_judge(spec: str | None) -> None:
         if spec and setting in CONS_JUDGES:
@@ -216,27 +264,18 @@ async def run_consensus(
                          judge=JUDGE_NONE, source=info.source, settings=dict(info.settings),
                          pricing=info.pricing, input=dict(info.input),
                          prompts=dict(info.prompts))
-
-    async def vote(fact: Fact) -> dict[str, Any]:
-        return await engine.invoke(graph_key, {"fact": fact.as_input()}, base_ctx, config)
-
-    phase1 = await check_facts(
-        facts, vote, votes_info, out_dir / VOTES_DIR, concurrency=concurrency, resume=resume,
-        fresh=fresh, show_progress=show_progress, phase="members", warn=warn,
-        summary_extras=summary_extras(None, "phase 1: votes only"),
-    )
+    phase1, counted = await passes.check(
+        base_ctx, votes_info, out_dir / VOTES_DIR, phase="members", votes=None,
+        extras={"judge_model": JUDGE_NONE, "judge_source": "phase 1: votes only"})
     if phase1.aborted:
         return RunResult(out_dir, phase1.records, {**phase1.summary, "judge": setting,
                                                    "phase": "votes"}, phase1.aborted,
                          phase1.outcomes)
     # Phase 2: CA_M over the facts with a majority picks the judge; only ties reach it.
-    measured = consensus_alignment(vote_maps(phase1.records))
-    ctx, spec = judged_context({m: measured.get(m, 0.0) for m in members})
+    ctx, spec = judged_context(counted.alignment(members))
     await reach_judge(spec)
-    votes_of = {str(r["fact_id"]): r["details"]["votes"] for r in phase1.records
-                if (r.get("details") or {}).get("votes")}
     return await final_run(
-        ctx, spec, "measured", votes_of, phase="judge",
+        ctx, spec, "measured", phase1, phase="judge",
         votes_phase={"out_dir": str(out_dir / VOTES_DIR),
                      "ran_this_time": phase1.summary.get("ran_this_time"),
                      "seconds": phase1.summary.get("seconds")},

@@ -343,8 +343,8 @@ def _refuse_unsharded_uri(uri: str) -> None:
     """Refuse a URL input on a run that is not a sharded one: one line saying what to do."""
     raise SettingsError(
         "{triples} at a URL is read by the workers of a sharded run: it needs {engine} over "
-        "every fact of the file (no {limit} or {sample}) and one model; otherwise, or "
-        "for a dry run, give a local copy of the file",
+        "every fact of the file (no {limit} or {sample}); otherwise, or for a dry run, "
+        "give a local copy of the file",
         triples=Arg("triples", uri), engine=Arg("engine", "ray"), limit=Arg("limit"),
         sample=Arg("sample"))
 
@@ -606,8 +606,9 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         _check_input_uri(str(triples))
     read = _resolved_read(parallel_read if limit is None else None, triples)
     # Every fact of a file, checked on the engine's workers shard by shard: one model (each
-    # repeat a pass of its own), whose summary the shards' tallies make.
-    pipelined = read is not None and read.survey is not None and every and not consensus
+    # repeat a pass of its own) or a consensus (kgcheck.runs.pipeline_consensus), whose
+    # summary the shards' tallies make.
+    pipelined = read is not None and read.survey is not None and every
     if shards_uri is not None:
         _check_shards_uri(shards_uri, pipelined)
     if at_url and not pipelined:
@@ -727,7 +728,7 @@ def _check_shards_uri(uri: str, pipelined: bool) -> None:
     if not pipelined:
         raise SettingsError("{shards_uri} is where the workers of a sharded run write: it needs "
                             "{engine} over every fact of an N-Triples, N-Quads or JSON Lines "
-                            "file, and one model",
+                            "file",
                             shards_uri=Arg("shards_uri", uri), engine=Arg("engine", "ray"))
     problem = storage_problem(uri)
     if problem:
@@ -910,12 +911,19 @@ async def _execute_sharded(plan: RunPlan, engine: Any, *, concurrency: Limit, re
     # Each worker runs this many facts at once, as a local run does in all.
     spec: int | str = ("auto" if isinstance(concurrency, AdaptiveLimit)
                        else concurrency.maximum)
+    consensus = len(plan.members) > 1
     job = ShardJob(shards=plan.shards_uri or "", run_id=plan.info.run_id,
                    method=plan.info.method, models=list(plan.info.models),
                    key=("strategy", plan.strategy.name),
-                   context=plan.strategy.make_context(**plan.values), config=config,
-                   concurrency=spec, max_concurrency=concurrency.maximum,
+                   # A consensus run's context is made per phase, with its judge.
+                   context=None if consensus else plan.strategy.make_context(**plan.values),
+                   config=config, concurrency=spec, max_concurrency=concurrency.maximum,
                    prefilter=_rules_for_workers(plan.prefilter))
+    if consensus:
+        from kgcheck.runs.pipeline_consensus import run_sharded_consensus
+
+        return await run_sharded_consensus(plan, engine, job, resume=resume, fresh=fresh,
+                                           show_progress=show_progress)
     result: RunResult = await engine.run_sharded(plan.sharded, plan.info, plan.out_dir, job,
                                                  resume=resume, fresh=fresh,
                                                  show_progress=show_progress)

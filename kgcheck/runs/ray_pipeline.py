@@ -60,6 +60,7 @@ from kgcheck.data.shards import Shard, plan_shards, seek_shards
 from kgcheck.data.shards import shard_bytes as read_shard_bytes
 from kgcheck.data.sources import TriplesError
 from kgcheck.providers.secrets import redact_value
+from kgcheck.runs.consensus_tally import merged_consensus
 from kgcheck.runs.prefilter import prefilter_figures
 from kgcheck.runs.runner import RunInfo, RunResult, summary_of, write_run_file
 from kgcheck.runs.shard_check import STOP, ShardJob, check_shard, merged, tally_file
@@ -324,6 +325,9 @@ class _Driver:
                            resume=Arg("resume", True, out=str(self.out_dir)))
         summary = summary_of(tally, self.info, seconds=seconds, ran=ran)
         summary["asked"] = self.sharded.survey.facts
+        if self.job.consensus:
+            summary.update(merged_consensus(self.results).summary(self.job.consensus,
+                                                                  **self.job.summary_extra))
         if self.job.prefilter is not None:
             summary.update(prefilter_figures(
                 self.sharded.survey.facts, sum(r.get("prefiltered", 0) for r in self.results)))

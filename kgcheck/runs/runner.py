@@ -404,6 +404,7 @@ async def check_facts(
     summary_extras: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] | None = None,
     phase: str | None = None,
     warn: Warn | None = None,
+    count_also: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> RunResult:
     """Invoke a graph on every fact, appending each verdict as it completes.
 
@@ -417,7 +418,9 @@ async def check_facts(
     consensus phase in the progress bar, which then counts ties apart from NA answers. The
     summary covers every verdict in the folder, also those of earlier invocations that asked
     for more facts (a resume with a smaller ``limit``). ``warn`` hears of lines of
-    ``verdicts.jsonl`` that had to be ignored.
+    ``verdicts.jsonl`` that had to be ignored. ``count_also`` is handed every record of the
+    pass that counts the summary, before ``summary_extras`` is called: figures of their own
+    (a consensus run's) without a second read of the verdicts.
     """
     concurrency = as_limit(concurrency)
     out_dir = Path(out_dir)
@@ -425,7 +428,7 @@ async def check_facts(
         return await _run_locked(
             facts, invoke, info, out_dir, concurrency=concurrency, resume=resume, fresh=fresh,
             show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
-            summary_extras=summary_extras, phase=phase, warn=warn,
+            summary_extras=summary_extras, phase=phase, warn=warn, count_also=count_also,
         )
 
 
@@ -560,6 +563,7 @@ async def _run_locked(
     summary_extras: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] | None,
     phase: str | None = None,
     warn: Warn | None,
+    count_also: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> RunResult:
     index, done_before = prepare_out_dir(out_dir, info, resume=resume, fresh=fresh,
                                          warn=warn, facts=facts)
@@ -567,7 +571,7 @@ async def _run_locked(
         return await _run_indexed(
             facts, invoke, info, out_dir, index, done_before, concurrency=concurrency,
             show_progress=show_progress, max_consecutive_unreachable=max_consecutive_unreachable,
-            summary_extras=summary_extras, phase=phase)
+            summary_extras=summary_extras, phase=phase, count_also=count_also)
     finally:
         index.close()
 
@@ -585,6 +589,7 @@ async def _run_indexed(
     max_consecutive_unreachable: int | None,
     summary_extras: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] | None,
     phase: str | None,
+    count_also: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> RunResult:
     asked = len(facts) if isinstance(facts, Sized) else None
     todo_total = None if asked is None or done_before is None else max(0, asked - done_before)
@@ -632,7 +637,7 @@ async def _run_indexed(
     # The folder's verdicts, all of them, streamed from disk: a resume that asked for fewer
     # facts (--limit) does not shrink what the summary describes. One pass counts the
     # summary's figures and what the command line reports (failed and skipped facts).
-    tally, outcomes = tally_records(records, info.models)
+    tally, outcomes = tally_records(records, info.models, count_also)
     summary = summary_of(tally, info, seconds=seconds, ran=loop.ran)
     summary["asked"] = asked if asked is not None else loop.read + (done_before or 0)
     if isinstance(concurrency, AdaptiveLimit):
@@ -922,14 +927,20 @@ def summarize(records: Iterable[Mapping[str, Any]], info: RunInfo, *, seconds: f
     return summary_of(tally, info, seconds=seconds, ran=ran)
 
 
-def tally_records(records: Iterable[Mapping[str, Any]],
-                  models: Sequence[str]) -> tuple[SummaryTally, RunOutcomes]:
-    """Count verdict records in one pass: the summary's figures and the run's outcomes."""
+def tally_records(records: Iterable[Mapping[str, Any]], models: Sequence[str],
+                  also: Callable[[Mapping[str, Any]], None] | None = None,
+                  ) -> tuple[SummaryTally, RunOutcomes]:
+    """Count verdict records in one pass: the summary's figures and the run's outcomes.
+
+    ``also`` is handed each record too (another tally of the same pass).
+    """
     tally = SummaryTally(models)
     outcomes = RunOutcomes()
     for record in records:
         tally.add(record)
         outcomes.add(record)
+        if also is not None:
+            also(record)
     return tally, outcomes
 
 

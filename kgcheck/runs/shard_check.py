@@ -5,6 +5,8 @@ run's graph on its facts a few at once (``concurrency`` per worker; the local ru
 loop, ``runner.CheckLoop``), appends each verdict to the shard's file ``NNNNN.jsonl`` as
 it comes and, once every fact has its verdict, writes ``NNNNN.done`` atomically: the
 shard's summary tally and outcomes, which the driver merges without reading a verdict.
+A consensus run's marker carries the shard's consensus tally too; in the second phase of a
+measured judge each fact starts from the votes the first phase recorded in the same shard.
 Both go to the run's shard store (``kgcheck.data.shard_store``): ``RUN/shards/``, or a
 URI. A shard whose file is there already is resumed fact by fact: its file is first
 rewritten with one kept verdict per fact (a torn last line, a failed check or a repeat are
@@ -20,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ from kgcheck.data.verdict_index import VerdictIndex
 from kgcheck.graphs.registry import AnyCompiledGraph, GraphKey, compile_graph
 from kgcheck.providers.cache import AnswerCache, serving
 from kgcheck.runs.concurrency import parse_concurrency
+from kgcheck.runs.consensus_tally import ConsensusTally
 from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.prefilter import is_prefiltered, prefiltered
 from kgcheck.runs.runner import (
@@ -48,7 +52,8 @@ from kgcheck.runs.runner import (
     tally_records,
 )
 
-__all__ = ["STOP", "ShardJob", "check_shard", "merged", "shard_result", "tally_file"]
+__all__ = ["STOP", "ShardJob", "check_shard", "merged", "recorded_votes", "shard_result",
+           "tally_file"]
 
 # Left by the driver when the run must stop: workers take no further fact.
 STOP = ".stop"
@@ -78,6 +83,13 @@ class ShardJob:
     stop_after: int | None = None
     # The rules facts are checked against before the graph (``--prefilter schema``).
     prefilter: Any = None
+    # A consensus run's members: markers then carry the shard's consensus tally too, and the
+    # summary its figures (with ``summary_extra``: the judge it used).
+    consensus: tuple[str, ...] = ()
+    summary_extra: Mapping[str, Any] = field(default_factory=dict)
+    # The shard store of a consensus run's first phase: each fact starts from the votes
+    # recorded there for it in the same shard (``pipeline_consensus``).
+    votes_from: str = ""
 
 
 def _graph(key: GraphKey) -> AnyCompiledGraph:
@@ -142,7 +154,7 @@ async def _check_held(job: ShardJob, store: ShardStore, path: Path, source: Shar
         resumed = VerdictIndex.build(path, kept_verdict, None, path.with_suffix(".index"))
         resumed.rewrite()
     cache = AnswerCache(job.cache) if job.cache else None
-    checks = _ShardRun(job, store, path, resumed, cache, progress)
+    checks = _ShardRun(job, store, path, resumed, cache, progress, recorded_votes(job, index))
     try:
         await checks.run(shard_facts(source, shard, drops, names))
     finally:
@@ -163,6 +175,7 @@ async def _check_held(job: ShardJob, store: ShardStore, path: Path, source: Shar
 def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
     """Count the shard's verdicts (its file, as it now is): figures and outcomes."""
     refuted = 0
+    votes = ConsensusTally() if job.consensus else None
 
     def records() -> Iterator[dict[str, Any]]:
         nonlocal refuted
@@ -170,9 +183,12 @@ def tally_file(job: ShardJob, path: Path, index: int) -> dict[str, Any]:
             refuted += is_prefiltered(record)
             yield record
 
-    tally, outcomes = tally_records(records(), job.models)
+    tally, outcomes = tally_records(records(), job.models,
+                                    None if votes is None else votes.add)
     found = {"shard": index, "facts": tally.n, "tally": tally.state(),
              "outcomes": outcomes.state()}
+    if votes is not None:
+        found["consensus"] = votes.state()
     return {**found, "prefiltered": refuted} if job.prefilter is not None else found
 
 
@@ -181,8 +197,10 @@ class _ShardRun:
 
     def __init__(self, job: ShardJob, store: ShardStore, path: Path,
                  resumed: VerdictIndex | None, cache: AnswerCache | None,
-                 progress: Callable[[int], None] | None) -> None:
+                 progress: Callable[[int], None] | None,
+                 votes: Mapping[str, Any] | None = None) -> None:
         self.job = job
+        self.votes = votes or {}
         self.store = store
         self.cache = cache
         self.progress = progress
@@ -231,9 +249,13 @@ class _ShardRun:
         return self.store.exists(STOP)
 
     async def _invoke(self, fact: Fact) -> dict[str, Any]:
+        state: dict[str, Any] = {"fact": fact.as_input()}
+        if fact.id in self.votes:
+            # The members' votes of the first phase: only a tie reaches the judge.
+            state["votes"] = self.votes[fact.id]
         with serving(self.cache):
             out: dict[str, Any] = await self.graph.ainvoke(
-                {"fact": fact.as_input()}, context=self.job.context, config=self.job.config)
+                state, context=self.job.context, config=self.job.config)
             return out
 
     def _seen(self, record: dict[str, Any], failed_parts: int) -> None:
@@ -244,6 +266,19 @@ class _ShardRun:
         if self.progress and (final or now - self._at >= _REPORT_EVERY):
             self.progress(self.ran - self._reported)
             self._reported, self._at = self.ran, now
+
+
+def recorded_votes(job: ShardJob, index: int) -> dict[str, Any]:
+    """Return the votes the first phase recorded in shard ``index``, by fact id (or none)."""
+    if not job.votes_from:
+        return {}
+    store = ShardStore(job.votes_from)
+    with tempfile.TemporaryDirectory(prefix="kgcheck-votes-") as scratch:
+        path = store.local_copy(shard_name(index, ".jsonl"), Path(scratch))
+        if not path.exists():
+            return {}
+        return {str(r["fact_id"]): r["details"]["votes"] for _, _, r in scan_verdicts(path)
+                if (r.get("details") or {}).get("votes")}
 
 
 def merged(results: Sequence[Mapping[str, Any]], models: Sequence[str]
