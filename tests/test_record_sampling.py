@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import random
+import tempfile
 from array import array
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,7 @@ from scipy.stats import chisquare
 from typer.testing import CliRunner
 
 import kgcheck
+import kgcheck.data.hash_spill as hash_spill
 import kgcheck.data.record_lines as record_lines
 from kgcheck.cli import app
 from kgcheck.data.block_arrays import span_hashes
@@ -214,6 +216,34 @@ def test_a_repeated_table_id_is_refused_as_the_streaming_reader_does(tmp_path) -
         for kwargs in ({"sample": 2}, {"sample": 2, "stratify": "subject"}):
             assert _outcome(TableSampler(path, "kg", ",", block_bytes=20), **kwargs) == streamed
         assert (message in streamed) if message else isinstance(streamed, list)
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_a_repeated_id_past_the_memory_cap_is_refused_and_the_spill_removed(
+        tmp_path, monkeypatch, name: str) -> None:
+    # 400 ids over a cap of 16 hashes: they spill to disk, and the repeat is in another
+    # block and another spill than its first occurrence.
+    spills = tmp_path / "tmp"
+    spills.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spills))
+    monkeypatch.setattr(hash_spill, "MEMORY_HASHES", 16)
+    made: list[str] = []
+    real = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(real(**kw)) or made[-1])
+    plain = FILES[name](tmp_path / f"plain.{name}", odd=False)
+    path = tmp_path / name
+    lines = plain.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:3], *lines[4:-1], lines[2], lines[-1]]))
+    streamed = _outcome(lambda: iter_triples(path, "kg"), sample=5)
+    assert "'f1' appears more than once" in streamed
+    for kwargs in ({"sample": 5}, {"sample": 5, "stratify": "predicate"}):
+        for sampler in (record_source(path, "kg"), record_source(plain, "kg")):
+            sampler.block_bytes = 2000
+            expected = streamed if sampler.path == path else _outcome(
+                lambda: iter_triples(plain, "kg"), **kwargs)
+            assert _outcome(sampler, **kwargs) == expected
+    assert made, "the ids spilled"
+    assert not list(spills.iterdir()), "and the spill is gone"
 
 
 def test_reproducible_by_seed_and_only_the_chosen_records_built(tmp_path, monkeypatch) -> None:

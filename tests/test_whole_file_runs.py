@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import kgcheck
+import kgcheck.data.hash_spill as hash_spill
 from kgcheck.api import plan_run
 from kgcheck.data.fact_stream import FactStream
 from kgcheck.data.rdf import RdfReader
@@ -66,6 +68,28 @@ def test_a_whole_file_streams_the_facts_a_list_holds(tmp_path: Path, stub: Ollam
     named = [f for f in streamed.facts if f.names and f.names.get("object")]
     assert len(named) == 8 and named[0].names["object"] == "Object 0"
     assert any("repeat another" in str(note) for note in streamed.notes)
+
+
+def test_a_repeat_past_the_memory_cap_is_found_and_the_spill_removed(
+        tmp_path: Path, stub: OllamaStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 31 facts over a cap of 4 id hashes: they spill, the repeat far from its first.
+    spills = tmp_path / "tmp"
+    spills.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spills))
+    monkeypatch.setattr(hash_spill, "MEMORY_HASHES", 4)
+    monkeypatch.setattr("kgcheck.data.fact_stream._PENDING_HASHES", 3)
+    spilled = []
+    real = hash_spill.HashSpill._spill
+
+    def counted(self: hash_spill.HashSpill) -> None:
+        spilled.append(self._size)
+        real(self)
+
+    monkeypatch.setattr(hash_spill.HashSpill, "_spill", counted)
+    plan = plan_run(triples=_kg(tmp_path / "kg.nt", 30), model="ollama:m", base_url=stub.url)
+    assert len(plan.facts) == 30 and isinstance(plan.facts, FactStream)
+    assert plan.facts.repeats == 1
+    assert spilled and not list(spills.iterdir())
 
 
 def test_planning_a_whole_file_reads_it_once_and_a_pass_once_more(

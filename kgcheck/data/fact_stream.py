@@ -4,7 +4,8 @@ A run over every fact of a large KG cannot keep the facts in a list (a pydantic 
 takes kilobytes). ``FactStream`` stands where that list stood: ``scan`` reads the input
 once to fingerprint it (count and SHA-256, as ``input_fingerprint`` computes them), to see
 whether any fact carries a gold label, and to find repeated fact ids (a line given twice)
-with 8 bytes per fact; every later iteration reads the input again, naming terms and
+with 8 bytes per fact, in memory up to a cap and on disk beyond it
+(``kgcheck.data.hash_spill``); every later iteration reads the input again, naming terms and
 setting gold labels a batch at a time, and drops the repeats as a list of facts would.
 """
 
@@ -19,10 +20,13 @@ from typing import Any
 
 from kgcheck.data.facts import Fact
 
-__all__ = ["FactStream", "batched", "fact_row", "input_fingerprint", "repeated_hashes"]
+__all__ = ["FactStream", "batched", "fact_row", "input_fingerprint"]
 
 # Facts named (and labelled) at once while the stream passes.
 NAME_BATCH = 2_000
+
+# Id hashes gathered before they go to the spilling set at once.
+_PENDING_HASHES = 1 << 16
 
 Batch = Callable[[list[Fact]], list[Fact]]
 
@@ -79,16 +83,23 @@ class FactStream:
 
     def scan(self) -> dict[str, Any]:
         """Read the whole input once; return its fingerprint (``facts``, ``sha256``)."""
+        from kgcheck.data.hash_spill import HashSpill  # (numpy: only once a stream is read)
+
         digest = hashlib.sha256()
-        hashes: array[int] = array("q")
+        pending: array[int] = array("q")
         count = 0
         labelled = False
-        for fact in self._pass(dedupe=False, prepare=self._label):
-            digest.update(fact_row(fact) + b"\n")
-            hashes.append(hash(fact.id))
-            labelled = labelled or fact.label is not None
-            count += 1
-        self._repeated = repeated_hashes(hashes)
+        with HashSpill() as hashes:
+            for fact in self._pass(dedupe=False, prepare=self._label):
+                digest.update(fact_row(fact) + b"\n")
+                pending.append(hash(fact.id))
+                if len(pending) == _PENDING_HASHES:
+                    hashes.add(pending)
+                    pending = array("q")
+                labelled = labelled or fact.label is not None
+                count += 1
+            hashes.add(pending)
+            self._repeated = hashes.repeated()
         self._count = count
         self.labelled = labelled
         self.sha256 = digest.hexdigest()
@@ -122,25 +133,3 @@ class FactStream:
                         continue
                     seen.add(fact.id)
                 yield fact
-
-
-def repeated_hashes(hashes: array[int], *, in_place: bool = False) -> frozenset[int]:
-    """Return the hashes that occur more than once (candidates for repeated ids).
-
-    ``in_place`` sorts ``hashes`` itself rather than a copy (8 bytes a hash less), for a
-    caller that needs them no more.
-    """
-    import numpy as np
-
-    if len(hashes) < 2:
-        return frozenset()
-    values = np.frombuffer(hashes, dtype=np.int64)
-    if in_place:
-        values.sort()
-        ordered = values
-    else:
-        ordered = np.sort(values)
-    twice = ordered[1:][ordered[1:] == ordered[:-1]]
-    if not len(twice):  # the common case, without np.unique (whose first call imports numpy.ma)
-        return frozenset()
-    return frozenset(int(h) for h in np.unique(twice))

@@ -20,7 +20,8 @@ What is read of the other records, so that the sample stays the streaming reader
   line allows it (the key once in one object, no Unicode escape, a plain string or integer
   value; a cell with no quote before it and no blank around the id), else a search per
   line, else the line's JSON or row; 8 bytes per id kept (its hash; a table's hashed in
-  bulk from the cells' offsets), and an exact second pass only when two hashes meet
+  bulk from the cells' offsets), in memory up to a cap and on disk beyond it
+  (``kgcheck.data.hash_spill``), and an exact second pass only when two hashes meet
   or when some facts are numbered (a numbered fact's id may be another's);
 - **the stratum** of ``--stratify``: the field or column alone, found the same way.
 
@@ -44,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from kgcheck.data.block_arrays import BlockArrays, bytes_hashes, span_hashes
-from kgcheck.data.fact_stream import repeated_hashes
 from kgcheck.data.facts import MAX_TERM_CHARS, Fact
+from kgcheck.data.hash_spill import HashSpill
 from kgcheck.data.labels import label_word
 from kgcheck.data.line_blocks import (
     BLOCK_BYTES,
@@ -115,14 +116,21 @@ class _IdHashes:
     """The ids of a file's records as hashes (of their UTF-8): whether one may repeat.
 
     A file whose records give ids and whose other records are numbered (an id may then be
-    a number) is read again, exactly, as is one where two hashes meet.
+    a number) is read again, exactly, as is one where two hashes meet. The hashes spill to
+    disk past a cap (``hash_spill``): used in a ``with`` block, which removes them.
     """
 
     def __init__(self, hash_ids: IdHasher) -> None:
-        self.hashes = array("q")
+        self.hashes = HashSpill()
         self.numbered = 0  # records whose id is their line or row number
         self._hash_ids = hash_ids
         self._waiting: list[bytes] = []  # ids added one by one, hashed at the block's end
+
+    def __enter__(self) -> _IdHashes:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.hashes.close()
 
     def add(self, fact_id: str | None) -> None:
         if fact_id is None:
@@ -131,7 +139,7 @@ class _IdHashes:
             self._waiting.append(fact_id.encode("utf-8", "surrogatepass"))
 
     def add_hashes(self, hashes: np.ndarray) -> None:
-        self.hashes.frombytes(hashes.astype(np.int64, copy=False).tobytes())
+        self.hashes.add(hashes.astype(np.int64, copy=False))
 
     def flush(self) -> None:
         """Hash the ids added one by one."""
@@ -141,9 +149,10 @@ class _IdHashes:
 
     def may_repeat(self) -> bool:
         self.flush()
-        if self.numbered and self.hashes:
+        if self.numbered and len(self.hashes):
+            self.hashes.close()
             return True
-        return bool(repeated_hashes(self.hashes, in_place=True))
+        return self.hashes.any_repeated()
 
 
 class RecordSampler:
@@ -267,24 +276,24 @@ class RecordSampler:
         The first complete pass also refuses a repeated fact id, as the streaming reader.
         """
         check = self._ids_checked != self._stamp()
-        ids = _IdHashes(self.hash_ids)
-        for block, number, lines, skipped in self._blocks():
-            if check:
-                self._add_ids(ids, block, number, lines, skipped)
-            yield from _block_records(block, number, skipped)
-        if check and not self.spanning:
-            self._check_ids(ids)
+        with _IdHashes(self.hash_ids) as ids:
+            for block, number, lines, skipped in self._blocks():
+                if check:
+                    self._add_ids(ids, block, number, lines, skipped)
+                yield from _block_records(block, number, skipped)
+            if check and not self.spanning:
+                self._check_ids(ids)
 
     def count_records(self) -> int:
         """Count the records (one pass), keeping per block what ``pick`` needs."""
         self._index = index = LineIndex()
-        ids = _IdHashes(self.hash_ids)
-        for block, number, lines, skipped in self._blocks():
-            self._add_ids(ids, block, number, lines, skipped)
-            index.add(lines, skipped)
-        if self.spanning:
-            return 0
-        self._check_ids(ids)
+        with _IdHashes(self.hash_ids) as ids:
+            for block, number, lines, skipped in self._blocks():
+                self._add_ids(ids, block, number, lines, skipped)
+                index.add(lines, skipped)
+            if self.spanning:
+                return 0
+            self._check_ids(ids)
         return index.records
 
     def draw(self, reservoir: Reservoir) -> tuple[int, list[tuple[int, Any]]]:
@@ -293,21 +302,21 @@ class RecordSampler:
         Each block advances the reservoir by its records; the lines of those it keeps are
         taken from it then, and dropped when a later block's record takes their place.
         """
-        ids = _IdHashes(self.hash_ids)
         lines: dict[int, Line] = {}
-        for block, number, count, skipped in self._blocks():
-            self._add_ids(ids, block, number, count, skipped)
-            first = reservoir.seen
-            reservoir.advance(count - len(skipped))
-            if new := sorted(index for index in reservoir.kept if index >= first):
-                found = block_records_at(block, number, skipped, [i - first for i in new],
-                                         self._line_ends(block))
-                lines.update(zip(new, found, strict=True))
-                if len(lines) > 2 * len(reservoir.kept):
-                    lines = {index: lines[index] for index in reservoir.kept}
-        if self.spanning:
-            return 0, []
-        self._check_ids(ids)
+        with _IdHashes(self.hash_ids) as ids:
+            for block, number, count, skipped in self._blocks():
+                self._add_ids(ids, block, number, count, skipped)
+                first = reservoir.seen
+                reservoir.advance(count - len(skipped))
+                if new := sorted(index for index in reservoir.kept if index >= first):
+                    found = block_records_at(block, number, skipped, [i - first for i in new],
+                                             self._line_ends(block))
+                    lines.update(zip(new, found, strict=True))
+                    if len(lines) > 2 * len(reservoir.kept):
+                        lines = {index: lines[index] for index in reservoir.kept}
+            if self.spanning:
+                return 0, []
+            self._check_ids(ids)
         return reservoir.seen, [(index, lines[index]) for index in sorted(reservoir.kept)]
 
     def _add_ids(self, ids: _IdHashes, block: bytes, number: int, lines: int,
