@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kgcheck.arguments import Arg, literal
+from kgcheck.arguments import Arg
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import (
     RUN_INFO,
@@ -52,6 +52,7 @@ from kgcheck.runs.ray_pipeline import (
     cluster_cpus,
     share_of_cpus,
     survey,
+    task_result,
 )
 from kgcheck.runs.repeats import (
     REPEATS_DIR,
@@ -73,10 +74,8 @@ from kgcheck.runs.sharded_folder import local_store, plan_of, prepare_sharded, s
 
 try:
     import ray
-    from ray.exceptions import RayError
 except ImportError:  # pragma: no cover - exercised where the extra is absent
     ray = None  # type: ignore[assignment]
-    RayError = RuntimeError  # type: ignore[misc,assignment]
 
 __all__ = ["CombineJob", "RepeatsPart", "combine_shard", "run_sharded_repeats"]
 
@@ -197,19 +196,6 @@ def _task() -> Any:
     return ray.remote(max_retries=SHARD_RETRIES)(_combine_task)
 
 
-def _get(ref: Any) -> Any:
-    """``ray.get`` of a combined shard, a failure as one line."""
-    try:
-        return ray.get(ref)
-    except RayError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, RunError):
-            raise cause from None
-        said = (f"{type(cause).__name__}: {cause}" if cause is not None
-                else str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-        raise RunError(f"a Ray task combining the repeats failed: {literal(said)}") from None
-
-
 def _store_of(folder: Path) -> ShardStore:
     """Return the shard store a sharded run folder's plan names (its own ``shards/``)."""
     where = (stored_plan(folder) or {}).get("store")
@@ -298,7 +284,7 @@ def _combine(sharded: ShardedRun, info: RunInfo, out_dir: Path, store: ShardStor
             for ref in ready:
                 flying.discard(ref)
                 # Merged as it comes: the driver keeps no shard's marker.
-                marker = _get(ref)
+                marker = task_result(ref, "a Ray task combining the repeats")
                 tally.merge(SummaryTally.from_state(info.models, marker["tally"]))
                 outcomes.merge(RunOutcomes.from_state(marker["outcomes"]))
                 part.merge(RepeatsPart.from_state(marker["repeats"]))

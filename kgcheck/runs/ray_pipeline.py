@@ -73,7 +73,8 @@ except ImportError:  # pragma: no cover - exercised where the extra is absent
     ray = None  # type: ignore[assignment]
     RayError = RuntimeError  # type: ignore[misc,assignment]
 
-__all__ = ["SHARD_RETRIES", "ShardedRun", "cluster_cpus", "run", "share_of_cpus", "survey"]
+__all__ = ["SHARD_RETRIES", "ShardedRun", "cluster_cpus", "run", "share_of_cpus", "survey",
+           "task_result"]
 
 # Seconds the driver waits for a shard to finish before it looks at the progress counter.
 _POLL = 0.5
@@ -138,8 +139,11 @@ def _tasks() -> dict[str, Any]:
             "counter": ray.remote(num_cpus=0)(_Counter)}
 
 
-def _get(refs: Any) -> Any:
-    """``ray.get``, with an input error raised as itself (it names the file and line)."""
+def task_result(refs: Any, what: str = "a Ray task of the sharded run") -> Any:
+    """``ray.get``, with an input error raised as itself (it names the file and line).
+
+    Any other failure becomes one RunError line: ``what`` failed, and its cause.
+    """
     try:
         return ray.get(refs)
     except RayError as exc:
@@ -151,7 +155,7 @@ def _get(refs: Any) -> Any:
         # One line: the cause, not the remote traceback Ray's message carries.
         said = (f"{type(cause).__name__}: {cause}" if cause is not None
                 else str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-        raise RunError(f"a Ray task of the sharded run failed: {literal(said)}") from None
+        raise RunError(f"{what} failed: {literal(said)}") from None
 
 
 def survey(source: ShardSource, shard_bytes: int, cpus: int) -> Survey:
@@ -165,8 +169,9 @@ def survey(source: ShardSource, shard_bytes: int, cpus: int) -> Survey:
     where = ray.put(source)
     if is_input_uri(source.path):
         # Cut by seeking; each shard's lines counted by a task reading its byte range.
-        shards = seek_shards(source.path, source.dataset, shard_bytes, lambda unnumbered: _get(
-            [tasks["lines"].remote(where, shard) for shard in unnumbered]))
+        shards = seek_shards(source.path, source.dataset, shard_bytes,
+                             lambda unnumbered: task_result(
+                                 [tasks["lines"].remote(where, shard) for shard in unnumbered]))
     else:
         shards = plan_shards(source.path, source.dataset, shard_bytes)
     partitions = max(1, min(len(shards), cpus))
@@ -176,8 +181,8 @@ def survey(source: ShardSource, shard_bytes: int, cpus: int) -> Survey:
     names = tasks["names"].remote([out[1] for out in outs]) if source.rdf else None
     settled = [tasks["repeats"].remote(*[out[2 + j] for out in outs])
                for j in range(partitions)] if shards else []
-    found = _get([out[0] for out in outs])
-    repeats = _get([pair[1] for pair in settled])
+    found = task_result([out[0] for out in outs])
+    repeats = task_result([pair[1] for pair in settled])
     del outs  # the id partitions are the repeat tasks' now: let the object store free them
     if not source.rdf:
         firsts = sorted(r.first for r in repeats if r.first)
@@ -297,7 +302,7 @@ class _Driver:
 
     def _take(self, ref: Any, index: int) -> None:
         try:
-            result = _get(ref)
+            result = task_result(ref)
         except (TriplesError, RunError) as exc:
             self.failed = self.failed or exc
             self._stop_all()
