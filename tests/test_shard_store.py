@@ -71,6 +71,30 @@ def test_readers_copy_only_what_changed_in_the_store(tmp_path: Path, s3: Any) ->
     assert verdict_files(folder)[0].stat().st_mtime_ns == unchanged
 
 
+def test_one_shard_is_copied_without_listing_the_store(tmp_path: Path, s3: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker copies its own shard: a listing each time would grow with the store.
+    store = ShardStore(s3.uri(f"{tmp_path.name}/shards"))
+    store.write_text("00000.jsonl", '{"fact_id": "a", "label": "T"}\n')
+    store.write_text("00001.jsonl", '{"fact_id": "b", "label": "F"}\n')
+
+    def no_listing(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the store was listed")
+
+    monkeypatch.setattr(store.fs, "ls", no_listing)
+    into = tmp_path / "copy"
+    path = store.local_copy("00001.jsonl", into)
+    assert path.read_text() == '{"fact_id": "b", "label": "F"}\n'
+    assert not (into / "00000.jsonl").exists()
+    assert json.loads((into / PULLED).read_text()).keys() == {"00001.jsonl"}
+    # Unchanged, it is not fetched again; changed, it is; absent, nothing is made.
+    copied = path.stat().st_mtime_ns
+    assert store.local_copy("00001.jsonl", into).stat().st_mtime_ns == copied
+    store.write_text("00001.jsonl", '{"fact_id": "b", "label": "T"}\n')
+    assert store.local_copy("00001.jsonl", into).read_text().endswith('"T"}\n')
+    assert not store.local_copy("00007.jsonl", into).exists()
+
+
 def test_a_stopped_shard_keeps_its_verdicts_in_the_store(tmp_path: Path, s3: Any) -> None:
     store = ShardStore(s3.uri(f"{tmp_path.name}/shards"))
     with pytest.raises(RuntimeError, match="worker stopped"):

@@ -28,7 +28,7 @@ import fcntl
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -256,10 +256,15 @@ class ShardStore:
         self.write_text(shard_name(index, ".done"), marker)
 
     def local_copy(self, name: str, into: Path) -> Path:
-        """Return a local path holding the store's file ``name`` (remote: copied ``into``)."""
+        """Return a local path holding the store's file ``name`` (remote: copied ``into``).
+
+        One request looks the file up (not a listing of the store: a worker calls this for
+        its own shard, so a listing each time would cost as much as the store is large).
+        """
         if not self.remote:
             return Path(self.where) / name
-        self.pull(into, only={name})
+        item = self._item(name)
+        self._copy(into, {name: item} if item is not None else {}, prune=False)
         return into / name
 
     def pull(self, into: Path, only: set[str] | None = None) -> list[Path]:
@@ -268,16 +273,33 @@ class ShardStore:
         Files already there with the same size and ETag are kept; copies of files the store
         no longer has are removed. Each copy is written atomically.
         """
+        held = {n: i for n, i in self.names().items()
+                if n.endswith(".jsonl") and (only is None or n in only)}
+        self._copy(into, held, prune=only is None)
+        return [into / n for n in sorted(held)]
+
+    def _item(self, name: str) -> dict[str, Any] | None:
+        """Return a remote shard file's size and ETag, as ``names`` gives them (None: absent)."""
+        path = self._path(name)
+        with self._reaching("read from"):
+            self.fs.invalidate_cache(path)
+            try:
+                item = self.fs.info(path)
+            except FileNotFoundError:
+                return None
+        if item.get("type") != "file" or not item.get("size"):
+            return None
+        return {"size": int(item["size"]), "etag": item.get("ETag")}
+
+    def _copy(self, into: Path, held: Mapping[str, Mapping[str, Any]], *, prune: bool) -> None:
+        """Copy the ``held`` files whose size or ETag changed; with ``prune`` drop the rest."""
         into.mkdir(parents=True, exist_ok=True)
         manifest_path = into / PULLED
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             manifest = {}
-        held = {n: i for n, i in self.names().items() if n.endswith(".jsonl")}
         for name, item in sorted(held.items()):
-            if only is not None and name not in only:
-                continue
             stamp = [item["size"], item.get("etag")]
             target = into / name
             if manifest.get(name) == stamp and target.is_file() \
@@ -286,9 +308,8 @@ class ShardStore:
             with self._reaching("read from"), atomic_path(target) as tmp:
                 self.fs.get_file(self._path(name), str(tmp))
             manifest[name] = stamp
-        if only is None:
+        if prune:
             for name in set(manifest) - set(held):
                 (into / name).unlink(missing_ok=True)
                 del manifest[name]
         write_text_atomic(manifest_path, json.dumps(manifest) + "\n")
-        return [into / n for n in sorted(held) if only is None or n in only]

@@ -105,7 +105,7 @@ def _stamp(marker: str | None) -> str | None:
 def _shard_records(store: ShardStore, index: int, scratch: Path) -> dict[str, dict[str, Any]]:
     """Read a repeat's verdicts of one shard: the last valid record per fact, in order."""
     name = shard_name(index, ".jsonl")
-    path = store.local_copy(name, scratch) if store.remote else Path(store.where) / name
+    path = store.local_copy(name, scratch)
     if not path.is_file():
         return {}  # a repeat that stopped before it reached the shard
     return {str(r["fact_id"]): r for _, _, r in scan_verdicts(path)}
