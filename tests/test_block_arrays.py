@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+import kgcheck.data.block_arrays as block_arrays
 from kgcheck.data.block_arrays import LONG_SPAN, BlockArrays, bytes_hashes, span_hashes
 
 
@@ -19,6 +20,33 @@ def test_lines_as_the_bytes_split_them(data: bytes) -> None:
     assert arrays.lines == len(lines)
     assert [data[a:b] for a, b in zip(arrays.line_starts(), arrays.line_stops(), strict=True)] == lines
     assert arrays.offsets(ord(",")).tolist() == [i for i, b in enumerate(data) if b == ord(",")]
+
+
+def test_offsets_found_piece_by_piece_are_all_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pieces of 4 bytes: the byte at every piece's first and last offset, and pieces without it.
+    monkeypatch.setattr(block_arrays, "_PIECE", 4)
+    rng = random.Random(1)
+    for length in [0, 1, 3, 4, 5, 8, 9, 31, 64]:
+        data = bytes(rng.choice(b",,ab\n") for _ in range(length))
+        for byte in b",\n":
+            assert BlockArrays(data).offsets(byte).tolist() == [
+                i for i, b in enumerate(data) if b == byte]
+    assert BlockArrays(b"abcd" * 3 + b",").offsets(ord(",")).tolist() == [12]
+
+
+def test_spans_at_a_blocks_end_hash_as_anywhere_else() -> None:
+    # A span's last word runs past the block's end there: only the span's own bytes count.
+    rng = random.Random(2)
+    for length in range(0, 21):
+        data = bytes(rng.randrange(256) for _ in range(length))
+        spans = [(a, b) for a in range(length + 1) for b in range(a, length + 1)]
+        starts = np.array([a for a, _ in spans], dtype=np.int64)
+        stops = np.array([b for _, b in spans], dtype=np.int64)
+        assert span_hashes(data, starts, stops).tolist() == bytes_hashes(
+            [data[a:b] for a, b in spans]).tolist()
+        inside = data + b"\xff" * 9  # the same spans, other bytes after them
+        assert span_hashes(inside, starts, stops).tolist() == span_hashes(
+            data, starts, stops).tolist()
 
 
 def test_equal_bytes_hash_alike_wherever_they_are() -> None:

@@ -9,13 +9,15 @@ block at once.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 # A span longer than this is hashed on its own (hashlib), so that one huge id does not
 # make a pass per 8 bytes over all of a block's ids.
 LONG_SPAN = 256
+# Bytes of a block compared with a byte at once (``_byte_offsets``).
+_PIECE = 1 << 20
 _WORD = 8
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 # The low k bytes of a little-endian word, for k from 0 to 8.
@@ -33,7 +35,7 @@ class BlockArrays:
     def offsets(self, byte: int) -> np.ndarray:
         """Return the offsets of a byte in the block, ascending."""
         if (found := self._offsets.get(byte)) is None:
-            found = self._offsets[byte] = np.flatnonzero(self.array == byte)
+            found = self._offsets[byte] = _byte_offsets(self.array, byte)
         return found
 
     @property
@@ -62,6 +64,25 @@ class BlockArrays:
         return np.append(ends, len(self.data))
 
 
+def _byte_offsets(data: np.ndarray, byte: int) -> np.ndarray:
+    """Return the offsets of ``byte`` in ``data``, ascending, a piece of it at a time.
+
+    One comparison over a whole block would make a mask as large as the block (8 MB) at
+    once; pieces of ``_PIECE`` bytes keep that mask small (and in cache): each piece is
+    compared twice, to size the result and to fill it.
+    """
+    pieces = range(0, len(data), _PIECE)
+    counts = [int(np.count_nonzero(data[at:at + _PIECE] == byte)) for at in pieces]
+    found = np.empty(sum(counts), dtype=np.int64)
+    filled = 0
+    for at, count in zip(pieces, counts, strict=True):
+        if count:
+            np.add(np.flatnonzero(data[at:at + _PIECE] == byte), at,
+                   out=found[filled:filled + count])
+            filled += count
+    return found
+
+
 def _mix(h: np.ndarray) -> np.ndarray:
     """Scramble 64-bit words in place (MurmurHash3's finalizer: a bijection)."""
     h ^= h >> np.uint64(33)
@@ -70,6 +91,31 @@ def _mix(h: np.ndarray) -> np.ndarray:
     h *= np.uint64(0xC4CEB9FE1A85EC53)
     h ^= h >> np.uint64(33)
     return h
+
+
+def _words(data: bytes) -> Callable[[np.ndarray], np.ndarray]:
+    """Return a function giving the 8 bytes at each offset of ``data`` as a little-endian word.
+
+    Words are read in place (unaligned views of ``data``, no copy of the block); the last
+    seven offsets, whose words run off the end, are read from a zero-padded copy of the tail.
+    """
+    inside = max(len(data) - _WORD + 1, 0)  # the offsets whose whole word is in ``data``
+    body = np.ndarray(shape=(inside,), dtype="<u8", buffer=data, strides=(1,))
+    tail_start = max(len(data) - _WORD, 0)
+    tail = data[tail_start:] + bytes(_WORD)
+    tail_words = np.ndarray(shape=(len(tail) - _WORD + 1,), dtype="<u8", buffer=tail,
+                            strides=(1,))
+
+    def words(at: np.ndarray) -> np.ndarray:
+        near_end = at >= inside
+        if not near_end.any():
+            return body[at]
+        found = np.empty(len(at), dtype=np.uint64)
+        found[~near_end] = body[at[~near_end]]
+        found[near_end] = tail_words[at[near_end] - tail_start]
+        return found
+
+    return words
 
 
 def span_hashes(data: bytes, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
@@ -83,14 +129,12 @@ def span_hashes(data: bytes, starts: np.ndarray, stops: np.ndarray) -> np.ndarra
     hashes = lengths.astype(np.uint64) * _SEED
     if len(starts) == 0:
         return hashes.view(np.int64)
-    # A word is read from any offset (8 bytes, unaligned): pad so that none runs off the end.
-    padded = data + bytes(_WORD)
-    words_at = np.ndarray(shape=(len(data) + 1,), dtype="<u8", buffer=padded, strides=(1,))
+    words_at = _words(data)
     index = np.flatnonzero(lengths <= LONG_SPAN)
     at, left, mixed = starts[index], lengths[index], hashes[index]
     while len(index):
         # The bytes past the span's end are not its own: keep its remaining 0 to 8.
-        mixed ^= words_at[at] & _MASKS[np.minimum(left, _WORD)]
+        mixed ^= words_at(at) & _MASKS[np.minimum(left, _WORD)]
         _mix(mixed)
         # Only the spans still longer go on to their next word.
         more = left > _WORD

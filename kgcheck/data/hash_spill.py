@@ -5,8 +5,9 @@ a billion facts would hold 8 GB of them. ``HashSpill`` keeps up to ``MEMORY_HASH
 array; past that it sorts the array in place and appends it to ``PARTITIONS`` files by the
 hashes' top bits (one append per file), in a temporary folder, and starts the array anew.
 At the end each file is checked on its own (read, sorted, compared with its neighbours):
-memory is bounded by the array and one partition, and a partition still over the cap is
-split again by its next bits. Disk holds 8 bytes per hash beyond the cap while the check
+memory is bounded by the array while the hashes come, and by one partition (up to
+``CHECKED_CAPS`` arrays) while they are checked; a larger partition is split again by its
+next bits. Disk holds 8 bytes per hash beyond the cap while the check
 lasts; the folder goes when the set is closed (``with``, or once garbage), whatever ends
 the run. A stream within the cap touches no disk and is one in-place sort, as before.
 """
@@ -25,11 +26,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MEMORY_HASHES", "PARTITIONS", "HashSpill", "repeated_hashes"]
+__all__ = ["CHECKED_CAPS", "MEMORY_HASHES", "PARTITIONS", "HashSpill", "repeated_hashes"]
 
-# Hashes kept in memory (8 MB) before they are spilled.
-MEMORY_HASHES = 1 << 20
-# Partition files, by the top 8 bits: each stays within the cap up to 256 times the cap
+# Hashes kept in memory (1 MB) before they are spilled: 8 MB of them made the peak RSS of a
+# sample grow by 7 MB up to a million ids; 1 MB costs one spill per 131,072 ids.
+MEMORY_HASHES = 1 << 17
+# A partition file of up to this many caps is checked whole (8 MB by default: read once
+# the pass that added the hashes is over, its blocks freed).
+CHECKED_CAPS = 8
+# Partition files, by the top 8 bits: each is checked whole up to 256 * 8 times the cap
 # (268 million hashes); a larger one is split by the next 8 bits when it is checked.
 PARTITION_BITS = 8
 PARTITIONS = 1 << PARTITION_BITS
@@ -186,15 +191,15 @@ class HashSpill:
 
     def _partition_repeats(self, path: Path) -> Iterator[np.ndarray]:
         count = path.stat().st_size // _HASH_BYTES
-        if count <= self.cap:
+        if count <= self.cap * CHECKED_CAPS:
             yield _sorted_repeats(np.fromfile(path, dtype=np.int64))
         elif PARTITION_BITS * (self.level + 1) >= _HASH_BITS:
             # Every bit was a partition's: the file holds one hash, more than once.
             yield np.fromfile(path, dtype=np.int64, count=1)
         else:
             with HashSpill(self.cap, level=self.level + 1, folder=self._folder) as split:
-                # Read in pieces of an eighth of the cap: memory stays within 1.125 caps.
-                piece = max(1, self.cap // 8)
+                # Read in pieces of the cap: memory stays within two caps.
+                piece = self.cap
                 with path.open("rb") as source:
                     while len(values := np.fromfile(source, dtype=np.int64, count=piece)):
                         split.add(values)

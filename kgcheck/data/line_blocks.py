@@ -8,15 +8,21 @@ record (``LineIndex``); a second read picks the chosen records by their index.
 
 from __future__ import annotations
 
+import io
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from kgcheck.data.sources import TriplesError, open_binary
 
-BLOCK_BYTES = 8 * 1024 * 1024
+# Large enough that a block's byte searches and arrays cost little per line, small enough
+# that the few blocks and arrays alive at once stay out of the allocator's growing heap
+# (measured: 8 MB blocks left a CSV sample's peak RSS 10 to 16 MB higher, and growing with
+# the file, for the same CPU).
+BLOCK_BYTES = 2 * 1024 * 1024
 
 # A line of a file: its number (from 1) and its bytes, without the line end.
 Line = tuple[int, bytes]
@@ -26,12 +32,29 @@ def file_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
     """Yield a file in blocks of about ``block_bytes``, each cut at a line end."""
     try:
         with open_binary(path) as fh:
-            while block := fh.read(block_bytes):
+            exact = isinstance(fh, io.BufferedReader)  # a plain file, cheap to seek in
+            while block := (_read_to_line_end(fh, block_bytes) if exact
+                            else fh.read(block_bytes)):
                 if not block.endswith(b"\n"):
                     block += fh.readline()  # to the end of the line the cut fell in
                 yield block
     except (OSError, EOFError) as exc:
         raise TriplesError(f"{path}: cannot be read ({exc})") from None
+
+
+def _read_to_line_end(fh: IO[bytes], block_bytes: int) -> bytes:
+    """Read about ``block_bytes`` of a plain file, to the end of the line the cut falls in.
+
+    The cut's line is found first (a seek past the block, one line read, a seek back), so
+    the block is read as one object of its final size: appending the rest of the line to
+    a block already read would copy the whole block (8 MB more at the peak).
+    """
+    start = fh.tell()
+    # From the block's last byte: a block already ending with a line end takes no more.
+    fh.seek(start + block_bytes - 1)
+    rest = max(len(fh.readline()) - 1, 0)
+    fh.seek(start)
+    return fh.read(block_bytes + rest)
 
 
 def file_lines(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[Line]:
