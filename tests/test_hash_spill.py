@@ -98,3 +98,14 @@ def test_the_folder_goes_whatever_ends_the_set(temp: Path) -> None:
     early = _spilled(np.concatenate([values, values]), 10)
     assert early.any_repeated(), "stops at the first partition with a repeat"
     assert not list(temp.iterdir())
+
+
+def test_spills_are_runs_in_one_file(temp: Path) -> None:
+    # Ten spills: one write each to one file, not a file per partition per spill.
+    values = np.arange(-500, 500, dtype=np.int64) * (1 << 53)
+    spill = _spilled(np.concatenate([values, values[:1]]), 100, pieces=11)
+    (folder,) = temp.iterdir()
+    (runs,) = folder.iterdir()
+    assert runs.name == "runs" and spill.spilled == 1000
+    assert spill.repeated() == {int(values[0])}
+    assert not list(temp.iterdir())

@@ -2,14 +2,15 @@
 
 Refusing a repeated fact id without holding the ids takes one hash per fact, and a file of
 a billion facts would hold 8 GB of them. ``HashSpill`` keeps up to ``MEMORY_HASHES`` in one
-array; past that it sorts the array in place and appends it to ``PARTITIONS`` files by the
-hashes' top bits (one append per file), in a temporary folder, and starts the array anew.
-At the end each file is checked on its own (read, sorted, compared with its neighbours):
-memory is bounded by the array while the hashes come, and by one partition (up to
+array; past that it sorts the array in place, appends it to one spill file in a temporary
+folder as a run (one write; where each of the ``PARTITIONS`` ranges of the hashes' top bits
+lies in it is kept), and starts the array anew. At the end each partition is checked on
+its own (its pieces read from every run, sorted, compared with their neighbours): memory
+is bounded by the array while the hashes come, and by one partition (up to
 ``CHECKED_CAPS`` arrays) while they are checked; a larger partition is split again by its
-next bits. Disk holds 8 bytes per hash beyond the cap while the check
-lasts; the folder goes when the set is closed (``with``, or once garbage), whatever ends
-the run. A stream within the cap touches no disk and is one in-place sort, as before.
+next bits. Disk holds 8 bytes per hash beyond the cap while the check lasts; the folder
+goes when the set is closed (``with``, or once garbage), whatever ends the run. A stream
+within the cap touches no disk and is one in-place sort.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -63,6 +64,12 @@ def _sorted_repeats(values: np.ndarray) -> np.ndarray:
     return np.unique(twice)
 
 
+def _remove_spill(file: BinaryIO, folder: Path) -> None:
+    """Close the spill file and remove its folder."""
+    file.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _anonymous_array(length: int) -> np.ndarray:
     """Return an int64 array of its own memory map, outside the allocator's heap.
 
@@ -96,6 +103,8 @@ class HashSpill:
         self._buffer: np.ndarray | None = None  # allocated at the first add, filled in order
         self._size = 0
         self._folder: Path | None = None
+        self._file: BinaryIO | None = None  # the spill file: the sorted runs, one after another
+        self._runs: list[tuple[int, np.ndarray]] = []  # each run's first hash, partitions' bounds
         self._remove: weakref.finalize[Any, Any] | None = None
 
     def __len__(self) -> int:
@@ -136,28 +145,32 @@ class HashSpill:
             self.close()
 
     def close(self) -> None:
-        """Remove the partition files and free the array."""
+        """Remove the spill file and free the array."""
         self._buffer = None
         self._size = self.spilled = 0
         if self._remove is not None:
             self._remove()
-            self._remove = self._folder = None
+            self._remove = self._folder = self._file = None
+        self._runs = []
 
     def _spill(self) -> None:
-        """Sort the array in place and append each partition's run to its file."""
+        """Sort the array in place and append it to the spill file as one run.
+
+        A run is one write, and where each partition's hashes lie in it is kept (257
+        offsets a run): opening a file per partition per spill cost more than the sort.
+        """
         assert self._buffer is not None
-        if self._folder is None:
+        if self._file is None:
             self._folder = Path(tempfile.mkdtemp(prefix="kgcheck-hashes-", dir=self._parent))
+            self._file = (self._folder / "runs").open("w+b")
             # Removed even if the set is never closed (dropped, or at the interpreter's exit).
-            self._remove = weakref.finalize(self, shutil.rmtree, self._folder, True)
+            self._remove = weakref.finalize(self, _remove_spill, self._file, self._folder)
         values = self._buffer[:self._size]
         values.sort()
-        bounds = [0, *np.searchsorted(values, self._thresholds(int(values[0]))).tolist(),
-                  len(values)]
-        for part, (start, stop) in enumerate(zip(bounds, bounds[1:], strict=False)):
-            if stop > start:
-                with (self._folder / str(part)).open("ab") as out:
-                    out.write(values[start:stop].data)
+        bounds = np.searchsorted(values, self._thresholds(int(values[0])))
+        self._runs.append((self._file.tell() // _HASH_BYTES,
+                           np.concatenate([[0], bounds, [len(values)]]).astype(np.int64)))
+        self._file.write(values.data)
         self.spilled += self._size
         self._size = 0
 
@@ -175,33 +188,40 @@ class HashSpill:
 
     def _repeats(self) -> Iterator[np.ndarray]:
         """Yield the repeated hashes, a partition's at a time (each sorted, once each)."""
-        if self._folder is None:
+        if self._file is None:
             if self._buffer is not None:
                 yield _sorted_repeats(self._buffer[:self._size])
             return
         if self._size:
             self._spill()
         self._buffer = None  # from here one partition at a time is in memory
-        folder = self._folder
+        self._file.flush()
         for part in range(PARTITIONS):
-            path = folder / str(part)
-            if path.exists():
-                yield from self._partition_repeats(path)
-                path.unlink(missing_ok=True)  # its disk is free for the next ones
+            if count := sum(int(bounds[part + 1] - bounds[part]) for _at, bounds in self._runs):
+                yield from self._partition_repeats(part, count)
 
-    def _partition_repeats(self, path: Path) -> Iterator[np.ndarray]:
-        count = path.stat().st_size // _HASH_BYTES
+    def _partition_pieces(self, part: int) -> Iterator[np.ndarray]:
+        """Yield a partition's hashes, one run's at a time (each within the cap)."""
+        assert self._file is not None
+        for at, bounds in self._runs:
+            if count := int(bounds[part + 1] - bounds[part]):
+                self._file.seek((at + int(bounds[part])) * _HASH_BYTES)
+                yield np.frombuffer(self._file.read(count * _HASH_BYTES), dtype=np.int64)
+
+    def _partition_repeats(self, part: int, count: int) -> Iterator[np.ndarray]:
         if count <= self.cap * CHECKED_CAPS:
-            yield _sorted_repeats(np.fromfile(path, dtype=np.int64))
+            whole = np.empty(count, dtype=np.int64)
+            filled = 0
+            for piece in self._partition_pieces(part):
+                whole[filled:filled + len(piece)] = piece
+                filled += len(piece)
+            yield _sorted_repeats(whole)
         elif PARTITION_BITS * (self.level + 1) >= _HASH_BITS:
-            # Every bit was a partition's: the file holds one hash, more than once.
-            yield np.fromfile(path, dtype=np.int64, count=1)
+            # Every bit was a partition's: the partition holds one hash, more than once.
+            yield next(self._partition_pieces(part))[:1]
         else:
+            # Split by the next bits: memory stays within two caps (a run's piece, the array).
             with HashSpill(self.cap, level=self.level + 1, folder=self._folder) as split:
-                # Read in pieces of the cap: memory stays within two caps.
-                piece = self.cap
-                with path.open("rb") as source:
-                    while len(values := np.fromfile(source, dtype=np.int64, count=piece)):
-                        split.add(values)
-                path.unlink()
+                for piece in self._partition_pieces(part):
+                    split.add(piece)
                 yield from split._repeats()
