@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import kgcheck
 import kgcheck.data.rdf_lines as rdf_lines
 from kgcheck.cli import app
+from kgcheck.data import offset_spill
 from kgcheck.data.rdf import RdfReader
 from kgcheck.data.rdf_lines import LineSampler, TriplesLineSampler, line_source
 from kgcheck.data.sampling import _reservoir, largest_remainder, reservoir_indices, select_facts
@@ -64,7 +65,10 @@ def test_the_kept_indices_follow_from_the_count_alone() -> None:
         assert sorted(reservoir_indices(total, size, Drawn(seed))) == kept
 
 
-def test_n_triples_are_counted_and_picked_by_block(tmp_path) -> None:
+@pytest.mark.parametrize("memory_pairs", [None, 1, 3])
+def test_n_triples_are_counted_and_picked_by_block(tmp_path, monkeypatch, memory_pairs) -> None:
+    # (A cap of 1 or 3 naming lines: their offsets go to disk, and are read back to name.)
+    monkeypatch.setattr(offset_spill, "MEMORY_PAIRS", memory_pairs or offset_spill.MEMORY_PAIRS)
     assert type(line_source(RdfReader(_kg(tmp_path / "kg.nt")))) is TriplesLineSampler
     assert type(line_source(RdfReader(_kg(tmp_path / "kg.nq", quads=True)))) is LineSampler
     path = tmp_path / "odd.nt"

@@ -16,24 +16,27 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pyoxigraph as ox
 
 from kgcheck.data.facts import Fact
 from kgcheck.data.line_blocks import (
     BLOCK_BYTES,
     Line,
-    LineIndex,
+    block_records_at,
     file_blocks,
     file_lines,
     line_at,
     line_count,
     line_indices,
 )
+from kgcheck.data.offset_spill import OffsetSpill
 from kgcheck.data.rdf import NAME_PREDICATES, QUAD_FORMATS, TERMS, Names, RdfReader, rdf_fact
 from kgcheck.data.rdf import rdf_terms as parse_terms
+from kgcheck.data.sampling import Reservoir
 from kgcheck.data.sources import TriplesError, open_binary
 
 LINE_FORMATS = (ox.RdfFormat.N_TRIPLES, ox.RdfFormat.N_QUADS)
@@ -222,61 +225,67 @@ class LineSampler:
 
 
 class TriplesLineSampler(LineSampler):
-    """An N-Triples file, whose facts a plain sample counts and picks block by block.
+    """An N-Triples file, whose facts a plain sample draws from block by block, in one read.
 
     N-Triples needs no per-line step (no graph to deduplicate): the facts of a block are its
-    lines less those the byte searches of ``_no_fact_lines`` find, so counting them takes
-    a few searches per block, and the chosen ones are picked from a second read (the blocks
-    holding one are split into lines).
+    lines less those the byte searches of ``_no_fact_lines`` find, so the reservoir is
+    advanced by a block's count at once, and the lines it keeps are taken from the block in
+    hand. The naming lines are noted as they pass (``OffsetSpill``: their offsets and
+    subject hashes, on disk past a cap), to name the chosen facts without another read.
     """
 
-    _index: LineIndex
-    # Where the naming lines are, from the last count (None: not counted, or since drawn
-    # over the lines one by one, as strata are).
-    _name_at: array[int] | None = None
-    _name_subject: array[int]
+    # Where the naming lines are, from the last draw (None: not drawn, or since drawn over
+    # the lines one by one, as strata are).
+    _names: OffsetSpill | None = None
 
     def records(self) -> Iterator[Line]:
-        """Yield the lines holding facts (for strata), forgetting the last count."""
-        self._name_at = None
+        """Yield the lines holding facts (for strata), forgetting the last draw's names."""
+        self._forget_names()
         return super().records()
 
-    def count_records(self) -> int:
-        """Count the file's facts (its lines holding a triple).
+    def _forget_names(self) -> None:
+        if self._names is not None:
+            self._names.close()
+            self._names = None
 
-        Keeps, per block, its line count and the indices of its lines holding no fact
-        (4 bytes per naming, comment or blank line) for ``pick``, and where each naming
-        line is with a hash of its subject (16 bytes each) to name the chosen facts.
+    def draw(self, reservoir: Reservoir) -> tuple[int, list[tuple[int, Any]]]:
+        """Draw Algorithm R's sample while counting the facts (one read; ``DrawnRecords``).
+
+        Each block advances the reservoir by its facts; the lines of those it keeps are
+        taken from the block then, and dropped when a later block's fact takes their place.
         """
-        self._index = LineIndex()
-        self._name_at, self._name_subject = array("q"), array("q")
-        offset = 0
+        self._forget_names()
+        self._names = names = OffsetSpill()
+        lines: dict[int, Line] = {}
+        offset = number = 0
         for block in file_blocks(self.reader.path, self.block_bytes):
             skipped, named = _no_fact_lines(block)
-            self._index.add(line_count(block), skipped)
-            for start, subject in named:
-                self._name_at.append(offset + start)
-                self._name_subject.append(subject)
+            names.extend(named, offset)
+            count = line_count(block)
+            first = reservoir.seen
+            reservoir.advance(count - len(skipped))
+            if new := sorted(index for index in reservoir.kept if index >= first):
+                found = block_records_at(block, number, skipped, [i - first for i in new])
+                lines.update(zip(new, found, strict=True))
+                if len(lines) > 2 * len(reservoir.kept):
+                    lines = {index: lines[index] for index in reservoir.kept}
             offset += len(block)
-        return self._index.records
+            number += count
+        return reservoir.seen, [(index, lines[index]) for index in sorted(reservoir.kept)]
 
     def _name_lines(self, subjects: set[bytes]) -> Iterator[Line]:
-        """Yield the naming lines of ``subjects``, found by the count pass (number 0)."""
-        if self._name_at is None:
+        """Yield the naming lines of ``subjects``, found by the draw (number 0)."""
+        if self._names is None:
             yield from super()._name_lines(subjects)
             return
-        hashes = {hash(subject) for subject in subjects}
+        hashes = np.array(sorted({hash(subject) for subject in subjects}), dtype=np.int64)
         with open_binary(self.reader.path) as fh:
-            for at, subject in zip(self._name_at, self._name_subject, strict=True):
-                if subject in hashes:
+            for piece in self._names.pieces():
+                for at in piece[np.isin(piece[:, 1], hashes), 0].tolist():
                     fh.seek(at)
                     line = fh.readline().rstrip(b"\r\n")
                     if _fields(line)[0] in subjects:  # not another term of the same hash
                         yield 0, line
-
-    def pick(self, indices: Sequence[int]) -> list[tuple[int, Any]]:
-        """Return ``(index, (line number, line))`` for the facts at these indices."""
-        return list(self._index.pick(file_blocks(self.reader.path, self.block_bytes), indices))
 
 
 def _field(line: bytes, index: int) -> bytes:
