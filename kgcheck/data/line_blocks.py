@@ -160,5 +160,21 @@ def block_records_at(block: bytes, first_line: int, skipped: Sequence[int],
     return found
 
 
+def kept_lines(lines: dict[int, Line], kept: Sequence[int], first: int, block: bytes,
+               first_line: int, skipped: Sequence[int], ends: np.ndarray | None = None
+               ) -> dict[int, Line]:
+    """Return ``lines`` with the block's records a reservoir newly keeps, by their index.
+
+    The block's first record is record ``first``; ``kept`` are the indices the reservoir
+    keeps after the block. Lines it no longer keeps are dropped once they are as many.
+    """
+    if new := sorted(index for index in kept if index >= first):
+        found = block_records_at(block, first_line, skipped, [i - first for i in new], ends)
+        lines.update(zip(new, found, strict=True))
+        if len(lines) > 2 * len(kept):
+            lines = {index: lines[index] for index in kept}
+    return lines
+
+
 __all__ = ["BLOCK_BYTES", "Line", "LineIndex", "block_records_at", "file_blocks", "file_lines",
-           "line_at", "line_count", "line_indices"]
+           "kept_lines", "line_at", "line_count", "line_indices"]

@@ -26,9 +26,9 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.line_blocks import (
     BLOCK_BYTES,
     Line,
-    block_records_at,
     file_blocks,
     file_lines,
+    kept_lines,
     line_at,
     line_count,
     line_indices,
@@ -264,11 +264,7 @@ class TriplesLineSampler(LineSampler):
             count = line_count(block)
             first = reservoir.seen
             reservoir.advance(count - len(skipped))
-            if new := sorted(index for index in reservoir.kept if index >= first):
-                found = block_records_at(block, number, skipped, [i - first for i in new])
-                lines.update(zip(new, found, strict=True))
-                if len(lines) > 2 * len(reservoir.kept):
-                    lines = {index: lines[index] for index in reservoir.kept}
+            lines = kept_lines(lines, reservoir.kept, first, block, number, skipped)
             offset += len(block)
             number += count
         return reservoir.seen, [(index, lines[index]) for index in sorted(reservoir.kept)]

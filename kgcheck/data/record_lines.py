@@ -52,8 +52,8 @@ from kgcheck.data.line_blocks import (
     BLOCK_BYTES,
     Line,
     LineIndex,
-    block_records_at,
     file_blocks,
+    kept_lines,
     line_at,
     line_count,
     line_indices,
@@ -308,12 +308,8 @@ class RecordSampler:
                 self._add_ids(ids, block, number, count, skipped)
                 first = reservoir.seen
                 reservoir.advance(count - len(skipped))
-                if new := sorted(index for index in reservoir.kept if index >= first):
-                    found = block_records_at(block, number, skipped, [i - first for i in new],
-                                             self._line_ends(block))
-                    lines.update(zip(new, found, strict=True))
-                    if len(lines) > 2 * len(reservoir.kept):
-                        lines = {index: lines[index] for index in reservoir.kept}
+                lines = kept_lines(lines, reservoir.kept, first, block, number, skipped,
+                                   self._line_ends(block))
             if self.spanning:
                 return 0, []
             self._check_ids(ids)
