@@ -15,7 +15,9 @@ client's alone. Each layer checks ``--facts`` facts, 16 at once, after a warm-up
   summary), no cache.
 
 Each layer is measured ``--repeats`` times, each time in a fresh process (the median is
-reported). With ``--before REV`` the same layers of that commit's code (``git archive``,
+reported), on the event loop kgcheck's entry points use (``kgcheck.event_loop``: uvloop
+where installed); ``--loops asyncio,uvloop`` measures each layer on both, interleaved, and
+reports the ratio. With ``--before REV`` the same layers of that commit's code (``git archive``,
 laid out as the installed namespace) are measured too, interleaved with this tree's, so
 the before/after ratio comes from one run. With ``--profile``, the top functions by own
 time (cProfile) of the ``runner`` layer, before and after. Goal: at most 2.5 ms per fact
@@ -24,7 +26,7 @@ for ``runner`` (400 facts/s per core). ``langgraph`` plus ``chat_model`` is the 
 run.
 
     python benchmarks/bench_client_cpu.py [--facts 2000] [--provider ollama|openai]
-        [--before REV] [--repeats 3] [--profile]
+        [--before REV] [--repeats 3] [--profile] [--loops kgcheck|asyncio,uvloop]
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, NotRequired
+from typing import Any, NotRequired, TypeVar
 
 from typing_extensions import TypedDict
 
@@ -57,6 +59,7 @@ CONCURRENCY = 16
 WARM_UP = 50
 RUNS = itertools.count()  # every runner job writes a folder of its own
 MODELS = {"ollama": "ollama:bench", "openai": "openai-compatible:bench"}
+T = TypeVar("T")
 
 
 def make_facts(count: int) -> list[Fact]:
@@ -76,15 +79,32 @@ async def gather_bounded(items: list[Any], one: Callable[[Any], Awaitable[Any]])
     await asyncio.gather(*(bounded(item) for item in items))
 
 
-def cpu_of(job: Callable[[list[Fact]], Awaitable[Any]], facts: list[Fact]) -> float:
-    """Run ``job`` on a warm-up batch, then on ``facts``; return CPU ms per fact."""
+def run_on(loop: str, main: Coroutine[Any, Any, T]) -> T:
+    """Run ``main`` on ``loop``: ``kgcheck`` (the loop a run uses), ``asyncio`` or ``uvloop``."""
+    if loop == "kgcheck":
+        try:
+            from kgcheck.event_loop import run
+        except ImportError:  # a tree from before kgcheck chose its loop: asyncio's
+            return asyncio.run(main)
+        return run(main)
+    factory = None
+    if loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
+
+
+def cpu_of(job: Callable[[list[Fact]], Awaitable[Any]], facts: list[Fact], loop: str) -> float:
+    """Run ``job`` on a warm-up batch, then on ``facts``, on ``loop``; return CPU ms per fact."""
     async def both() -> float:
         await job(make_facts(WARM_UP))
         cpu = time.process_time()
         await job(facts)
         return time.process_time() - cpu
 
-    return 1000 * asyncio.run(both()) / len(facts)
+    return 1000 * run_on(loop, both()) / len(facts)
 
 
 def http_layer(kind: str, url: str) -> Callable[[list[Fact]], Awaitable[None]]:
@@ -206,14 +226,18 @@ def runner_layer(model: str, url: str, folder: Path) -> Callable[[list[Fact]], A
     return job
 
 
-def profile_of(job: Callable[[list[Fact]], Awaitable[Any]], facts: list[Fact], top: int
-               ) -> list[dict[str, Any]]:
-    """Return the ``top`` functions by own time while ``job`` checks ``facts``."""
-    asyncio.run(job(make_facts(WARM_UP)))
+def profile_of(job: Callable[[list[Fact]], Awaitable[Any]], facts: list[Fact], top: int,
+               loop: str) -> list[dict[str, Any]]:
+    """Return the ``top`` functions by own time while ``job`` checks ``facts`` on ``loop``."""
     profiler = cProfile.Profile()
-    profiler.enable()
-    asyncio.run(job(facts))
-    profiler.disable()
+
+    async def profiled() -> None:
+        await job(make_facts(WARM_UP))
+        profiler.enable()
+        await job(facts)
+        profiler.disable()
+
+    run_on(loop, profiled())
     stats = pstats.Stats(profiler, stream=io.StringIO())
     total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
     rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])  # type: ignore[attr-defined]
@@ -238,14 +262,19 @@ def layer_job(name: str, provider: str, url: str, folder: Path
     return runner_layer(model, url, folder)
 
 
-def run_child(tree: Path | None, layer: str, args: argparse.Namespace, url: str,
+def run_child(tree: Path | None, layer: str, args: argparse.Namespace, url: str, loop: str,
               *extra: str) -> str:
-    """Run one layer in a fresh process over ``tree`` (None: this tree); return its output."""
+    """Run one layer on ``loop`` in a fresh process over ``tree`` (None: this tree).
+
+    Returns:
+        The child's last line of output.
+
+    """
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     command = [sys.executable, str(Path(__file__).resolve()), "--child", layer, "--url", url,
-               "--provider", args.provider, "--facts", str(args.facts), *extra]
+               "--provider", args.provider, "--facts", str(args.facts), "--loop", loop, *extra]
     done = subprocess.run(command, env=env, cwd=tree or ROOT, capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
@@ -269,6 +298,10 @@ def main() -> None:
     parser.add_argument("--before", default="", help="a commit to measure beside this tree")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--loops", default="kgcheck",
+                        help="event loops, comma-separated: kgcheck (the one a run uses), "
+                        "asyncio, uvloop")
+    parser.add_argument("--loop", default="kgcheck", help=argparse.SUPPRESS)
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -276,8 +309,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="kgcheck-cpu-") as folder:
             job = layer_job(args.child, args.provider, args.url, Path(folder))
             facts = make_facts(args.facts)
-            print(json.dumps(profile_of(job, facts, args.top)) if args.profile
-                  else cpu_of(job, facts))
+            print(json.dumps(profile_of(job, facts, args.top, args.loop)) if args.profile
+                  else cpu_of(job, facts, args.loop))
         return
     sys.path.insert(0, str(ROOT))  # tests/: the parent runs this tree only
     from tests.stubs.process import start_stub_process
@@ -294,30 +327,42 @@ def main() -> None:
                 base = Path(folder) / "before"
                 base.mkdir()
                 trees = {"before": commit_tree(args.before, base), **trees}
+            loops = args.loops.split(",")
+            # One measured variant per tree and loop, named "after", or "after/uvloop".
+            variants = {(key if len(loops) == 1 else f"{key}/{loop}"): (tree, loop)
+                        for key, tree in trees.items() for loop in loops}
             times: dict[str, dict[str, list[float]]] = {k: {n: [] for n in layers}
-                                                        for k in trees}
+                                                        for k in variants}
             for _ in range(args.repeats):
                 for layer in layers:
-                    for key, tree in trees.items():  # interleaved: the same noise for both
-                        times[key][layer].append(float(run_child(tree, layer, args, url)))
+                    for key, (tree, loop) in variants.items():  # interleaved: the same noise
+                        times[key][layer].append(float(run_child(tree, layer, args, url, loop)))
             result: dict[str, Any] = {
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "load_average": os.getloadavg()},
                 "provider": args.provider, "facts": args.facts, "concurrency": CONCURRENCY,
-                "repeats": args.repeats, "goal_cpu_ms_per_fact": 2.5,
+                "repeats": args.repeats, "loops": loops, "goal_cpu_ms_per_fact": 2.5,
                 **{key: {layer: summary_of(times[key][layer], args.facts) for layer in layers}
-                   for key in trees},
+                   for key in variants},
             }
-            if args.before:
-                result["before_over_after"] = {
-                    layer: round(statistics.median(times["before"][layer])
-                                 / statistics.median(times["after"][layer]), 2)
-                    for layer in layers}
+
+            def ratio(slow: str, fast: str) -> dict[str, float]:
+                return {layer: round(statistics.median(times[slow][layer])
+                                     / statistics.median(times[fast][layer]), 2)
+                        for layer in layers}
+
+            for loop in loops:
+                suffix = "" if len(loops) == 1 else f"/{loop}"
+                if args.before:
+                    result[f"before_over_after{suffix}"] = ratio(f"before{suffix}",
+                                                                 f"after{suffix}")
+            for loop in loops[1:]:
+                result[f"{loops[0]}_over_{loop}"] = ratio(f"after/{loops[0]}", f"after/{loop}")
             if args.profile:
                 result["profile_runner"] = {
-                    key: json.loads(run_child(tree, "runner", args, url, "--profile", "--top",
-                                              str(args.top)))
-                    for key, tree in trees.items()}
+                    key: json.loads(run_child(tree, "runner", args, url, loop, "--profile",
+                                              "--top", str(args.top)))
+                    for key, (tree, loop) in variants.items()}
     finally:
         stub.terminate()
         stub.wait()

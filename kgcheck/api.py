@@ -64,6 +64,8 @@ from kgcheck.evals.report import Outputs, build_report, reproduce_tables
 from kgcheck.evals.stats.agreement import agreement as _agreement
 from kgcheck.evals.stats.paired import Comparison, compare_runs
 from kgcheck.evals.stats.report import comparison_text, disagreements_csv
+from kgcheck.event_loop import run as run_coroutine
+from kgcheck.event_loop import runner as loop_runner
 from kgcheck.graphs.consensus.judges import JUDGE_NONE
 from kgcheck.graphs.context import DEFAULT_MODEL
 from kgcheck.graphs.registry import Strategy, get_strategy
@@ -146,7 +148,7 @@ __all__ = [
     "ArgumentError", "ArgumentMessage", "ArgumentNote", "RunError", "VerdictImportError",
     # What the command line uses besides (one import layer: kgcheck.cli -> kgcheck.api).
     "VERDICTS", "read_verdicts", "has_verdicts", "verdicts_location", "parse_ids", "is_defect",
-    "redact_logs", "redact_text",
+    "redact_logs", "redact_text", "run_coroutine",
     "setup_tracing", "data_location", "import_corpus", "default_store_path", "corpus_counts",
     "served_graphs", "langgraph_config", "write_studio_config", "serve_review", "Served",
     "serve_explorer",
@@ -434,7 +436,7 @@ def _sync(job: Coroutine[Any, Any, T], twin: str) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(job)
+        return run_coroutine(job)
     job.close()
     raise RuntimeError(f"called inside a running event loop: await kgcheck.{twin}(...) "
                        "instead")
@@ -1361,7 +1363,7 @@ class Review:
         else:
             raise RuntimeError("called inside a running event loop: use "
                                "`async with kgcheck.open_review(...)` instead")
-        self._loop = asyncio.Runner()
+        self._loop = loop_runner()
         try:
             session = self._loop.run(self.__aenter__())
         except BaseException:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,20 @@ from tests.scripted import SCRIPTED, register_scripted
 from tests.virtuoso import virtuoso  # noqa: F401 - a fixture for the SPARQL tests
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
+                                  ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Run async tests on asyncio's loop; those marked ``both_loops`` on uvloop's too.
+
+    kgcheck's entry points run on uvloop (kgcheck.event_loop); an async caller keeps its own
+    loop, so the transport's failure handling must read the same on both.
+    """
+    if item.get_closest_marker("both_loops") is None:
+        return {"asyncio": asyncio.new_event_loop}
+    import uvloop
+
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"
 
 

@@ -57,7 +57,8 @@ def server() -> Iterator[OpenAIStub]:
         yield stub
 
 
-pytestmark = pytest.mark.usefixtures("no_openai_env")
+# kgcheck's own entry points run on uvloop, an async caller's on its loop: both read alike.
+pytestmark = [pytest.mark.usefixtures("no_openai_env"), pytest.mark.both_loops]
 
 
 # --- Ollama: our retry loop -------------------------------------------------------------

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kgcheck import event_loop
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import RunFolderError, VerdictSink, checked_facts, exclusive
 from kgcheck.evals.errors.clusters import (
@@ -213,7 +214,7 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
         if jobs:
             sink = VerdictSink(out / EXPLANATIONS_FILE)
             try:
-                for rec in asyncio.run(_explain_all(jobs, sink, concurrency, progress)):
+                for rec in event_loop.run(_explain_all(jobs, sink, concurrency, progress)):
                     results[_key(rec["run"], rec["fact_id"], rec["model"])] = rec
             finally:
                 sink.close()
@@ -291,7 +292,7 @@ def _finish(runs: list[RunErrors], results: dict[str, dict[str, Any]], spec_of: 
                 found[k] = await name_cluster(ctx, keywords.get(k, []), examples)
             return found
 
-        for k, name in asyncio.run(name_all()).items():
+        for k, name in event_loop.run(name_all()).items():
             if name:
                 names[k] = name
     names[-1] = "noise"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Coroutine
 from typing import Any, NoReturn
 
@@ -30,8 +29,10 @@ def check_port(port: int) -> None:
 
 def serve_until_stopped(server: Coroutine[Any, Any, None]) -> NoReturn:
     """Run a page server until a signal stops it; exit with 130, as Ctrl-C does."""
+    from kgcheck import api
+
     try:
-        asyncio.run(server)
+        api.run_coroutine(server)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     # asyncio turns a Ctrl-C into a cancellation of the server, which closing what it serves

@@ -20,7 +20,6 @@ cannot be reached, a setting is wrong) or when the driver leaves ``.stop`` in th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import tempfile
 import time
@@ -31,6 +30,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from kgcheck import event_loop
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import scan_verdicts, shard_name
 from kgcheck.data.shard_store import ShardStore
@@ -128,7 +128,7 @@ def check_shard(job: ShardJob, source: ShardSource, shard: Shard, index: int,
     if finished is not None:
         return finished  # a retry of a shard that finished: nothing to do
     with fewer_collections():  # a shard's facts allocate as a local run's do
-        return asyncio.run(_check(job, source, shard, index, shard_drops(drops, index), names,
+        return event_loop.run(_check(job, source, shard, index, shard_drops(drops, index), names,
                                   progress))
 
 

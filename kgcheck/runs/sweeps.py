@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgcheck import event_loop
 from kgcheck.data.runfolder import SUMMARY, RunError, read_verdicts
 from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
 from kgcheck.runs.grid import CELLS_DIR, Cell, SweepConfig, SweepConfigError, load_sweep
@@ -115,7 +116,7 @@ def _stored_summary(out_dir: Path) -> dict[str, Any]:
 def sweep(config: str | Path | SweepConfig, out: str | Path | None = None,
           **kwargs: Any) -> SweepResult:
     """Run a sweep (see ``asweep``); for scripts without an event loop."""
-    return asyncio.run(asweep(config, out, **kwargs))
+    return event_loop.run(asweep(config, out, **kwargs))
 
 
 def leaderboard(out_dir: str | Path, *, plots: bool = True) -> SweepResult:

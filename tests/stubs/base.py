@@ -103,6 +103,10 @@ class Seen:
 class _Shared:
     behaviour: Behaviour
     requests: list[Seen] = field(default_factory=list)
+    # False in a stub process of a benchmark: nobody reads its log, which would only grow.
+    keep_log: bool = True
+    # Model calls (POST requests) received: counted, not found again in the log each time.
+    posts: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     answered: int = 0
@@ -157,10 +161,12 @@ class StubHandler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         path = self.path.split("?", 1)[0]
         with self.shared.lock:
-            self.shared.requests.append(
-                Seen(method, path, {k.lower(): v for k, v in self.headers.items()}, body,
-                     self.path.partition("?")[2])
-            )
+            self.shared.posts += method == "POST"
+            if self.shared.keep_log:
+                self.shared.requests.append(
+                    Seen(method, path, {k.lower(): v for k, v in self.headers.items()}, body,
+                         self.path.partition("?")[2])
+                )
         name = self.route(method, path)
         if name is None:
             self.send_json(404, {"error": f"404 page not found: {method} {path}"})
@@ -180,7 +186,7 @@ class StubHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return False
         with self.shared.lock:
-            calls = sum(1 for r in self.shared.requests if r.method == "POST")
+            calls = self.shared.posts
         if calls <= behaviour.fail_times:
             self.send_failure(behaviour.fail_status)
             return False
@@ -433,7 +439,12 @@ def pieces(text: str, size: int) -> list[str]:
 
 
 def serve_in_foreground(stub: StubServer) -> None:
-    """Run ``stub``, print its URL (for the process that started this one), until Ctrl-C."""
+    """Run ``stub``, print its URL (for the process that started this one), until Ctrl-C.
+
+    Its requests are counted but not kept: no one reads them from another process, and a
+    benchmark's tens of thousands would only grow its memory.
+    """
+    stub._shared.keep_log = False
     with stub:
         print(stub.url, flush=True)
         try:

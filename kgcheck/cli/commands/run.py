@@ -6,7 +6,6 @@ are ``kgcheck.api``'s.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -402,7 +401,7 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
                       resume=resume, fresh=fresh, show_progress=progress,
                       cache=cache, engine=runner.get(), warn=_warn)
     try:
-        result = asyncio.run(job)
+        result = api.run_coroutine(job)
     except KeyboardInterrupt:
         kept = len(api.read_verdicts(out_dir))
         err_console.print(f"interrupted: {kept} verdicts are kept in "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,8 +58,9 @@ def sweep(
             state = "failed" if row.get("error") else f"macro-F1 {_score(row['macro_f1'])}"
             progress.update(task, advance=1, last=f"{cell.name}: {state}")
 
-        result = asyncio.run(sweeps.asweep(spec, out_dir, parallel=parallel,
-                                           cache=not no_cache, plots=plots, on_cell=done))
+        result = sweeps.run_coroutine(sweeps.asweep(spec, out_dir, parallel=parallel,
+                                                    cache=not no_cache, plots=plots,
+                                                    on_cell=done))
     table = Table(title=f"leaderboard: {config.name}")
     for column in ("#", "group", "strategy", "model", "prompt", "input"):
         table.add_column(column, overflow="fold")

@@ -1,0 +1,79 @@
+"""The event loop kgcheck's own entry points run on: uvloop where it is installed.
+
+A run against a fast model server spends its CPU in the event loop, LangGraph and the HTTP
+stack. uvloop (libuv, written in C) does the loop's part (scheduling callbacks and tasks,
+socket reads and writes) for less: about a tenth less client CPU per DKA fact
+(``benchmarks/bench_client_cpu.py --loops asyncio,uvloop``). The command line,
+``kgcheck.run`` and the other sync twins, and the Ray pipeline's shard workers run their
+coroutines here; an async caller (``await kgcheck.arun(...)``) keeps its own loop.
+
+``KGCHECK_EVENT_LOOP=asyncio`` picks the standard loop (to compare, or to debug with
+asyncio's debug mode); ``uvloop`` requires it; unset or ``auto``, uvloop when it imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["ENV_VAR", "EventLoopError", "loop_factory", "loop_name", "run", "runner"]
+
+ENV_VAR = "KGCHECK_EVENT_LOOP"
+CHOICES = ("auto", "uvloop", "asyncio")
+
+T = TypeVar("T")
+
+
+class EventLoopError(ValueError):
+    """``KGCHECK_EVENT_LOOP`` names no loop, or asks for uvloop where it is not installed."""
+
+
+def _choice() -> str:
+    value = os.environ.get(ENV_VAR, "").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise EventLoopError(f"{ENV_VAR}={value!r} is not one of {', '.join(CHOICES)}")
+    return value
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """Return the factory of the loop to run on: uvloop's, or None for asyncio's own.
+
+    Raises:
+        EventLoopError: the environment variable is malformed, or asks for uvloop and
+            uvloop does not import.
+
+    """
+    choice = _choice()
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise EventLoopError(f"{ENV_VAR}=uvloop, but uvloop is not installed "
+                                 "(pip install uvloop; it does not run on Windows)") from None
+        return None
+    return uvloop.new_event_loop
+
+
+def loop_name() -> str:
+    """Name the loop ``run`` would use: ``uvloop`` or ``asyncio``."""
+    return "asyncio" if loop_factory() is None else "uvloop"
+
+
+def runner() -> asyncio.Runner:
+    """Return an ``asyncio.Runner`` on kgcheck's loop (several coroutines, one loop)."""
+    return asyncio.Runner(loop_factory=loop_factory())
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run ``main`` to the end on a new loop of kgcheck's kind, as ``asyncio.run`` does."""
+    try:
+        factory = loop_factory()
+    except EventLoopError:
+        main.close()  # never awaited: say nothing about it beyond the error
+        raise
+    with asyncio.Runner(loop_factory=factory) as loop:
+        return loop.run(main)
