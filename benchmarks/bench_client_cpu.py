@@ -10,6 +10,9 @@ client's alone. Each layer checks ``--facts`` facts, 16 at once, after a warm-up
   use, with the kind of request body the provider sends (the floor: connection reuse,
   JSON in and out);
 - ``chat_model``: the provider's chat model (``resolve_model``), one ``ainvoke`` per fact;
+- ``floor``: the ``langgraph`` layer's graph whose middle node calls the chat model and
+  does nothing else: what no DKA graph on LangGraph and a LangChain chat model can go
+  below (the call inside a graph costs more than outside it: child callback managers);
 - ``graph``: the compiled DKA graph, one ``ainvoke`` per fact with the run's context;
 - ``runner``: ``kgcheck.arun`` over the facts into a run folder (records, resume file,
   summary), no cache.
@@ -22,8 +25,8 @@ laid out as the installed namespace) are measured too, interleaved with this tre
 the before/after ratio comes from one run. With ``--profile``, the top functions by own
 time (cProfile) of the ``runner`` layer, before and after. Goal: at most 2.5 ms per fact
 for ``runner`` (400 facts/s per core). ``langgraph`` plus ``chat_model`` is the floor of
-``graph`` that kgcheck's own code cannot go below. The machine is noisy: compare within one
-run.
+``graph`` that kgcheck's own code cannot go below; ``floor`` measures that floor directly.
+The machine is noisy: compare within one run.
 
     python benchmarks/bench_client_cpu.py [--facts 2000] [--provider ollama|openai]
         [--before REV] [--repeats 3] [--profile] [--loops kgcheck|asyncio,uvloop]
@@ -164,16 +167,28 @@ class State(TypedDict):
     verdict: NotRequired[str]
 
 
-def langgraph_layer() -> Callable[[list[Fact]], Awaitable[None]]:
-    """One ``ainvoke`` per fact of a graph of DKA's shape whose nodes do nothing."""
+def langgraph_layer(chat_model: Callable[[], Any] | None = None
+                    ) -> Callable[[list[Fact]], Awaitable[None]]:
+    """One ``ainvoke`` per fact of a graph of DKA's shape whose nodes do nothing.
+
+    With ``chat_model`` (it makes a chat model, on the job's event loop), the middle node
+    asks that model about the fact and does nothing else with the answer.
+    """
+    from langchain_core.messages import HumanMessage
     from langgraph.graph import END, START, StateGraph
 
     from kgcheck.graphs.routing import then, unless_decided
+
+    chat: Any = None
 
     async def build_prompt(state: State) -> dict[str, Any]:
         return {"messages": ["prompt"]}
 
     async def ask_model(state: State) -> dict[str, Any]:
+        if chat is not None:
+            fact = state["fact"]
+            await chat.ainvoke([HumanMessage(f"Is it true that {fact['subject']} "
+                                             f"{fact['predicate']} {fact['object']}?")])
         return {"messages": ["reply"]}
 
     async def decide(state: State) -> dict[str, Any]:
@@ -189,6 +204,10 @@ def langgraph_layer() -> Callable[[list[Fact]], Awaitable[None]]:
     graph = builder.compile()
 
     async def job(facts: list[Fact]) -> None:
+        nonlocal chat
+        if chat_model is not None:
+            chat = chat_model()  # as the chat_model layer does: a client per event loop
+
         async def one(fact: Fact) -> None:
             await graph.ainvoke({"fact": fact.as_input()})
 
@@ -253,6 +272,11 @@ def layer_job(name: str, provider: str, url: str, folder: Path
     model = MODELS[provider]
     if name == "langgraph":
         return langgraph_layer()
+    if name == "floor":
+        from kgcheck.providers.resolve import resolve_model
+        from kgcheck.providers.settings import ModelSettings
+
+        return langgraph_layer(lambda: resolve_model(model, ModelSettings(base_url=url)))
     if name == "http":
         return http_layer(provider, url)
     if name == "chat_model":
@@ -293,7 +317,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=2000)
     parser.add_argument("--provider", choices=sorted(MODELS), default="ollama")
-    parser.add_argument("--layers", default="langgraph,http,chat_model,graph,runner")
+    parser.add_argument("--layers", default="langgraph,http,chat_model,floor,graph,runner")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", default="", help="a commit to measure beside this tree")
     parser.add_argument("--profile", action="store_true")

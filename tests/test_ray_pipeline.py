@@ -145,11 +145,12 @@ def world(tmp_path_factory: pytest.TempPathFactory,
 
 def _cmd(world: World, out: Path, *extra: str, kg: Path | None = None,
          on_ray: bool = True, concurrency: int = 2, shard_mb: str = "0.002",
-         gold: bool = True) -> list[str]:
+         gold: bool = True, cache: Path | None = None) -> list[str]:
     labels = ["--labels", str(world.gold)] if gold else []
+    caching = ["--cache", str(cache)] if cache else ["--no-cache"]
     cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--triples", str(kg or world.kg),
            *labels, "--model", MODEL, "--out", str(out), "--no-progress",
-           "--no-cache", "--concurrency", str(concurrency), *extra]
+           *caching, "--concurrency", str(concurrency), *extra]
     if on_ray:
         # Shards of about 2 kB: the 10 kB file is cut in five or six.
         cmd += ["--engine", "ray", "--ray-address", world.address, "--ray-workers", "2",
@@ -569,9 +570,14 @@ def test_repeats_on_the_pipeline_give_the_local_engines_majority_and_summary(
     with _flipping(world) as flipper:
         for name, on_ray in (("local", False), ("ray", True)):
             flipper.seen.clear()
+            before = [_calls(s) for s in world.nodes]
+            # The pipeline's run keeps a (new) answer cache: each repeat asks anew.
+            cache = tmp_path / "answers.sqlite" if on_ray else None
             done = _run(world, _cmd(world, folders[name], "--repeats", "3", "--ci", kg=kg,
-                                    on_ray=on_ray, concurrency=1, shard_mb="0.0008"))
+                                    on_ray=on_ray, concurrency=1, shard_mb="0.0008",
+                                    cache=cache))
             assert done.returncode == 0, done.stdout + done.stderr
+        ray_calls = sum(_calls(s) - n for s, n in zip(world.nodes, before, strict=True))
         a, b = read_verdicts(folders["local"]), read_verdicts(folders["ray"])
         assert len(a) >= 35 and a.keys() == b.keys()
         assert {k: _stable(r) for k, r in a.items()} == {k: _stable(r) for k, r in b.items()}
@@ -581,6 +587,9 @@ def test_repeats_on_the_pipeline_give_the_local_engines_majority_and_summary(
         section = summaries[1]["repeats"]
         assert section["count"] == 3 and 0 < section["flipped_facts"] < len(a)
         assert summaries[1]["engine"]["pipeline"] == "shards"
+        # The cache counts every repeat's calls, not the last repeat's alone.
+        assert summaries[1]["cache"]["hits"] == 0
+        assert summaries[1]["cache"]["misses"] == ray_calls == 3 * len(a)
         # OUT is a sharded run: one marker per combined shard, no verdicts.jsonl.
         out = folders["ray"]
         assert not (out / "verdicts.jsonl").exists()

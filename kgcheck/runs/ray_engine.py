@@ -210,8 +210,12 @@ class RayEngine:
             ray_pipeline.run, sharded, info, out_dir, replace(job, cache=self.cache),
             workers=self._count, cpus=cpus, resume=resume, fresh=fresh,
             show_progress=show_progress)
+        # Summed over the passes this engine ran: a run of repeats or a two-pass consensus
+        # is several passes, and its summary counts the cache over all of them.
+        before = (self._sharded or {}).get("cache") or {}
         self._sharded = {"workers": self._count, "per_worker": job.concurrency,
-                         "cpus_per_worker": cpus, "cache": counts}
+                         "cpus_per_worker": cpus,
+                         "cache": {k: before.get(k, 0) + n for k, n in counts.items()}}
         return result
 
     def map_shards(self, shards: Iterable[tuple[Shard, bytes]]) -> Iterator[ShardFacts]:
@@ -236,7 +240,7 @@ class RayEngine:
         return [s["pid"] for s in ray.get([w.stats.remote() for w in self._actors()])]
 
     def stats(self) -> dict[str, Any]:
-        """Return the workers' count and their summed cache counts."""
+        """Return the workers' count and their cache counts, summed since the engine began."""
         if self._sharded is not None:
             sharded = {k: v for k, v in self._sharded.items() if k != "cache"}
             found = {"name": self.name, "pipeline": "shards", **sharded}
