@@ -16,6 +16,7 @@ from tests.scripted import SCRIPTED, register_scripted
 from tests.virtuoso import virtuoso  # noqa: F401 - a fixture for the SPARQL tests
 
 ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
@@ -30,7 +31,6 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
     import uvloop
 
     return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
-SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"
 
 
 @pytest.fixture(autouse=True)
