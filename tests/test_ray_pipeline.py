@@ -145,12 +145,12 @@ def world(tmp_path_factory: pytest.TempPathFactory,
 
 def _cmd(world: World, out: Path, *extra: str, kg: Path | None = None,
          on_ray: bool = True, concurrency: int = 2, shard_mb: str = "0.002",
-         gold: bool = True, cache: Path | None = None) -> list[str]:
+         gold: bool = True, cache: Path | None = None, progress: bool = False) -> list[str]:
     labels = ["--labels", str(world.gold)] if gold else []
     caching = ["--cache", str(cache)] if cache else ["--no-cache"]
     cmd = [sys.executable, "-m", "kgcheck.cli", "run", "--triples", str(kg or world.kg),
-           *labels, "--model", MODEL, "--out", str(out), "--no-progress",
-           *caching, "--concurrency", str(concurrency), *extra]
+           *labels, "--model", MODEL, "--out", str(out), *caching, "--concurrency",
+           str(concurrency), *([] if progress else ["--no-progress"]), *extra]
     if on_ray:
         # Shards of about 2 kB: the 10 kB file is cut in five or six.
         cmd += ["--engine", "ray", "--ray-address", world.address, "--ray-workers", "2",
@@ -571,11 +571,12 @@ def test_repeats_on_the_pipeline_give_the_local_engines_majority_and_summary(
         for name, on_ray in (("local", False), ("ray", True)):
             flipper.seen.clear()
             before = [_calls(s) for s in world.nodes]
-            # The pipeline's run keeps a (new) answer cache: each repeat asks anew.
+            # The pipeline's run keeps a (new) answer cache (each repeat asks anew) and shows
+            # its progress (printed once at the end where the output is not a terminal).
             cache = tmp_path / "answers.sqlite" if on_ray else None
             done = _run(world, _cmd(world, folders[name], "--repeats", "3", "--ci", kg=kg,
                                     on_ray=on_ray, concurrency=1, shard_mb="0.0008",
-                                    cache=cache))
+                                    cache=cache, progress=on_ray))
             assert done.returncode == 0, done.stdout + done.stderr
         ray_calls = sum(_calls(s) - n for s, n in zip(world.nodes, before, strict=True))
         a, b = read_verdicts(folders["local"]), read_verdicts(folders["ray"])
@@ -595,6 +596,7 @@ def test_repeats_on_the_pipeline_give_the_local_engines_majority_and_summary(
         assert not (out / "verdicts.jsonl").exists()
         shards = sorted((out / SHARDS).glob("*.jsonl"))
         assert len(shards) >= 3 and len(list((out / SHARDS).glob("*.done"))) == len(shards)
+        assert f"combining 3 repeats ━━━━━━━━ {len(shards)}/{len(shards)} shards" in done.stdout
         assert all(len(list((out / "repeats" / str(n) / SHARDS).glob("*.done"))) == len(shards)
                    for n in (1, 2, 3))
         for command in (["export", str(out), "--format", "csv", "--out",

@@ -29,6 +29,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
 from kgcheck.arguments import Arg
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import (
@@ -209,12 +217,13 @@ def _repeat_uri(store: ShardStore, repeat: int) -> str:
 
 async def run_sharded_repeats(sharded: ShardedRun, info: RunInfo, out_dir: Path, repeats: int,
                               run_one: RunOne, *, workers: int, shards_uri: str | None,
-                              resume: bool, fresh: bool) -> RunResult:
+                              resume: bool, fresh: bool, show_progress: bool = False
+                              ) -> RunResult:
     """Run each repeat on the pipeline, then combine them shard by shard into ``out_dir``.
 
     ``run_one`` runs one repeat into its folder; ``workers`` is the most combined shards in
     flight; ``shards_uri`` is OUT's shard store (the repeats' are under it), None for the
-    folder's own.
+    folder's own; ``show_progress`` shows the combine's shards done (each pass shows its own).
     """
     out_dir = Path(out_dir)
     started = time.perf_counter()
@@ -234,7 +243,15 @@ async def run_sharded_repeats(sharded: ShardedRun, info: RunInfo, out_dir: Path,
             aborted = f"repeat {repeat + 1} of {repeats}: {result.aborted}"
             break
     return await asyncio.to_thread(_combine, sharded, info, out_dir, store, scores,
-                                   workers=workers, started=started, ran=ran, aborted=aborted)
+                                   workers=workers, started=started, ran=ran, aborted=aborted,
+                                   show_progress=show_progress)
+
+
+def _combine_progress(show: bool) -> Progress:
+    """Build the combine's bar: shards combined of all, and the time it has taken."""
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=8),
+                    MofNCompleteColumn(), TextColumn("shards"),
+                    TimeRemainingColumn(elapsed_when_finished=True), disable=not show)
 
 
 def _prepare(sharded: ShardedRun, info: RunInfo, out_dir: Path, repeats: int,
@@ -267,14 +284,16 @@ def _prepare(sharded: ShardedRun, info: RunInfo, out_dir: Path, repeats: int,
 
 def _combine(sharded: ShardedRun, info: RunInfo, out_dir: Path, store: ShardStore,
              scores: list[dict[str, Any]], *, workers: int, started: float, ran: int,
-             aborted: str | None) -> RunResult:
+             aborted: str | None, show_progress: bool = False) -> RunResult:
     """Combine every shard on the cluster; merge the markers into OUT's summary."""
     job = CombineJob(store.where, [_store_of(repeat_folder(out_dir, n)).where
                                    for n in range(len(scores))], list(info.models))
     tally, outcomes, part = SummaryTally(info.models), RunOutcomes(), RepeatsPart()
-    with exclusive(out_dir):
+    shards = len(sharded.survey.shards)
+    with exclusive(out_dir), _combine_progress(show_progress) as bar:
+        shown = bar.add_task(f"combining {len(scores)} repeats", total=shards)
         where, task, cpus = ray.put(job), _task(), share_of_cpus(workers)
-        waiting = list(reversed(range(len(sharded.survey.shards))))
+        waiting = list(reversed(range(shards)))
         flying: set[Any] = set()
         while waiting or flying:
             while waiting and len(flying) < workers:
@@ -288,6 +307,7 @@ def _combine(sharded: ShardedRun, info: RunInfo, out_dir: Path, store: ShardStor
                 tally.merge(SummaryTally.from_state(info.models, marker["tally"]))
                 outcomes.merge(RunOutcomes.from_state(marker["outcomes"]))
                 part.merge(RepeatsPart.from_state(marker["repeats"]))
+                bar.advance(shown)
         summary = summary_of(tally, info, seconds=time.perf_counter() - started, ran=ran)
         summary["asked"] = sharded.survey.facts
         summary["repeats"] = part.section(scores)

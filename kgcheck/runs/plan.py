@@ -943,7 +943,7 @@ async def _execute_sharded_repeats(plan: RunPlan, engine: Any, *, concurrency: L
 
     return await run_sharded_repeats(plan.sharded, plan.info, plan.out_dir, plan.repeats, one,
                                      workers=engine.workers, shards_uri=plan.shards_uri,
-                                     resume=resume, fresh=fresh)
+                                     resume=resume, fresh=fresh, show_progress=show_progress)
 
 
 def _rules_for_workers(rules: SchemaContext | None) -> SchemaContext | None:
