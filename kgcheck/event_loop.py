@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["ENV_VAR", "EventLoopError", "loop_factory", "loop_name", "run", "runner"]
+__all__ = ["ENV_VAR", "EventLoopError", "loop_factory", "run", "runner"]
 
 ENV_VAR = "KGCHECK_EVENT_LOOP"
 CHOICES = ("auto", "uvloop", "asyncio")
@@ -58,11 +58,6 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def loop_name() -> str:
-    """Name the loop ``run`` would use: ``uvloop`` or ``asyncio``."""
-    return "asyncio" if loop_factory() is None else "uvloop"
-
-
 def runner() -> asyncio.Runner:
     """Return an ``asyncio.Runner`` on kgcheck's loop (several coroutines, one loop)."""
     return asyncio.Runner(loop_factory=loop_factory())
@@ -71,9 +66,9 @@ def runner() -> asyncio.Runner:
 def run(main: Coroutine[Any, Any, T]) -> T:
     """Run ``main`` to the end on a new loop of kgcheck's kind, as ``asyncio.run`` does."""
     try:
-        factory = loop_factory()
+        loop = runner()
     except EventLoopError:
         main.close()  # never awaited: say nothing about it beyond the error
         raise
-    with asyncio.Runner(loop_factory=factory) as loop:
+    with loop:
         return loop.run(main)

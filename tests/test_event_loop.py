@@ -34,7 +34,7 @@ async def running_loop() -> type:
 def test_runs_on_uvloop_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(event_loop.ENV_VAR, raising=False)
     assert event_loop.run(running_loop()) is uvloop.Loop
-    assert event_loop.loop_name() == "uvloop"
+    assert event_loop.loop_factory() is uvloop.new_event_loop
     with event_loop.runner() as runner:
         assert runner.run(running_loop()) is uvloop.Loop
 
@@ -46,7 +46,7 @@ def test_the_environment_picks_the_loop(monkeypatch: pytest.MonkeyPatch, value: 
                                         loop: str) -> None:
     monkeypatch.setenv(event_loop.ENV_VAR, value)
     kind = event_loop.run(running_loop())
-    assert event_loop.loop_name() == loop
+    assert (event_loop.loop_factory() is uvloop.new_event_loop) == (loop == "uvloop")
     assert (kind is uvloop.Loop) == (loop == "uvloop")
 
 

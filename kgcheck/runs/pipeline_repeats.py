@@ -29,14 +29,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
-
 from kgcheck.arguments import Arg
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import (
@@ -73,6 +65,7 @@ from kgcheck.runs.runner import (
     RunInfo,
     RunResult,
     SummaryTally,
+    progress_bar,
     summary_of,
     tally_records,
     write_run_file,
@@ -247,13 +240,6 @@ async def run_sharded_repeats(sharded: ShardedRun, info: RunInfo, out_dir: Path,
                                    show_progress=show_progress)
 
 
-def _combine_progress(show: bool) -> Progress:
-    """Build the combine's bar: shards combined of all, and the time it has taken."""
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=8),
-                    MofNCompleteColumn(), TextColumn("shards"),
-                    TimeRemainingColumn(elapsed_when_finished=True), disable=not show)
-
-
 def _prepare(sharded: ShardedRun, info: RunInfo, out_dir: Path, repeats: int,
              shards_uri: str | None, *, resume: bool, fresh: bool
              ) -> tuple[ShardedRun, ShardStore]:
@@ -290,7 +276,7 @@ def _combine(sharded: ShardedRun, info: RunInfo, out_dir: Path, store: ShardStor
                                    for n in range(len(scores))], list(info.models))
     tally, outcomes, part = SummaryTally(info.models), RunOutcomes(), RepeatsPart()
     shards = len(sharded.survey.shards)
-    with exclusive(out_dir), _combine_progress(show_progress) as bar:
+    with exclusive(out_dir), progress_bar("shards", show=show_progress) as bar:
         shown = bar.add_task(f"combining {len(scores)} repeats", total=shards)
         where, task, cpus = ray.put(job), _task(), share_of_cpus(workers)
         waiting = list(reversed(range(shards)))

@@ -36,11 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
     Progress,
-    TextColumn,
-    TimeRemainingColumn,
 )
 
 from kgcheck.arguments import Arg, literal
@@ -62,7 +58,7 @@ from kgcheck.data.sources import TriplesError
 from kgcheck.providers.secrets import redact_value
 from kgcheck.runs.consensus_tally import merged_consensus
 from kgcheck.runs.prefilter import prefilter_figures
-from kgcheck.runs.runner import RunInfo, RunResult, summary_of, write_run_file
+from kgcheck.runs.runner import RunInfo, RunResult, progress_bar, summary_of, write_run_file
 from kgcheck.runs.shard_check import STOP, ShardJob, check_shard, merged, tally_file
 from kgcheck.runs.sharded_folder import local_store, plan_of, prepare_sharded, stored_plan
 
@@ -199,10 +195,7 @@ def survey(source: ShardSource, shard_bytes: int, cpus: int) -> Survey:
 
 
 def _progress(show: bool, total: int) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=8),
-                    MofNCompleteColumn(), TextColumn("{task.fields[rate]:.1f}/s"),
-                    TextColumn("shards {task.fields[shards]}"),
-                    TimeRemainingColumn(elapsed_when_finished=True), disable=not show)
+    return progress_bar("{task.fields[rate]:.1f}/s", "shards {task.fields[shards]}", show=show)
 
 
 def run(sharded: ShardedRun, info: RunInfo, out_dir: Path, job: ShardJob, *, workers: int,

@@ -25,13 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kgcheck.arguments import Arg, ArgumentError, literal
 from kgcheck.data.atomic import write_text_atomic
@@ -69,7 +63,7 @@ __all__ = ["IDENTITY_KEYS", "RECURSION_LIMIT", "RESUME_NEUTRAL", "CheckLoop", "I
            "RunInfo", "RunResult", "RunWarning", "Stop", "StopRule", "SummaryTally", "Warn",
            "as_limit", "batched", "changed_facts", "check_facts", "different_run",
            "fact_digest", "fewer_collections", "file_digest", "gold_mark", "input_fingerprint",
-           "kept_verdict", "prepare_out_dir", "public_settings", "record_of",
+           "kept_verdict", "prepare_out_dir", "progress_bar", "public_settings", "record_of",
            "resume_conflicts", "run_config", "stop_task", "summarize", "summary_of",
            "tally_records", "verdict_of", "write_run_file"]
 
@@ -366,18 +360,22 @@ async def verdict_of(invoke: Invoke, fact: Fact, method: str, model: str) -> dic
     return dict(verdict)
 
 
+def progress_bar(*middle: str, show: bool) -> Progress:
+    """Build a run's bar: its name, a short bar, done of all, ``middle``'s fields, the time.
+
+    Each of ``middle`` is a rich text column's format (``"{task.fields[rate]:.1f}/s"``).
+    """
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=8),
+                    MofNCompleteColumn(), *(TextColumn(text) for text in middle),
+                    TimeRemainingColumn(elapsed_when_finished=True), disable=not show)
+
+
 def _progress(disable: bool, adaptive: bool = False) -> Progress:
     """Build a progress bar that fits 80 columns (a consensus phase's name and ties too)."""
-    columns = [
-        TextColumn("[bold]{task.description}"),
-        BarColumn(bar_width=8),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:.1f}/s"),
-        TextColumn("{task.fields[tally]}"),
-    ]
+    middle = ["{task.fields[rate]:.1f}/s", "{task.fields[tally]}"]
     if adaptive:
-        columns.append(TextColumn("at once {task.fields[level]}"))
-    return Progress(*columns, TimeRemainingColumn(elapsed_when_finished=True), disable=disable)
+        middle.append("at once {task.fields[level]}")
+    return progress_bar(*middle, show=not disable)
 
 
 def as_limit(concurrency: int | Limit) -> Limit:

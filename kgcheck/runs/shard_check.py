@@ -128,8 +128,8 @@ def check_shard(job: ShardJob, source: ShardSource, shard: Shard, index: int,
     if finished is not None:
         return finished  # a retry of a shard that finished: nothing to do
     with fewer_collections():  # a shard's facts allocate as a local run's do
-        return event_loop.run(_check(job, source, shard, index, shard_drops(drops, index), names,
-                                  progress))
+        return event_loop.run(_check(job, source, shard, index, shard_drops(drops, index),
+                                     names, progress))
 
 
 async def _check(job: ShardJob, source: ShardSource, shard: Shard, index: int,
