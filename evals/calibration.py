@@ -101,21 +101,21 @@ TRUTH = {"T": 1, "F": 0}
 
 
 def truth_pairs(records: Iterable[Mapping[str, Any]],
-                review: Mapping[str, Mapping[str, Any]] | None = None,
+                truths: Mapping[str, str] | None = None,
                 ) -> tuple[list[int], list[float]]:
     """Return (truth, confidence) for the verdicts that have both.
 
-    A person's T/F decision counts before the gold label; a skipped review leaves the gold.
+    ``truths`` are the facts' truths (``kgcheck.data.truths.run_truths``: a person's review
+    decision, else the gold label); None reads each record's gold label alone.
     """
-    review = review or {}
     truth: list[int] = []
     scores: list[float] = []
     for record in records:
         confidence = record.get("confidence")
         if confidence is None:
             continue
-        decision = str((review.get(str(record.get("fact_id"))) or {}).get("label") or "")
-        mark = decision if decision in TRUTH else str(record.get("gold") or "")
+        mark = (str(record.get("gold") or "") if truths is None
+                else truths.get(str(record.get("fact_id"))) or "")
         if mark in TRUTH:
             truth.append(TRUTH[mark])
             scores.append(float(confidence))
@@ -241,9 +241,9 @@ def confidence_sources(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def run_calibration(records: Sequence[Mapping[str, Any]],
-                    review: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                    truths: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return a run's calibration section: sources of confidence and, with truths, scores."""
-    truth, scores = truth_pairs(records, review)
+    truth, scores = truth_pairs(records, truths)
     return {"sources": confidence_sources(records),
             "scores": calibration_report(truth, scores)}
 

@@ -35,6 +35,7 @@ from kgcheck.data.runfolder import (
     read_summary,
     read_verdicts,
 )
+from kgcheck.data.truths import run_truths
 from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.calibration import run_calibration
 from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
@@ -299,15 +300,15 @@ def review_section(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _review_of(run: RunFolder) -> dict[str, LabelRow]:
-    path = run.path / LABELS_FILE
-    return read_labels(path) if path.is_file() else {}
+def _truths_of(run: RunFolder) -> dict[str, str]:
+    return run_truths(run.path, run.records).labels
 
 
 def confidence_section(runs: Sequence[RunFolder]) -> str:
     """Markdown of each run's coverage (NEI) and, where verdicts have confidences, their scores.
 
-    Truths are the person's review labels where given, else the gold labels.
+    Truths are the person's review decisions where given, else the gold labels
+    (``kgcheck.data.truths``).
     """
     lines = ["## Coverage and confidence", "",
              "Coverage: share of verdicts that are not NEI (not enough evidence). Confidence "
@@ -317,7 +318,7 @@ def confidence_section(runs: Sequence[RunFolder]) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for run in runs:
         scores = score_summary(run.records)
-        calibration = run_calibration(run.records, _review_of(run))
+        calibration = run_calibration(run.records, _truths_of(run))
         figures = calibration["scores"] or {}
         sources = ", ".join(f"{k} {v:,}" for k, v in calibration["sources"].items())
         cells = [run.name, f"{len(run.records):,}", str(scores["nei"]),
@@ -334,7 +335,7 @@ def confidence_plots(runs: Sequence[RunFolder], out_dir: Path) -> list[Path]:
 
     paths: list[Path] = []
     for run in runs:
-        figures = run_calibration(run.records, _review_of(run))["scores"]
+        figures = run_calibration(run.records, _truths_of(run))["scores"]
         if not figures:
             continue
         stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in run.name)

@@ -18,6 +18,7 @@ from sklearn.metrics import (
 )
 
 from kgcheck.data.facts import Fact
+from kgcheck.data.truths import run_truths
 from kgcheck.evals.calibration import (
     calibration_report,
     precision_coverage,
@@ -214,7 +215,10 @@ def test_review_labels_count_before_gold_and_order_by_uncertainty():
                {"fact_id": "c", "confidence": None, "gold": "T", "label": "T"},
                {"fact_id": "d", "confidence": 0.1, "gold": None, "label": "F"},
                {"fact_id": "e", "label": "NEI"}]
-    truth, scores = truth_pairs(records, {"a": {"label": "T"}, "b": {"label": "skip"}})
+    # A skipped decision is no truth (review_decisions keeps T/F alone): b keeps its gold.
+    truths = run_truths(None, records, review={"a": "T"})
+    assert truths.sources == {"a": "review", "b": "gold", "c": "gold"}
+    truth, scores = truth_pairs(records, truths.labels)
     assert (truth, scores) == ([1, 1, 0][:2], [0.9, 0.55])
     queue = [r["fact_id"] for r in select(records, order="uncertainty")]
     assert queue == ["e", "b", "a", "d", "c"]

@@ -254,7 +254,8 @@ def test_review_labels_overrule_gold(tmp_path: Path) -> None:
                                     "correct_birthPlace_00000,T,,ana,2026-01-01T00:00:00Z\n")
     found = read_run_errors([run])[0]
     assert [e["fact_id"] for e in found.errors] == ["correct_birthPlace_00000"]
-    assert found.truth_from == "review labels, else gold"
+    # The run holds no gold label: every truth is the review's, and the report says so.
+    assert found.truth_from == "review labels"
 
 
 def test_unique_ratio_counts_facts_shared_by_models() -> None:

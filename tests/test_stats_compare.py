@@ -166,7 +166,7 @@ def test_cli_compare_writes_the_json_shape(two_runs: tuple[Path, Path], tmp_path
     assert data["confidence"] == 0.95
     assert "McNemar exact test" in result.output
     rows = (tmp_path / "d.csv").read_text().splitlines()
-    assert rows[0] == "fact_id,subject,predicate,object,gold,a,b"
+    assert rows[0] == "fact_id,subject,predicate,object,truth,a,b"
     assert len(rows) - 1 == sum(1 for line in result.output.splitlines()
                                 if "facts answered differently" in line
                                 for _ in range(int(line.split()[0].replace(",", ""))))

@@ -22,9 +22,7 @@ from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import Fact
 from kgcheck.data.labels import (
-    FILTERED,
     SAMPLE_COLUMNS,
-    LabelRow,
     read_labels,
 )
 from kgcheck.data.runfolder import (
@@ -48,6 +46,7 @@ from kgcheck.evals.accuracy.estimators import (
     width_curve,
 )
 from kgcheck.evals.accuracy.plots import plot_intervals, plot_width
+from kgcheck.evals.accuracy.support import needs_support_check, supporting_rows
 from kgcheck.providers.pricing import Pricing, cost_summary
 
 # Keys a design can stratify or cluster by: a term of the triple, or the run's verdict.
@@ -184,10 +183,9 @@ def _file_labels(path: Path, records: Mapping[str, dict[str, Any]], stratify: st
         if row.fact_id not in records:
             raise EstimateError(f"{row.where}: fact {row.fact_id!r} is not in the run")
     chosen = dict(Counter(row.design or "unknown" for row in found.rows))
-    if any(row.design == "queue" or row.design.startswith(FILTERED) for row in found.rows):
-        # A review's decisions not all drawn at random (a file without designs, or of a
-        # random sample alone, is read as a simple random sample, as before).
-        found.rows = review_rows(path, found.rows, found.unlabeled, len(records), warnings)
+    if needs_support_check(found.rows):
+        found.rows = supporting_rows(str(path), found.rows, found.unlabeled, len(records),
+                                     warnings)
         found.design = "srs"
     design, key = parse_design_label(found.design)
     if stratify and design == "srs":
@@ -212,44 +210,6 @@ def _file_labels(path: Path, records: Mapping[str, dict[str, Any]], stratify: st
     info = {"file": str(path), "rows": sum(chosen.values()) + found.unlabeled,
             "usable": len(found.rows), "left_out": found.unlabeled, "chosen": chosen}
     return labels, design, key, strata, info
-
-
-def review_rows(path: Path, rows: list[LabelRow], unlabeled: int, run_size: int,
-                warnings: list[str]) -> list[LabelRow]:
-    """Keep the review decisions an estimate may use; refuse or warn when none is random.
-
-    A decision records how its fact was chosen: ``srs`` (a random sample of every verdict)
-    supports the estimate; ``filtered:...`` (only F, NA or ties were reviewed) cannot, since
-    it never looks at the other verdicts; ``queue`` (the run's order, from the top) is a
-    random sample only when every verdict was decided. Random decisions are used alone when
-    there are some.
-    """
-    random_rows = [r for r in rows if r.design == "srs"]
-    filtered = sorted({r.design.removeprefix(FILTERED) for r in rows
-                       if r.design.startswith(FILTERED)})
-    others = [r for r in rows if r.design != "srs" and not r.design.startswith(FILTERED)]
-    if random_rows:
-        left = len(rows) - len(random_rows)
-        if left:
-            warnings.append(f"{path}: {left} decisions not taken in a random sample (queue "
-                            "order, or --only) are left out; the estimate uses the "
-                            f"{len(random_rows)} decisions of the random sample")
-        return random_rows
-    if filtered and not others:
-        raise EstimateError(
-            f"{path}: its labels come from a review of the {' and '.join(filtered)} verdicts "
-            "only (--only), which says nothing about the other verdicts: no accuracy can be "
-            "estimated from them. Review a random sample (kgcheck review RUN --sample N, "
-            "without --only) or draw one with kgcheck sample")
-    if len(rows) + unlabeled < run_size:
-        how = ("taken in queue order (the run's order, from the top)" if not filtered
-               else "taken in queue order or from chosen verdicts only")
-        warnings.append(
-            f"NOT A RANDOM SAMPLE: the {len(rows)} labels of {path} were {how}, not drawn at "
-            f"random, and cover {len(rows) + unlabeled} of the run's {run_size} facts; the "
-            "intervals assume a random sample and may be biased. For a sound estimate review "
-            "a random sample: kgcheck review RUN --sample N")
-    return rows
 
 
 def estimated_population(run_dir: Path, run_size: int) -> dict[str, Any]:

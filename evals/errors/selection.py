@@ -1,4 +1,6 @@
-"""Find the wrong verdicts of runs: against a person's review labels, else the gold labels.
+"""Find the wrong verdicts of runs against their truths (``kgcheck.data.truths``).
+
+A fact's truth is a person's review decision, else its gold label.
 
 A verdict is wrong when it says T or F and the truth says the other (an NA verdict is
 not an error of judgement: the report counts it apart). Each run folder is read once as
@@ -19,10 +21,10 @@ from kgcheck.data.runfolder import (
     VERDICTS,
     LabelsError,
     has_verdicts,
-    read_labels,
     read_run_info,
     scan_folder,
 )
+from kgcheck.data.truths import review_decisions, run_truths
 from kgcheck.evals.errors.graph import ErrorCase
 from kgcheck.evals.errors.outputs import ErrorsInputError
 
@@ -90,16 +92,11 @@ def read_run_errors(folders: Sequence[Path], *, cap: int | None = None,
         info = read_run_info(folder, ErrorsInputError)
         if not has_verdicts(folder):
             raise ErrorsInputError(f"{folder}: no {VERDICTS}; the run has not started")
-        reviews: dict[str, str] = {}
-        if (folder / LABELS_FILE).is_file():
-            try:
-                reviews = {fid: row["label"] for fid, row in
-                           read_labels(folder / LABELS_FILE).items()
-                           if row["label"] in ("T", "F")}
-            except LabelsError as exc:
-                raise ErrorsInputError(str(exc)) from None
-        run = RunErrors(folder, _name(folder, taken), info,
-                        truth_from="review labels, else gold" if reviews else "gold")
+        try:
+            reviews = review_decisions(folder)
+        except LabelsError as exc:
+            raise ErrorsInputError(str(exc)) from None
+        run = RunErrors(folder, _name(folder, taken), info)
         latest: dict[str, dict[str, Any]] = {}
         for _, _, _, record in scan_folder(folder):
             latest[str(record["fact_id"])] = {
@@ -112,9 +109,12 @@ def read_run_errors(folders: Sequence[Path], *, cap: int | None = None,
                 "explanation": explanation_of(record)}
         if not latest:
             raise ErrorsInputError(f"{folder / VERDICTS}: no verdicts")
+        truths = run_truths(folder, ({"fact_id": fid, "gold": rec["gold"]}
+                                     for fid, rec in latest.items()), review=reviews)
+        run.truth_from = truths.describe()
         wrong: list[ErrorCase] = []
         for fid, rec in latest.items():
-            truth = reviews.get(fid) or (rec["gold"] if rec["gold"] in ("T", "F") else None)
+            truth = truths.get(fid)
             if truth is None:
                 continue
             is_wrong = rec["label"] in ("T", "F") and rec["label"] != truth

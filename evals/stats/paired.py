@@ -22,7 +22,7 @@ from kgcheck.evals.stats.bootstrap import (
     paired_intervals,
 )
 from kgcheck.evals.stats.errors import missing_extra
-from kgcheck.evals.stats.runs import ScoredRun, read_scored_run, shared_facts
+from kgcheck.evals.stats.runs import ScoredRun, read_scored_run, shared_facts, shared_truths
 
 __all__ = ["Comparison", "compare_runs", "mcnemar_counts", "mcnemar_exact"]
 
@@ -89,23 +89,26 @@ def compare_labels(gold: Mapping[str, str], labels_a: Mapping[str, str],
 
 def _disagreements(a: ScoredRun, b: ScoredRun, facts: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
-    gold, labels_a, labels_b = a.gold(), a.labels(), b.labels()
+    gold, labels_a, labels_b = shared_truths(a, b), a.labels(), b.labels()
     for fid in facts:
         if labels_a[fid] != labels_b[fid]:
             record = a.records[fid]
             rows.append({"fact_id": fid, "subject": record.get("subject"),
                          "predicate": record.get("predicate"), "object": record.get("object"),
-                         "gold": gold[fid], "a": labels_a[fid], "b": labels_b[fid]})
+                         "truth": gold[fid], "a": labels_a[fid], "b": labels_b[fid]})
     return rows
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, *, resamples: int = RESAMPLES,
                  confidence: float = CONFIDENCE, seed: int = 0,
                  warn: Callable[[str], None] | None = None) -> Comparison:
-    """Compare two run folders on the facts both checked with a gold label (A - B)."""
+    """Compare two run folders on the facts both checked with a truth (A - B).
+
+    A fact's truth is a person's review decision, else its gold label (``kgcheck.data.truths``).
+    """
     a, b = read_scored_run(run_a, warn), read_scored_run(run_b, warn)
     facts = shared_facts(a, b)
-    n_b, n_c, p, deltas = compare_labels(a.gold(), a.labels(), b.labels(), facts,
+    n_b, n_c, p, deltas = compare_labels(shared_truths(a, b), a.labels(), b.labels(), facts,
                                          resamples=resamples, confidence=confidence, seed=seed)
     return Comparison(a.name, b.name, len(facts), n_b, n_c, p, deltas, confidence, resamples,
                       seed, _disagreements(a, b, facts))

@@ -17,7 +17,7 @@ __all__ = ["comparison_text", "disagreements_csv", "groups_markdown", "interval_
 
 SCORE_NAMES = {"accuracy": "accuracy", "f1_true": "F1(T)", "f1_false": "F1(F)",
                "macro_f1": "macro-F1"}
-DISAGREEMENT_COLUMNS = ("fact_id", "subject", "predicate", "object", "gold", "a", "b")
+DISAGREEMENT_COLUMNS = ("fact_id", "subject", "predicate", "object", "truth", "a", "b")
 
 
 def interval_cell(value: Interval, *, signed: bool = False) -> str:
@@ -34,7 +34,7 @@ def comparison_text(result: Comparison, *, shown: int = 20) -> str:
     """Describe a comparison in a few lines: test, intervals, the first disagreements."""
     pct = f"{result.confidence:.0%}"
     lines = [f"A: {result.run_a}", f"B: {result.run_b}",
-             f"{result.facts:,} shared facts with gold labels",
+             f"{result.facts:,} shared facts with a truth (review decision, else gold label)",
              f"McNemar exact test: only A right {result.b}, only B right {result.c}, "
              f"p = {result.p_value:.4g}",
              f"A - B with {pct} paired bootstrap intervals ({result.resamples:,} resamples, "
@@ -45,7 +45,7 @@ def comparison_text(result: Comparison, *, shown: int = 20) -> str:
     for row in result.disagreements[:shown]:
         triple = " ".join(str(row[k]) for k in ("subject", "predicate", "object")
                           if row.get(k) is not None)
-        lines.append(f"  {row['fact_id']}: A {row['a']}, B {row['b']}, gold {row['gold']}"
+        lines.append(f"  {row['fact_id']}: A {row['a']}, B {row['b']}, truth {row['truth']}"
                      + (f"  ({triple})" if triple else ""))
     if len(result.disagreements) > shown:
         lines.append(f"  ... {len(result.disagreements) - shown:,} more (--disagreements FILE)")

@@ -29,6 +29,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from kgcheck.arguments import Arg, ArgumentError, literal
+from kgcheck.data import labels as drawn_labels
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import (
     REVIEW_DB,
@@ -45,6 +46,7 @@ from kgcheck.data.runfolder import (
 from kgcheck.data.runfolder import parse_only as parse_verdict_filter
 from kgcheck.evals.accuracy.designs import Unit, draw, pooled_strata
 from kgcheck.evals.accuracy.estimators import EstimateError, Labeled
+from kgcheck.evals.accuracy.support import needs_support_check, supporting_rows
 from kgcheck.evals.calibration import certainty
 from kgcheck.evals.stats.precision import running_estimate
 from kgcheck.graphs.registry import compile_graph
@@ -417,17 +419,26 @@ class ReviewSession:
     def estimate(self) -> dict[str, Any]:
         """Return the running accuracy estimate from this queue's T/F decisions.
 
-        It holds when the queue is a random sample (``sample``, ``stratify``, or
-        ``until_moe``, which shuffles the queue).
+        The labels must support one (``kgcheck.evals.accuracy.support``, the rule
+        ``kgcheck estimate`` applies): a queue of chosen verdicts only (``--only``) gives an
+        ``error`` instead of figures; decisions in the run's order, ``warnings``.
         """
-        labels = [Labeled(i.fact_id, i.review["label"] == "T",
-                          (self.strata or {}).get(i.fact_id, ""))
-                  for i in self.items if i.review and i.review["label"] in ("T", "F")]
+        decided = [i for i in self.items if i.review]
+        rows = [drawn_labels.LabelRow(i.fact_id, i.review["label"] == "T", "the review page",
+                                      stratum=(self.strata or {}).get(i.fact_id, ""),
+                                      design=self.designs.get(i.fact_id) or self.design)
+                for i in decided if i.review["label"] in ("T", "F")]
+        warnings: list[str] = []
         try:
-            return running_estimate(self.verdicts, labels, confidence=self.confidence,
-                                    strata=self.strata, target=self.until_moe)
+            if needs_support_check(rows):
+                rows = supporting_rows(str(self.labels_path), rows, len(decided) - len(rows),
+                                       len(self.verdicts), warnings)
+            labels = [Labeled(r.fact_id, r.true, r.stratum) for r in rows]
+            found = running_estimate(self.verdicts, labels, confidence=self.confidence,
+                                     strata=self.strata, target=self.until_moe)
         except EstimateError as exc:
-            return {"labels": len(labels), "error": str(exc), "reached": False}
+            return {"labels": len(rows), "error": str(exc), "reached": False, "warnings": []}
+        return {**found, "warnings": warnings}
 
     def _check_margin(self) -> None:
         if self.until_moe is None:

@@ -6,8 +6,8 @@ analysis's clusters (``kgcheck errors --out DIR``) are small tables beside them.
 the fact table is one query with ``LIMIT``/``OFFSET``: a 100,000-verdict run pages as fast
 as a small one, and only the verdicts shown are read back from ``verdicts.jsonl``.
 
-The truth a verdict is judged against is the person's review label where there is one,
-else the gold label.
+The truth a verdict is judged against is the person's review decision where there is one,
+else the gold label (``kgcheck.data.truths``).
 """
 
 from __future__ import annotations
@@ -22,16 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.data.runfolder import (
-    LABELS_FILE,
     VERDICTS,
     LabelsError,
     RunFolderError,
     has_verdicts,
-    read_labels,
     read_run_info,
     read_summary,
     read_verdict_at,
 )
+from kgcheck.data.truths import review_decisions
 from kgcheck.evals.errors.outputs import read_errors
 from kgcheck.evals.metrics import classification_report
 from kgcheck.view.index import ensure_index
@@ -138,14 +137,11 @@ class Explorer:
         run = ViewRun(number, folder, _run_name(folder, taken), info, index, temporary)
         self.runs.append(run)
         self.conn.execute(f"ATTACH DATABASE ? AS {run.schema}", (f"file:{index}?mode=ro",))
-        labels_path = folder / LABELS_FILE
-        if labels_path.is_file():
-            try:
-                rows = read_labels(labels_path)
-            except LabelsError as exc:
-                raise ExplorerError(str(exc)) from None
-            run.reviews = {fid: row["label"] for fid, row in rows.items()
-                           if row["label"] in ("T", "F")}
+        try:
+            run.reviews = review_decisions(folder)
+        except LabelsError as exc:
+            raise ExplorerError(str(exc)) from None
+        if run.reviews:
             self.conn.executemany("INSERT INTO reviews VALUES (?, ?, ?)",
                                   [(number, fid, lab) for fid, lab in run.reviews.items()])
 

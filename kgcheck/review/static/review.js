@@ -106,6 +106,7 @@ function renderEstimate() {
       intervalRow("Beta posterior (HDI)", e.beta, "est-beta"),
       intervalRow("PPI with the verdicts", e.ppi, "est-ppi")));
     if (e.needs) parts.push(el("p", { class: "muted" }, e.needs));
+    for (const warning of e.warnings || []) parts.push(el("p", { class: "warning" }, warning));
     if (e.margin !== null && e.margin !== undefined) {
       const target = e.target ? ` · target ±${pct(e.target)}` : "";
       parts.push(el("p", { id: "margin", class: e.reached ? "reached" : "" },
