@@ -114,7 +114,11 @@ async def check_rules(state: SchemaState, runtime: Runtime[SchemaContext], *,
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, RULES_MODEL, exc)}
     loop = asyncio.get_running_loop()
     started = loop.time()
-    found = await asyncio.to_thread(checker.check, fact)
+    try:
+        found = await asyncio.to_thread(checker.check, fact)
+    except RulesError as exc:
+        # This fact's check failed (pySHACL reported a failure): its verdict says why.
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, RULES_MODEL, exc)}
     return {"verdict": rules_verdict(fact, found, ctx.METHOD, loop.time() - started)}
 
 
