@@ -346,3 +346,31 @@ async def test_a_failure_of_pyshacl_on_a_fact_is_that_facts_error(files, tmp_pat
     assert "SHACL validation of <http://ex.org/ada> failed: Using 'SELECT *' in a nested " \
         "SELECT" in verdict["error"], verdict["error"]
     assert "\n" not in verdict["error"] and "subjects" not in verdict["error"]
+
+
+def test_tables_head_each_label_column_by_what_it_counts(files, tmp_path: Path) -> None:
+    from kgcheck.evals.report import predicate_section, read_run, run_section
+
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--triples", str(files["kg"]), "--strategy", "schema",
+                                 "--ontology", str(files["onto"]), "--out", str(out),
+                                 "--no-progress"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    nei = sum(r["label"] == "NEI" for r in records)
+    assert nei and not any(r["label"] == "NA" for r in records)
+    # The per-predicate table: NEI under NEI, and an NA column that counts NA alone.
+    header = next(line for line in result.output.splitlines() if "predicate" in line
+                  and "acc" in line)
+    cells = [c.strip() for c in header.strip("┃ ").split("┃")]
+    assert cells[:7] == ["predicate", "n", "false", "true", "NEI", "NA", "acc"], header
+    rows = [[c.strip() for c in line.strip("│ ").split("│")]
+            for line in result.output.splitlines() if line.startswith("│ http")]
+    assert sum(int(row[4]) for row in rows) == nei and {row[5] for row in rows} == {"0"}
+    # The report's run and predicate tables alike.
+    run = read_run(out)
+    table = run_section([run]).splitlines()
+    head = [c.strip() for c in table[2].strip("|").split("|")]
+    row = [c.strip() for c in table[4].strip("|").split("|")]
+    assert head[6:9] == ["NEI", "NA", "errors"] and row[6:8] == [str(nei), "0"]
+    assert "| judged T | NEI | NA | labelled |" in predicate_section([run])

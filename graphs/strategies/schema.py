@@ -136,6 +136,6 @@ STRATEGY = register(Strategy(
     "schema", SchemaContext, build,
     description="The KG's own rules: RDFS/OWL domain, range, disjointness, property kinds "
     "and SHACL shapes; F with the broken rule, never T; no model.",
-    preflight=check_rule_files, calls_model=False))
+    preflight=check_rule_files, calls_model=False, labels=("F", NO_RULE_DECIDES, "NA")))
 builder = STRATEGY.builder
 graph = builder.compile(name="schema")

@@ -87,12 +87,14 @@ def print_summary(summary: dict[str, Any]) -> None:
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     _print_explained(summary)
+    others = _other_columns(summary)
     matrix = summary.get("confusion")
     if matrix:
         console.print("confusion matrix (rows: gold, columns: verdict)")
         grid = Table()
         grid.add_column("gold")
-        for label in ("T", "F", "NA"):
+        # The matrix's third column counts every verdict neither T nor F.
+        for label in ("T", "F", " or ".join(others) or "NA"):
             grid.add_column(label, justify="right")
         for gold in ("T", "F"):
             grid.add_row(gold, *(str(matrix[gold][label]) for label in ("T", "F", "NA")))
@@ -114,7 +116,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
                       f"{level['backoffs']} back-offs")
-    _print_predicates(summary.get("by_predicate") or [])
+    _print_predicates(summary.get("by_predicate") or [], others)
     if consensus:
         _print_consensus(summary, members)
 
@@ -137,9 +139,22 @@ def _print_explained(summary: dict[str, Any]) -> None:
                       highlight=False, markup=False)
 
 
-def _print_predicates(rows: list[dict[str, Any]]) -> None:
-    """Print the predicates, the ones most often judged false first (at most ``PREDICATE_ROWS``)."""
+def _other_columns(summary: dict[str, Any]) -> list[str]:
+    """Return the labels besides T and F the run's tables give a column: declared or held."""
+    from kgcheck.evals.metrics import label_columns
+    from kgcheck.graphs.registry import verdict_labels
+
+    return label_columns(verdict_labels(summary.get("strategy")), summary.get("verdicts"))
+
+
+def _print_predicates(rows: list[dict[str, Any]], others: list[str]) -> None:
+    """Print the predicates, the ones most often judged false first (at most ``PREDICATE_ROWS``).
+
+    ``others``: the labels besides T and F, a column each (NEI and NA counted apart).
+    """
     from rich.table import Table
+
+    from kgcheck.evals.metrics import other_label_counts
 
     if len(rows) < 2:
         return  # one predicate: the run's own figures above say it all
@@ -149,13 +164,14 @@ def _print_predicates(rows: list[dict[str, Any]]) -> None:
     table = Table(title="per predicate, most often judged false first"
                   + (f" (top {PREDICATE_ROWS} of {len(shown)})" if more > 0 else ""))
     table.add_column("predicate", overflow="fold")
-    for column in ("n", "false", "true", "NA", "acc"):
+    for column in ("n", "false", "true", *others, "acc"):
         table.add_column(column, justify="right", no_wrap=True)
     for row in shown[:PREDICATE_ROWS]:
         false = row.get("judged_false")
+        counts = other_label_counts(row)
         table.add_row(str(row["predicate"]), str(row["n"]),
                       "-" if false is None else f"{false:.0%}", f"{row['judged_true']:.0%}",
-                      str(row["na"]), _score(row.get("accuracy")))
+                      *(str(counts[label]) for label in others), _score(row.get("accuracy")))
     console.print(table)
 
 
