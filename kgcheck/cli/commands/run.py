@@ -140,11 +140,12 @@ def _print_explained(summary: dict[str, Any]) -> None:
 
 
 def _other_columns(summary: dict[str, Any]) -> list[str]:
-    """Return the labels besides T and F the run's tables give a column: declared or held."""
-    from kgcheck.evals.metrics import label_columns
-    from kgcheck.graphs.registry import verdict_labels
-
-    return label_columns(verdict_labels(summary.get("strategy")), summary.get("verdicts"))
+    """Return the labels besides T and F the run's tables give a column each."""
+    if "label_columns" in summary:
+        return list(summary["label_columns"])
+    # A summary of an older kgcheck: NA, and NEI when its verdicts hold some.
+    held = summary.get("verdicts") or {}
+    return [label for label in ("NEI", "NA") if label == "NA" or held.get(label)]
 
 
 def _print_predicates(rows: list[dict[str, Any]], others: list[str]) -> None:
@@ -153,8 +154,6 @@ def _print_predicates(rows: list[dict[str, Any]], others: list[str]) -> None:
     ``others``: the labels besides T and F, a column each (NEI and NA counted apart).
     """
     from rich.table import Table
-
-    from kgcheck.evals.metrics import other_label_counts
 
     if len(rows) < 2:
         return  # one predicate: the run's own figures above say it all
@@ -168,7 +167,8 @@ def _print_predicates(rows: list[dict[str, Any]], others: list[str]) -> None:
         table.add_column(column, justify="right", no_wrap=True)
     for row in shown[:PREDICATE_ROWS]:
         false = row.get("judged_false")
-        counts = other_label_counts(row)
+        # A row counts NEI apart ("nei") and every answer neither T nor F ("na").
+        counts = {"NEI": row.get("nei") or 0, "NA": row["na"] - (row.get("nei") or 0)}
         table.add_row(str(row["predicate"]), str(row["n"]),
                       "-" if false is None else f"{false:.0%}", f"{row['judged_true']:.0%}",
                       *(str(counts[label]) for label in others), _score(row.get("accuracy")))
