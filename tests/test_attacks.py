@@ -132,7 +132,6 @@ def test_an_inline_jsonld_context_is_read(tmp_path: Path, recorder) -> None:
 
 
 
-
 # --- 4. Entity expansion in every RDF/XML reader -------------------------------------------
 
 # Nine nested entities of ten references each: a kilobyte that expands to 3 GB of text.
@@ -189,7 +188,6 @@ def test_nested_entities_in_a_rule_input_are_refused(tmp_path: Path, key: str) -
     assert "refused: a DTD entity that is nested" in lines[0]
     assert seconds < 30, seconds
     assert peak < PEAK_RSS, f"peak RSS {peak / 1024 ** 2:.0f} MB"
-
 
 
 
