@@ -34,6 +34,8 @@ from kgcheck.graphs.votes import TIE, tally
 ANSWER_LABELS = ("T", "F")
 # A record's gold mark as a label (anything else: unlabelled).
 GOLD = {"T": True, "F": False}
+# The labels besides T and F, in the order tables give them columns.
+OTHER_LABELS = ("NEI", "NA")
 
 
 class MetricInputError(ValueError):
@@ -292,6 +294,24 @@ def _by_predicate_of(counts: KeyCounts) -> list[dict[str, Any]]:
             "accuracy_covered": cover["accuracy_covered"],
         })
     return sorted(rows, key=lambda r: (-r["n"], r["predicate"]))
+
+
+def label_columns(declared: Iterable[str], counts: Mapping[str, int] | None = None
+                  ) -> list[str]:
+    """Return the labels besides T and F that a table gives a column each.
+
+    A label has a column when the strategy declares it (``Strategy.labels``) or when the
+    run holds some (NEI from an abstaining prompt variant): each column counts its label
+    alone, so a schema run's NEI are never shown under NA.
+    """
+    wanted = set(declared)
+    return [label for label in OTHER_LABELS
+            if label in wanted or (counts or {}).get(label)]
+
+
+def other_label_counts(row: Mapping[str, Any]) -> dict[str, int]:
+    """Split a ``by_predicate`` row's answers neither T nor F into NEI and NA (the rest)."""
+    return {"NEI": int(row["nei"]), "NA": int(row["na"]) - int(row["nei"])}
 
 
 def by_predicate(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

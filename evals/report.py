@@ -38,7 +38,14 @@ from kgcheck.data.runfolder import (
 from kgcheck.data.truths import run_truths
 from kgcheck.data.upstream import DataError, DataSource, open_data
 from kgcheck.evals.calibration import run_calibration
-from kgcheck.evals.metrics import by_predicate, score_summary, token_totals
+from kgcheck.evals.metrics import (
+    OTHER_LABELS,
+    by_predicate,
+    label_columns,
+    other_label_counts,
+    score_summary,
+    token_totals,
+)
 from kgcheck.evals.stats.report import groups_markdown
 from kgcheck.evals.stats.tables import interval_records, intervals_markdown
 from kgcheck.evals.study.recorded import load_recorded, token_section, token_usage
@@ -53,6 +60,7 @@ from kgcheck.evals.study.tables import (
     public_record,
     render_markdown,
 )
+from kgcheck.graphs.registry import verdict_labels
 from kgcheck.graphs.verdicts import is_defect
 
 TABLES_MD = "tables.md"
@@ -186,26 +194,39 @@ def _cell(value: float | None) -> str:
 
 
 def run_section(runs: Sequence[RunFolder]) -> str:
-    """Markdown summarising each run: size, NA and errors, tokens, accuracy, macro-F1, cost."""
+    """Markdown summarising each run: size, non-T/F verdicts by label, errors, tokens, scores."""
+    counted = [_other_counts(run.records) for run in runs]
+    # A column per label besides T and F, headed by the label it counts (a schema run's NEI
+    # under NEI, not NA).
+    others = label_columns({label for run in runs
+                            for label in verdict_labels(run.info.get("strategy"))},
+                           {k: sum(c[k] for c in counted) for k in OTHER_LABELS})
     lines = ["## Runs", "",
-             "| run | dataset | method | models | judge | facts | NA | errors | tokens in | "
+             "| run | dataset | method | models | judge | facts | " + "".join(
+                 f"{label} | " for label in others) + "errors | tokens in | "
              "tokens out | accuracy | macro-F1 | cost |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for run in runs:
+             "|" + " --- |" * (12 + len(others))]
+    for run, counts in zip(runs, counted, strict=True):
         tokens = token_totals(run.records)
         scores = score_summary(run.records)
         cost = (run.summary or {}).get("cost_usd")
-        na = sum(1 for r in run.records if r.get("label") not in ("T", "F"))
         errors = sum(1 for r in run.records if r.get("error") and not is_defect(r))
         cells = [run.name, str(run.info["dataset"]), str(run.info["method"]),
                  ", ".join(map(str, run.info["models"])), str(run.info.get("judge") or "-"),
-                 f"{len(run.records):,}", str(na), str(errors),
+                 f"{len(run.records):,}", *(str(counts[label]) for label in others),
+                 str(errors),
                  "-" if tokens["tokens_in"] is None else f"{tokens['tokens_in']:,}",
                  "-" if tokens["tokens_out"] is None else f"{tokens['tokens_out']:,}",
                  _cell(scores["accuracy"]), _cell(scores["macro_f1"]),
                  "-" if cost is None else f"${cost:,.4f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _other_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Count the verdicts neither T nor F: NEI, and NA for every other one."""
+    nei = sum(1 for r in records if r.get("label") == "NEI")
+    return {"NEI": nei, "NA": sum(1 for r in records if r.get("label") not in ("T", "F")) - nei}
 
 
 def repeats_section(runs: Sequence[RunFolder]) -> str:
@@ -355,12 +376,16 @@ def predicate_section(runs: Sequence[RunFolder]) -> str:
             parts += ["Its verdicts do not record their triples (a run of an older kgcheck).",
                       ""]
             continue
-        parts += ["| predicate | facts | judged T | NA | labelled | accuracy | F1(T) | F1(F) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        others = label_columns(verdict_labels(run.info.get("strategy")),
+                               _other_counts(run.records))
+        parts += ["| predicate | facts | judged T | " + "".join(f"{label} | " for label in others)
+                  + "labelled | accuracy | F1(T) | F1(F) |", "|" + " --- |" * (7 + len(others))]
         for row in rows[:MAX_PREDICATES]:
             name = str(row["predicate"]).replace("|", "\\|")
-            parts.append(f"| {name} | {row['n']:,} | {row['judged_true']:.0%} | {row['na']:,} | "
-                         f"{row['scored']:,} | {_cell(row['accuracy'])} | "
+            counts = other_label_counts(row)
+            parts.append(f"| {name} | {row['n']:,} | {row['judged_true']:.0%} | "
+                         + "".join(f"{counts[label]:,} | " for label in others)
+                         + f"{row['scored']:,} | {_cell(row['accuracy'])} | "
                          f"{_cell(row['f1_true'])} | {_cell(row['f1_false'])} |")
         if len(rows) > MAX_PREDICATES:
             rest = sum(r["n"] for r in rows[MAX_PREDICATES:])

@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeAlias
 
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 
-from kgcheck.data.facts import Fact
+from kgcheck.data.facts import Fact, Label
 from kgcheck.graphs.context import Context, make_context
 from kgcheck.registry import Registry, UnknownNameError
 
@@ -69,6 +69,8 @@ class Strategy:
         around: For ``consensus``: build the graph around a strategy, by its name.
         calls_model: False for a strategy that asks no model (``schema``): its runs need
             no model, and its verdicts name none.
+        labels: The labels its verdicts take (``schema``: F, NEI, NA). Tables of its runs
+            give each label besides T and F a column of its own, headed by the label.
 
     """
 
@@ -81,6 +83,7 @@ class Strategy:
     kind: Kind = STRATEGY
     around: Callable[[str], AnyStateGraph] | None = field(default=None, repr=False)
     calls_model: bool = True
+    labels: tuple[Label, ...] = ("T", "F", "NA")
 
     @property
     def label(self) -> str:
@@ -163,6 +166,13 @@ def get_strategy(name: str) -> Strategy:
         raise NotAStrategyError(f"{found.name} is a {found.kind} graph ({advice}), not a "
                                 f"fact-checking strategy; strategies: {known}")
     return found
+
+
+def verdict_labels(name: str | None) -> tuple[Label, ...]:
+    """Return the labels a strategy's verdicts take (T, F, NA for a name not registered)."""
+    if not name or name not in STRATEGIES:
+        return Strategy.labels
+    return STRATEGIES.get(name).labels
 
 
 def forget_builders() -> None:

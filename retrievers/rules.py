@@ -34,7 +34,10 @@ from typing import Any, Protocol
 import pyoxigraph as ox
 
 from kgcheck.data.facts import Fact
+from kgcheck.data.rdf_input import load_rdf, parse_rdf, rdf_file_format
+from kgcheck.data.sources import TriplesError, open_binary
 from kgcheck.data.sparql import SparqlClient, SparqlError, binding_term
+from kgcheck.retrievers.shape_queries import QUERY_PREDICATES, outside_reach
 
 __all__ = ["Finding", "KGTerms", "Ontology", "RuleChecker", "RulesError", "SparqlTerms",
            "fact_terms", "load_ontology", "load_shapes", "open_checker", "short"]
@@ -121,20 +124,25 @@ def _show(term: Any) -> str:
 
 
 def _read_rdf(path: Path, what: str) -> list[ox.Triple]:
+    fmt = _rdf_format(path, what)
+    try:
+        with open_binary(path) as fh:
+            return [q.triple for q in parse_rdf(fh, fmt, path)]
+    except TriplesError as exc:
+        raise RulesError(str(exc)) from None  # a guard's refusal, naming the file
+    except (SyntaxError, ValueError, OSError, EOFError) as exc:
+        message = " ".join(str(exc).split())
+        raise RulesError(f"{path}: malformed {what}: {message}") from None
+
+
+def _rdf_format(path: Path, what: str) -> ox.RdfFormat:
     if not path.is_file():
         raise RulesError(f"{path}: {what} file not found")
-    try:
-        fmt = ox.RdfFormat.from_extension(path.suffix.lstrip(".").lower() or "ttl")
-    except ValueError:
-        fmt = None
+    fmt = rdf_file_format(path)
     if fmt is None:
         raise RulesError(f"{path}: unknown RDF format {path.suffix!r} for the {what} (use "
                          ".ttl, .nt, .rdf/.owl or .jsonld)")
-    try:
-        return [q.triple for q in ox.parse(path=str(path), format=fmt)]
-    except (SyntaxError, ValueError, OSError) as exc:
-        message = " ".join(str(exc).split())
-        raise RulesError(f"{path}: malformed {what}: {message}") from None
+    return fmt
 
 
 @dataclass
@@ -259,18 +267,14 @@ class KGTerms:
         self.location = ", ".join(str(p) for p in paths) or "the ontology"
         for path in paths:
             path = Path(path)
-            if not path.is_file():
-                raise RulesError(f"{path}: KG file for the types not found")
+            fmt = _rdf_format(path, "KG")
             try:
-                fmt = ox.RdfFormat.from_extension(path.suffix.lstrip(".").lower())
-            except ValueError:
-                fmt = None
-            if fmt is None:
-                raise RulesError(f"{path}: the KG's types must be RDF (.nt, .ttl, .rdf, ...)")
-            try:
-                # bulk_load streams the file: the store grows, nothing else holds the text.
-                self.store.bulk_load(path=str(path), format=fmt)
-            except (SyntaxError, ValueError, OSError) as exc:
+                # Streamed into the store: nothing else holds the file's text.
+                with open_binary(path) as fh:
+                    load_rdf(self.store, fh, fmt, path)
+            except TriplesError as exc:
+                raise RulesError(str(exc)) from None  # a guard's refusal, naming the file
+            except (SyntaxError, ValueError, OSError, EOFError) as exc:
                 raise RulesError(f"{path}: malformed RDF: {' '.join(str(exc).split())}"
                                  ) from None
         self.store.extend(ox.Quad(t.subject, t.predicate, t.object) for t in extra)
@@ -546,19 +550,29 @@ class RuleChecker:
                     statements |= {ox.Triple(term, ox.NamedNode(RDF_TYPE), ox.NamedNode(c))
                                    for c in self.ontology.closure(self.terms.types(term))}
         data = _rdflib_graph(statements)
-        conforms, report, _ = validate(data, shacl_graph=self.shapes, inference="none",
-                                       allow_warnings=True)
+        try:
+            conforms, report, text = validate(data, shacl_graph=self.shapes,
+                                              inference="none", allow_warnings=True)
+        except Exception as exc:  # noqa: BLE001 - pySHACL and rdflib raise many kinds
+            raise RulesError(f"SHACL validation of {_show(s)} failed: "
+                             f"{' '.join(str(exc).split())[:300]}") from None
         if conforms:
             return []
+        if not hasattr(report, "subjects"):
+            # pySHACL reports a failure (not a result) as a ValidationFailure in place of
+            # the report graph, with its message in the text.
+            raise RulesError(f"SHACL validation of {_show(s)} failed: "
+                             f"{' '.join(str(getattr(report, 'message', text)).split())[:300]}")
         return list(_shape_results(report, self.shapes, s, p, o))
 
 
 def _rdflib_graph(triples: Iterable[ox.Triple]) -> Any:
+    """Return an rdflib graph of pyoxigraph triples (no text is parsed again)."""
     import rdflib
 
-    text = ox.serialize(list(triples), format=ox.RdfFormat.N_TRIPLES)
     graph = rdflib.Graph()
-    graph.parse(data=text.decode("utf-8") if isinstance(text, bytes) else text, format="nt")
+    for t in triples:
+        graph.add((_rdflib_term(t.subject), _rdflib_term(t.predicate), _rdflib_term(t.object)))
     return graph
 
 
@@ -567,11 +581,13 @@ def _rdflib_term(term: Any) -> Any:
 
     if isinstance(term, ox.NamedNode):
         return rdflib.URIRef(term.value)
+    if isinstance(term, ox.BlankNode):
+        return rdflib.BNode(term.value)
     if isinstance(term, ox.Literal):
         if term.language:
             return rdflib.Literal(term.value, lang=term.language)
         if term.datatype.value == XSD + "string":
-            # N-Triples drops xsd:string; rdflib reads such a literal back without it.
+            # rdflib keeps a plain literal without xsd:string, as N-Triples writes it.
             return rdflib.Literal(term.value)
         return rdflib.Literal(term.value, datatype=rdflib.URIRef(term.datatype.value))
     return None
@@ -620,17 +636,12 @@ def _load_shapes(path: Path, mtime: float, size: int) -> Any:
         from pyshacl import validate
     except ImportError:
         raise RulesError("SHACL shapes need pySHACL: pip install 'kgcheck[rules]'") from None
-    if not path.is_file():
-        raise RulesError(f"{path}: shapes file not found")
-    graph = rdflib.Graph()
-    try:
-        graph.parse(str(path))
-    except Exception as exc:  # noqa: BLE001 - rdflib raises many kinds for a bad file
-        raise RulesError(f"{path}: malformed shapes: {' '.join(str(exc).split())[:300]}"
-                         ) from None
-    if not any(graph.triples((None, None, None))) or not any(
-            str(p).startswith(SH) for p in graph.predicates()):
+    # Read by the one RDF gate (guarded RDF/XML, no JSON-LD context loaded), then handed
+    # to pySHACL as an rdflib graph.
+    graph = _rdflib_graph(_read_rdf(path, "shapes"))
+    if not len(graph) or not any(str(p).startswith(SH) for p in graph.predicates()):
         raise RulesError(f"{path}: no SHACL shapes in it (no sh: statements)")
+    _refuse_outside_queries(graph, path)
     try:
         # pySHACL reads the shapes on the first validation: a broken shape fails here.
         validate(rdflib.Graph(), shacl_graph=graph, inference="none")
@@ -638,6 +649,38 @@ def _load_shapes(path: Path, mtime: float, size: int) -> Any:
         raise RulesError(f"{path}: a shape pySHACL refuses: "
                          f"{' '.join(str(exc).split())[:300]}") from None
     return graph
+
+
+def _refuse_outside_queries(graph: Any, path: Path) -> None:
+    """Refuse a shape whose SPARQL reaches outside the data graph, or is no SPARQL."""
+    import rdflib
+
+    for predicate in QUERY_PREDICATES:
+        for node, query in graph.subject_objects(rdflib.URIRef(predicate)):
+            where = f"{short(predicate)} of {_shape_label(graph, node)}"
+            try:
+                reason = outside_reach(str(query))
+            except ValueError as exc:
+                raise RulesError(f"{path}: refused: the {where} is no SPARQL query: {exc}"
+                                 ) from None
+            if reason:
+                raise RulesError(f"{path}: refused: the {where} reaches outside the data "
+                                 f"graph ({reason}); a shape's query may read only the "
+                                 "facts it is given")
+
+
+def _shape_label(graph: Any, node: Any) -> str:
+    import rdflib
+
+    # A query sits in a blank node: name the shape holding it (sh:sparql, sh:target, ...).
+    seen = {node}
+    while not isinstance(node, rdflib.URIRef):
+        owner = next((s for s in graph.subjects(None, node) if s not in seen), None)
+        if owner is None:
+            return "a shape"
+        seen.add(owner)
+        node = owner
+    return f"shape {short(str(node))}"
 
 
 def open_checker(*, ontology: str = "", shapes: str = "", kg: Iterable[str] = (),

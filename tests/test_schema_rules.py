@@ -268,3 +268,109 @@ def test_types_from_a_sparql_endpoint(files, virtuoso: Virtuoso) -> None:
     assert refuting(checker.check(fact("ada", "bornIn", "london"))) == []
     assert refuting(checker.check(fact("world", "partOf", "europe"))) == \
         ["owl:AsymmetricProperty"]
+
+
+def sparql_shapes(query: str, where: str = "sparql") -> str:
+    """Return shapes holding ``query`` as a SPARQL constraint, validator or target."""
+    head = ("@prefix sh: <http://www.w3.org/ns/shacl#> . @prefix : <http://ex.org/> .\n"
+            ":PersonShape a sh:NodeShape ; ")
+    if where == "sparql":
+        return head + f'sh:targetClass :Person ; sh:sparql [ sh:select """{query}""" ] .\n'
+    if where == "target":
+        return head + f'sh:target [ a sh:SPARQLTarget ; sh:select """{query}""" ] .\n'
+    return (head + "sh:targetClass :Person ; :needs true .\n"
+            ":Needs a sh:ConstraintComponent ; sh:parameter [ sh:path :needs ] ; "
+            f'sh:nodeValidator [ a sh:SPARQLAskValidator ; sh:ask """{query}""" ] .\n')
+
+
+@pytest.mark.parametrize(("query", "where", "reason"), [
+    ("SELECT $this WHERE { $this <http://ex.org/email> ?v . "
+     "SERVICE <http://127.0.0.1:9/sparql> { ?v ?p ?o } }", "sparql", "SERVICE"),
+    ("SELECT $this WHERE { GRAPH ?g { $this <http://ex.org/email> ?v } }", "sparql", "GRAPH"),
+    ("SELECT $this FROM <file:///etc/passwd> WHERE { $this <http://ex.org/email> ?v }",
+     "sparql", "FROM"),
+    ("SELECT ?this WHERE { FILTER NOT EXISTS { SERVICE SILENT <http://127.0.0.1:9/> "
+     "{ ?this ?p ?o } } }", "target", "SERVICE"),
+    ("ASK { GRAPH <http://ex.org/g> { $this ?p ?o } }", "validator", "GRAPH"),
+], ids=["service", "graph", "from", "target-service", "validator-graph"])
+def test_shapes_reaching_outside_the_data_graph_are_refused(files, tmp_path: Path, query: str,
+                                                            where: str, reason: str) -> None:
+    bad = tmp_path / "shapes.ttl"
+    bad.write_text(sparql_shapes(query, where))
+    result = runner.invoke(app, ["run", "--triples", str(files["kg"]), "--strategy", "schema",
+                                 "--set", f"shapes={bad}", "--set", f"kg={files['kg']}",
+                                 "--out", str(tmp_path / "o"), "--no-progress"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert str(bad) in lines[0] and "reaches outside the data graph" in lines[0]
+    # Named by the shape (or the constraint component) that holds the query.
+    owner = "Needs" if where == "validator" else "PersonShape"
+    assert f"({reason} " in lines[0] and f"<http://ex.org/{owner}>" in lines[0]
+    assert not (tmp_path / "o" / "verdicts.jsonl").exists()
+
+
+def test_a_query_that_is_no_sparql_is_refused_at_load(tmp_path: Path) -> None:
+    bad = tmp_path / "shapes.ttl"
+    bad.write_text(sparql_shapes("SELECT $this WHERE { $this"))
+    with pytest.raises(RulesError, match=r"shapes\.ttl: refused: the sh:select of shape "
+                                         r"<http://ex.org/PersonShape> is no SPARQL query"):
+        load_shapes(bad)
+
+
+def test_a_query_inside_the_data_graph_is_run(files, tmp_path: Path) -> None:
+    good = tmp_path / "shapes.ttl"
+    good.write_text(
+        "@prefix sh: <http://www.w3.org/ns/shacl#> . @prefix : <http://ex.org/> .\n"
+        ":PersonShape a sh:NodeShape ; sh:targetClass :Person ; sh:property [ sh:path :email ;"
+        ' sh:sparql [ sh:select """SELECT $this ?value WHERE { $this $PATH ?value . '
+        'FILTER(!CONTAINS(STR(?value), "@")) }""" ] ] .\n')
+    checker = open_checker(ontology=str(files["onto"]), shapes=str(good), kg=[str(files["kg"])])
+    assert refuting(checker.check(fact("ada", "email", "x", '"ada.example.org"'))) == \
+        ["sh:SPARQL"]
+    assert refuting(checker.check(fact("ada", "email", "x", '"ada@example.org"'))) == []
+
+
+async def test_a_failure_of_pyshacl_on_a_fact_is_that_facts_error(files, tmp_path: Path) -> None:
+    # pySHACL accepts the shape at load and fails when it runs it (SELECT * in a subquery
+    # cannot take $this): the fact's verdict says so, no attribute error escapes.
+    odd = tmp_path / "shapes.ttl"
+    odd.write_text(sparql_shapes("SELECT $this WHERE { $this <http://ex.org/email> ?v . "
+                                 "{ SELECT * WHERE { ?a ?b ?c } } }"))
+    strategy = get_strategy("schema")
+    ctx = strategy.make_context(ontology=str(files["onto"]), shapes=str(odd),
+                                kg=str(files["kg"]))
+    out = await strategy.compile().ainvoke(
+        {"fact": fact("ada", "email", "x", '"ada@example.org"').as_input()}, context=ctx)
+    verdict = out["verdict"]
+    assert verdict["label"] == "NA" and verdict["details"]["error_type"] == "RulesError"
+    assert "SHACL validation of <http://ex.org/ada> failed: Using 'SELECT *' in a nested " \
+        "SELECT" in verdict["error"], verdict["error"]
+    assert "\n" not in verdict["error"] and "subjects" not in verdict["error"]
+
+
+def test_tables_head_each_label_column_by_what_it_counts(files, tmp_path: Path) -> None:
+    from kgcheck.evals.report import predicate_section, read_run, run_section
+
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--triples", str(files["kg"]), "--strategy", "schema",
+                                 "--ontology", str(files["onto"]), "--out", str(out),
+                                 "--no-progress"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    nei = sum(r["label"] == "NEI" for r in records)
+    assert nei and not any(r["label"] == "NA" for r in records)
+    # The per-predicate table: NEI under NEI, and an NA column that counts NA alone.
+    header = next(line for line in result.output.splitlines() if "predicate" in line
+                  and "acc" in line)
+    cells = [c.strip() for c in header.strip("┃ ").split("┃")]
+    assert cells[:7] == ["predicate", "n", "false", "true", "NEI", "NA", "acc"], header
+    rows = [[c.strip() for c in line.strip("│ ").split("│")]
+            for line in result.output.splitlines() if line.startswith("│ http")]
+    assert sum(int(row[4]) for row in rows) == nei and {row[5] for row in rows} == {"0"}
+    # The report's run and predicate tables alike.
+    run = read_run(out)
+    table = run_section([run]).splitlines()
+    head = [c.strip() for c in table[2].strip("|").split("|")]
+    row = [c.strip() for c in table[4].strip("|").split("|")]
+    assert head[6:9] == ["NEI", "NA", "errors"] and row[6:8] == [str(nei), "0"]
+    assert "| judged T | NEI | NA | labelled |" in predicate_section([run])

@@ -114,7 +114,11 @@ async def check_rules(state: SchemaState, runtime: Runtime[SchemaContext], *,
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, RULES_MODEL, exc)}
     loop = asyncio.get_running_loop()
     started = loop.time()
-    found = await asyncio.to_thread(checker.check, fact)
+    try:
+        found = await asyncio.to_thread(checker.check, fact)
+    except RulesError as exc:
+        # This fact's check failed (pySHACL reported a failure): its verdict says why.
+        return {"verdict": verdicts.failed(fact.id, ctx.METHOD, RULES_MODEL, exc)}
     return {"verdict": rules_verdict(fact, found, ctx.METHOD, loop.time() - started)}
 
 
@@ -132,6 +136,6 @@ STRATEGY = register(Strategy(
     "schema", SchemaContext, build,
     description="The KG's own rules: RDFS/OWL domain, range, disjointness, property kinds "
     "and SHACL shapes; F with the broken rule, never T; no model.",
-    preflight=check_rule_files, calls_model=False))
+    preflight=check_rule_files, calls_model=False, labels=("F", NO_RULE_DECIDES, "NA")))
 builder = STRATEGY.builder
 graph = builder.compile(name="schema")

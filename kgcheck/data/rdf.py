@@ -13,13 +13,13 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import pyoxigraph as ox
 
 from kgcheck.data.facts import MAX_TERM_CHARS, Fact
+from kgcheck.data.rdf_input import parse_rdf
 from kgcheck.data.sources import TriplesError, open_binary
-from kgcheck.data.xml_guard import EntityGuard
 
 FORMATS = {
     ".nt": ox.RdfFormat.N_TRIPLES,
@@ -228,10 +228,7 @@ class RdfReader:
         """Yield (subject, predicate, object) terms; a syntax error names file and line."""
         try:
             with open_binary(self.path) as fh:
-                source: IO[bytes] = fh
-                if self.format == ox.RdfFormat.RDF_XML:
-                    source = cast(IO[bytes], EntityGuard(fh, self.path))
-                yield from rdf_terms(source, self.format, self.path)
+                yield from rdf_terms(fh, self.format, self.path)
         except (OSError, EOFError) as exc:
             raise TriplesError(f"{self.path}: cannot be read as {self.format.name} "
                                f"({exc})") from None
@@ -252,7 +249,7 @@ def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: str | P
         return term
 
     try:
-        for quad in ox.parse(source, rdf_format):
+        for quad in parse_rdf(source, rdf_format, path):
             yield stable(quad.subject), quad.predicate, stable(quad.object)
     except SyntaxError as exc:
         message = re.sub(r"^Parser error at line \d+ (between columns [\d ]+and \d+)?:?\s*",
@@ -261,7 +258,7 @@ def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: str | P
         raise TriplesError(f"{path}{where}: malformed {rdf_format.name} "
                            f"({message})") from None
     except TriplesError:
-        raise  # the entity guard's refusal, already naming the file
+        raise  # a guard's refusal (rdf_input), already naming the file
     except (OSError, EOFError, ValueError) as exc:
         raise TriplesError(f"{path}: cannot be read as {rdf_format.name} "
                            f"({exc})") from None

@@ -7,7 +7,8 @@ declaration before the parser sees it. Only the kind ontology editors write is a
 plain abbreviation such as ``<!ENTITY owl "http://www.w3.org/2002/07/owl#">`` (no
 references inside, no external or parameter entities, at most ``MAX_ENTITY_CHARS``), and the
 text all references expand to is counted and capped. Anything else is refused with one line
-naming the file.
+naming the file. ``kgcheck.data.rdf_input`` applies it to every RDF/XML parse in kgcheck
+(``--triples``, ontologies, shapes, the KG files of the rules).
 """
 
 from __future__ import annotations

@@ -46,9 +46,10 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.data.verdict_index import VerdictIndex
 from kgcheck.evals.calibration import TRUTH, summary_calibration_of
-from kgcheck.evals.metrics import problem_counts, score_counts
+from kgcheck.evals.metrics import label_columns, problem_counts, score_counts
 from kgcheck.failures import classify_name, is_overload, run_stop
 from kgcheck.graphs import verdicts
+from kgcheck.graphs.registry import verdict_labels
 from kgcheck.providers import pressure
 from kgcheck.providers.pricing import Pricing, add_usage, cost_of_usage
 from kgcheck.providers.secrets import redact_settings, redact_value
@@ -957,6 +958,9 @@ def summary_of(tally: SummaryTally, info: RunInfo, *, seconds: float,
         # Facts in the input (before --limit), when the run knows its input.
         "input_facts": info.input.get("facts"),
         **figures,
+        # The labels besides T and F that tables give a column each, headed by the label
+        # they count: the strategy's own (Strategy.labels) and any the verdicts hold.
+        "label_columns": label_columns(verdict_labels(info.strategy), figures["verdicts"]),
         "ran_this_time": ran,
         "seconds": round(seconds, 3),
         "facts_per_second": round(ran / seconds, 2) if seconds > 0 else None,

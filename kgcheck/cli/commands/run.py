@@ -87,12 +87,14 @@ def print_summary(summary: dict[str, Any]) -> None:
     if counts:
         console.print("verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     _print_explained(summary)
+    others = _other_columns(summary)
     matrix = summary.get("confusion")
     if matrix:
         console.print("confusion matrix (rows: gold, columns: verdict)")
         grid = Table()
         grid.add_column("gold")
-        for label in ("T", "F", "NA"):
+        # The matrix's third column counts every verdict neither T nor F.
+        for label in ("T", "F", " or ".join(others) or "NA"):
             grid.add_column(label, justify="right")
         for gold in ("T", "F"):
             grid.add_row(gold, *(str(matrix[gold][label]) for label in ("T", "F", "NA")))
@@ -114,7 +116,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
                       f"{level['backoffs']} back-offs")
-    _print_predicates(summary.get("by_predicate") or [])
+    _print_predicates(summary.get("by_predicate") or [], others)
     if consensus:
         _print_consensus(summary, members)
 
@@ -137,8 +139,20 @@ def _print_explained(summary: dict[str, Any]) -> None:
                       highlight=False, markup=False)
 
 
-def _print_predicates(rows: list[dict[str, Any]]) -> None:
-    """Print the predicates, the ones most often judged false first (at most ``PREDICATE_ROWS``)."""
+def _other_columns(summary: dict[str, Any]) -> list[str]:
+    """Return the labels besides T and F the run's tables give a column each."""
+    if "label_columns" in summary:
+        return list(summary["label_columns"])
+    # A summary of an older kgcheck: NA, and NEI when its verdicts hold some.
+    held = summary.get("verdicts") or {}
+    return [label for label in ("NEI", "NA") if label == "NA" or held.get(label)]
+
+
+def _print_predicates(rows: list[dict[str, Any]], others: list[str]) -> None:
+    """Print the predicates, the ones most often judged false first (at most ``PREDICATE_ROWS``).
+
+    ``others``: the labels besides T and F, a column each (NEI and NA counted apart).
+    """
     from rich.table import Table
 
     if len(rows) < 2:
@@ -149,13 +163,15 @@ def _print_predicates(rows: list[dict[str, Any]]) -> None:
     table = Table(title="per predicate, most often judged false first"
                   + (f" (top {PREDICATE_ROWS} of {len(shown)})" if more > 0 else ""))
     table.add_column("predicate", overflow="fold")
-    for column in ("n", "false", "true", "NA", "acc"):
+    for column in ("n", "false", "true", *others, "acc"):
         table.add_column(column, justify="right", no_wrap=True)
     for row in shown[:PREDICATE_ROWS]:
         false = row.get("judged_false")
+        # A row counts NEI apart ("nei") and every answer neither T nor F ("na").
+        counts = {"NEI": row.get("nei") or 0, "NA": row["na"] - (row.get("nei") or 0)}
         table.add_row(str(row["predicate"]), str(row["n"]),
                       "-" if false is None else f"{false:.0%}", f"{row['judged_true']:.0%}",
-                      str(row["na"]), _score(row.get("accuracy")))
+                      *(str(counts[label]) for label in others), _score(row.get("accuracy")))
     console.print(table)
 
 
