@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from kgcheck.data.runfolder import VIEW_INDEX
 from kgcheck.view.explorer import Explorer, ExplorerError, FactQuery
+from kgcheck.view.index import index_dir, index_path
 from kgcheck.view.server import TOKEN_HEADER, create_app
 from tests.view_runs import (
     HOSTILE_ID,
@@ -96,10 +96,19 @@ def test_the_fact_page_reads_the_last_record_of_a_fact(runs: tuple[Path, Path]) 
         explorer.close()
 
 
-def test_the_index_is_cached_and_rebuilt_when_the_verdicts_change(runs) -> None:
+def _tree(folder: Path) -> dict[str, tuple[int, int]]:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_the_index_is_cached_and_rebuilt_when_the_verdicts_change(runs,
+                                                                  answer_cache_dir) -> None:
     folder = runs[0]
+    before = _tree(folder)
     Explorer([folder]).close()
-    index = folder / VIEW_INDEX
+    assert _tree(folder) == before  # nothing is written in the run folder
+    index = index_path(folder)
+    assert index.parent == answer_cache_dir / "view" == index_dir()
     built = index.stat().st_mtime_ns
     Explorer([folder]).close()
     assert index.stat().st_mtime_ns == built  # reused
@@ -110,10 +119,30 @@ def test_the_index_is_cached_and_rebuilt_when_the_verdicts_change(runs) -> None:
         assert explorer.facts(FactQuery())["total"] == N + 1
     finally:
         explorer.close()
-    assert not list(folder.glob(f".{VIEW_INDEX}.*.tmp"))
+    assert not list(index.parent.glob("*.tmp")) and not list(folder.glob("*.tmp"))
 
 
-def test_a_read_only_run_folder_is_indexed_elsewhere(runs, monkeypatch) -> None:
+def test_a_rewrite_of_the_same_size_and_time_is_indexed_again(runs) -> None:
+    import os
+
+    folder = runs[0]
+    verdicts = folder / "verdicts.jsonl"
+    Explorer([folder]).close()
+    stat = verdicts.stat()
+    # Another run's verdicts of the same length, written within the clock's resolution.
+    text = verdicts.read_text().replace('"label": "NA"', '"label": "T" ')
+    assert len(text) == stat.st_size
+    verdicts.write_text(text)
+    os.utime(verdicts, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    explorer = Explorer([folder])
+    try:
+        assert explorer.facts(FactQuery(filters=["na"]))["total"] == 0
+        assert explorer.record(0, fact_id(3))["label"] == "T"
+    finally:
+        explorer.close()
+
+
+def test_an_unwritable_cache_gets_a_temporary_index(runs, monkeypatch) -> None:
     import kgcheck.view.index as index
 
     def refused(path):
@@ -122,9 +151,11 @@ def test_a_read_only_run_folder_is_indexed_elsewhere(runs, monkeypatch) -> None:
     # Root may write into a read-only folder: refuse the write where it happens instead.
     monkeypatch.setattr(index, "atomic_path", refused)
     folder = runs[0]
+    before = _tree(folder)
     explorer = Explorer([folder])
     assert explorer.facts(FactQuery())["total"] == N
-    assert explorer.runs[0].temporary and not (folder / VIEW_INDEX).exists()
+    assert explorer.runs[0].temporary and not index_path(folder).exists()
+    assert _tree(folder) == before
     explorer.close()
     assert not explorer.runs[0].index.exists()
 
