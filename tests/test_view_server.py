@@ -275,3 +275,68 @@ def test_explorer_needs_verdicts(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text("{}")
     with pytest.raises(ExplorerError, match="no verdicts.jsonl"):
         Explorer([tmp_path])
+
+
+HOSTILE_QUERIES = [
+    ("/api/facts", {"page": "99999999999999999999"}, "page=99999999999999999999"),
+    ("/api/facts", {"page": str(2**63 - 1)}, "page="),
+    ("/api/facts", {"cluster": str(2**63)}, "cluster="),
+    ("/api/facts", {"cluster": "99999999999999999999"}, "cluster="),
+    ("/api/facts", {"size": "0"}, "size=0"),
+    ("/api/facts", {"low": "nan"}, "low=nan"),
+    ("/api/facts", {"other": str(2**64)}, "other="),
+    ("/api/facts", {"page": "x"}, "page=x"),
+    ("/api/predicates", {"run": "-1"}, "run=-1"),
+    ("/api/fact", {"run": str(2**64), "id": "f00001"}, "run="),
+    ("/api/fact", {}, "id: Field required"),
+    ("/api/diff", {"page": str(2**62)}, "page="),
+    ("/api/diff", {"a": "1e3"}, "a=1e3"),
+]
+
+
+@pytest.mark.parametrize(("path", "params", "named"), HOSTILE_QUERIES)
+def test_a_query_out_of_range_is_400_with_the_headers(runs, path, params, named) -> None:
+    from kgcheck.web.guard import SECURITY_HEADERS
+
+    explorer = Explorer(list(runs))
+    try:
+        with TestClient(create_app(explorer, TOKEN, {"testserver"}),
+                        headers={TOKEN_HEADER: TOKEN}, raise_server_exceptions=False) as c:
+            reply = c.get(path, params=params)
+    finally:
+        explorer.close()
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert named in error and "\n" not in error, error
+    assert {k: reply.headers.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS
+
+
+def test_a_failure_is_one_line_with_the_headers_on_both_pages(runs, monkeypatch) -> None:
+    from kgcheck.review.server import create_app as review_app
+    from kgcheck.web.guard import SECURITY_HEADERS
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a failure deep in a query")
+
+    class BrokenSession:
+        async def decide(self, *args, **kwargs):
+            broken()
+
+    explorer = Explorer(list(runs))
+    monkeypatch.setattr(explorer, "facts", broken)
+    try:
+        with TestClient(create_app(explorer, TOKEN, {"testserver"}),
+                        headers={TOKEN_HEADER: TOKEN}, raise_server_exceptions=False) as c:
+            replies = [c.get("/api/facts"), c.get("/nowhere")]
+    finally:
+        explorer.close()
+    with TestClient(review_app(BrokenSession(), TOKEN, {"testserver"}),
+                    headers={"X-Review-Token": TOKEN}, raise_server_exceptions=False) as c:
+        replies += [c.post("/api/decide", json={"fact_id": "f1", "label": "T"}),
+                    c.post("/api/decide", json={"fact_id": "f1", "label": "T" * 11})]
+    assert [r.status_code for r in replies] == [500, 404, 500, 400]
+    for reply in replies:
+        assert {k: reply.headers.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS
+    assert replies[0].json() == replies[2].json() == {
+        "error": "the server failed on this request (RuntimeError); its log has the details"}
+    assert replies[3].json()["error"].startswith("label=TTTTTTTTTTT: String should have at most")
