@@ -340,3 +340,65 @@ def test_a_failure_is_one_line_with_the_headers_on_both_pages(runs, monkeypatch)
     assert replies[0].json() == replies[2].json() == {
         "error": "the server failed on this request (RuntimeError); its log has the details"}
     assert replies[3].json()["error"].startswith("label=TTTTTTTTTTT: String should have at most")
+
+
+MATH_DATASET = "x$\\undefinedcmd{$"
+
+
+def _rewrite(folder: Path, *, gold: bool = True, dataset: str | None = None,
+             model: str | None = None) -> Path:
+    """Drop the gold labels, or rename the dataset or the first model, of a written run."""
+    info = json.loads((folder / "run.json").read_text())
+    lines = [json.loads(line) for line in (folder / "verdicts.jsonl").read_text().splitlines()]
+    old_model = info["models"][0]
+    for record in lines:
+        if not gold:
+            record.pop("gold", None)
+        if dataset:
+            record["dataset"] = dataset
+        for vote in record["details"].get("votes", []):
+            if model and vote["model"] == old_model:
+                vote["model"] = model
+    info["dataset"] = dataset or info["dataset"]
+    info["models"] = [model or old_model, *info["models"][1:]]
+    (folder / "run.json").write_text(json.dumps(info))
+    (folder / "verdicts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return folder
+
+
+RUN_KINDS = {
+    "two runs with gold": (lambda t: [make_view_run(t / "a", 40),
+                                      make_view_run(t / "b", 40, shift=2, run_id="v2")],
+                           {"f1:Mine", "time:Mine", "upset:Mine:DKA", "calibration:0",
+                            "calibration:1"}),
+    "one run with gold": (lambda t: [make_view_run(t / "a", 40)],
+                          {"f1:Mine", "time:Mine", "calibration:0"}),
+    "a consensus with gold": (lambda t: [make_view_run(t / "c", 40, consensus=True)],
+                              {"f1:Mine", "upset:Mine:DKA", "calibration:0"}),
+    "two runs without gold": (lambda t: [
+        _rewrite(make_view_run(t / "a", 40), gold=False),
+        _rewrite(make_view_run(t / "b", 40, shift=2, run_id="v2"), gold=False)], set()),
+    "a consensus without gold": (lambda t: [
+        _rewrite(make_view_run(t / "c", 40, consensus=True), gold=False)], set()),
+    "names holding mathtext": (lambda t: [
+        _rewrite(make_view_run(t / "r$\\frac{$", 40, consensus=True), dataset=MATH_DATASET,
+                 model="m$\\bad{$")],
+        {f"f1:{MATH_DATASET}", f"upset:{MATH_DATASET}:DKA", "calibration:0"}),
+}
+
+
+@pytest.mark.parametrize("kind", list(RUN_KINDS))
+def test_every_listed_figure_is_drawn(tmp_path: Path, kind: str) -> None:
+    make, expected = RUN_KINDS[kind]
+    explorer = Explorer(make(tmp_path))
+    try:
+        with TestClient(create_app(explorer, TOKEN, {"testserver"}),
+                        headers={TOKEN_HEADER: TOKEN}, raise_server_exceptions=False) as c:
+            listed = c.get("/api/runs").json()["figures"]
+            assert {f["id"] for f in listed} == expected
+            for figure in listed:
+                reply = c.get(f"/figure/{figure['id']}.png")
+                assert reply.status_code == 200, (figure, reply.text[:200])
+                assert reply.content[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        explorer.close()

@@ -97,7 +97,7 @@ def create_app(explorer: Explorer, token: str, hosts: set[str], *,
     def figure(figure_id: str) -> Response:
         png = figures.png(figure_id)
         if png is None:
-            return PlainTextResponse("no such figure, or nothing to draw", status_code=404)
+            return PlainTextResponse("no such figure", status_code=404)
         return Response(png, media_type="image/png")
 
     @app.get("/api/runs")
