@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -402,3 +403,32 @@ def test_every_listed_figure_is_drawn(tmp_path: Path, kind: str) -> None:
                 assert reply.content[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         explorer.close()
+
+
+def test_a_record_longer_than_the_cap_is_refused(runs, monkeypatch) -> None:
+    monkeypatch.setenv("KGCHECK_VIEW_MAX_RECORD_BYTES", "100")
+    explorer = Explorer([runs[0]])
+    try:
+        with pytest.raises(ExplorerError, match=r"expected at most 100 bytes "
+                                                r"\(\$KGCHECK_VIEW_MAX_RECORD_BYTES\)"):
+            explorer.record(0, fact_id(1))
+    finally:
+        explorer.close()
+    monkeypatch.setenv("KGCHECK_VIEW_MAX_RECORD_BYTES", "lots")
+    with pytest.raises(ExplorerError, match=r"KGCHECK_VIEW_MAX_RECORD_BYTES='lots': expected"):
+        Explorer([runs[0]])
+
+
+def test_the_command_says_where_it_keeps_its_indexes(runs, answer_cache_dir) -> None:
+    from tests.served import stop_served
+    from tests.view_runs import start_view
+
+    served = start_view(str(runs[0]))
+    try:
+        deadline = time.monotonic() + 30
+        while len(served.output) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop_served(served)
+    told = served.output[2]
+    assert "writes nothing in the run folders" in told and str(answer_cache_dir / "view") in told
