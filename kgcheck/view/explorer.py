@@ -237,6 +237,18 @@ class Explorer:
                           f"f.confidence, f.votes {self._from(run)} ORDER BY f.seq")
         return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
+    def confidence_pairs(self, number: int, limit: int | None = None
+                         ) -> list[tuple[float, bool]]:
+        """Return (confidence, right) of the run's verdicts with a confidence and a truth.
+
+        In run order; ``limit`` keeps the first ones only (1: is there any?).
+        """
+        run = self.run(number)
+        rows = self._rows(f"SELECT f.confidence, f.label = {TRUTH} {self._from(run)}"
+                          f"WHERE f.confidence IS NOT NULL AND {TRUTH} IN ('T', 'F') "
+                          "ORDER BY f.seq LIMIT ?", (-1 if limit is None else limit,))
+        return [(r[0], bool(r[1])) for r in rows]
+
     def summary(self, number: int) -> dict[str, Any]:
         """Return the counts, scores per class and what the run is, for the runs page."""
         if number not in self._summaries:

@@ -22,6 +22,7 @@ from typing import Any
 
 from kgcheck.evals.figure_text import plain_text_settings
 from kgcheck.evals.report import disambiguate
+from kgcheck.evals.study.drawable import f1_ranked_rows, time_f1_points, upset_drawable
 from kgcheck.evals.study.tables import Consensus, MethodResults, ModelAnswers, build_records
 from kgcheck.view.explorer import Explorer
 
@@ -30,14 +31,12 @@ __all__ = ["Figures"]
 GOLD = {"T": True, "F": False}
 
 
-Outcomes = list[tuple[str, str, str | None, float | None, float | None, str | None]]
-
-
-def _results(explorer: Explorer, number: int, outcomes: Outcomes) -> MethodResults:
+def _results(explorer: Explorer, number: int) -> MethodResults:
     """Turn one run into the tables' input, as ``evals.report.run_results`` does."""
     run = explorer.run(number)
     dataset, method = str(run.info.get("dataset")), str(run.info.get("method"))
     models = [str(m) for m in run.info.get("models") or ["?"]]
+    outcomes = explorer.outcomes(number)
     gold = {fid: GOLD.get(truth or "") for fid, _, truth, _, _, _ in outcomes}
     final = {fid: label for fid, label, *_ in outcomes}
     if len(models) == 1:
@@ -69,21 +68,13 @@ class Figures:
         self.explorer = explorer
         self.lock = threading.Lock()
         self.drawn: dict[str, bytes] = {}
-        self._outcomes: dict[int, Outcomes] = {}
         self._results: list[MethodResults] | None = None
         self._plans: dict[str, Planned] | None = None
-
-    def outcomes(self, number: int) -> Outcomes:
-        """Run ``number``'s outcomes per fact (read once)."""
-        if number not in self._outcomes:
-            self._outcomes[number] = self.explorer.outcomes(number)
-        return self._outcomes[number]
 
     def results(self) -> list[MethodResults]:
         """Every run as the tables' input (computed once)."""
         if self._results is None:
-            results = [_results(self.explorer, r.number, self.outcomes(r.number))
-                       for r in self.explorer.runs]
+            results = [_results(self.explorer, r.number) for r in self.explorer.runs]
             disambiguate(results)  # one model in two runs: two columns, named by run
             self._results = results
         return self._results
@@ -96,15 +87,6 @@ class Figures:
             return self._plans
 
     def _plan(self) -> dict[str, Planned]:
-        from kgcheck.evals.study.plots import (
-            f1_ranked_figure,
-            f1_ranked_rows,
-            time_f1_figure,
-            time_f1_points,
-            upset_figure,
-            upset_matrix,
-        )
-
         results = self.results()
         plans: dict[str, Planned] = {}
         for dataset in dict.fromkeys(r.dataset for r in results):
@@ -114,30 +96,25 @@ class Figures:
             if f1_ranked_rows(records, dataset):
                 plans[f"f1:{dataset}"] = Planned(
                     f"{dataset}: F1 per class, ranked",
-                    lambda r=records, d=dataset, s=share: f1_ranked_figure(r, d, s))
+                    lambda r=records, d=dataset, s=share: _plots().f1_ranked_figure(r, d, s))
             if time_f1_points(records, dataset)[2]:
                 plans[f"time:{dataset}"] = Planned(
                     f"{dataset}: time against F1 (Pareto frontier)",
-                    lambda r=records, d=dataset: time_f1_figure(r, d))
+                    lambda r=records, d=dataset: _plots().time_f1_figure(r, d))
             for method in dict.fromkeys(r.method for r in mine):
                 same = [r for r in mine if r.method == method]
-                if sum(len(r.members) for r in same) >= 2 and upset_matrix(same) is not None:
+                if upset_drawable(same):
                     plans[f"upset:{dataset}:{method}"] = Planned(
                         f"{dataset} {method}: correct predictions (UpSet)",
-                        lambda r=same: upset_figure(r))
+                        lambda r=same: _plots().upset_figure(r))
         for run in self.explorer.runs:
-            pairs = self._calibration_pairs(run.number)
-            if pairs:
+            # Asked for one pair here, for all when drawn: the pairs are not kept in memory.
+            if self.explorer.confidence_pairs(run.number, limit=1):
                 plans[f"calibration:{run.number}"] = Planned(
                     f"{run.name}: calibration of its confidences",
-                    lambda p=pairs, name=run.name: _calibration(p, name))
+                    lambda n=run.number, name=run.name: _calibration(
+                        self.explorer.confidence_pairs(n), name))
         return plans
-
-    def _calibration_pairs(self, number: int) -> list[tuple[float, bool]]:
-        if not self.explorer.summary(number)["with_confidence"]:
-            return []
-        return [(conf, label == truth) for _, label, truth, _, conf, _
-                in self.outcomes(number) if conf is not None and truth in ("T", "F")]
 
     def available(self) -> list[dict[str, Any]]:
         """List the figures that can be drawn for these runs: id and title."""
@@ -152,6 +129,13 @@ class Figures:
             if figure_id not in self.drawn:
                 self.drawn[figure_id] = _png(plan.draw)
             return self.drawn[figure_id]
+
+
+def _plots() -> Any:
+    # Imported when a figure is drawn: matplotlib and pandas cost a listing time and memory.
+    from kgcheck.evals.study import plots
+
+    return plots
 
 
 def _calibration(pairs: list[tuple[float, bool]], name: str) -> Any:
