@@ -432,3 +432,29 @@ def test_the_command_says_where_it_keeps_its_indexes(runs, answer_cache_dir) -> 
         stop_served(served)
     told = served.output[2]
     assert "writes nothing in the run folders" in told and str(answer_cache_dir / "view") in told
+
+
+def test_a_wrong_index_row_says_which_index_to_delete(runs) -> None:
+    import sqlite3
+
+    folder = runs[0]
+    Explorer([folder]).close()
+    index = index_path(folder)
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.execute("UPDATE facts SET file = 'elsewhere.jsonl' WHERE fact_id = ?",
+                     (fact_id(1),))
+    conn.close()
+    explorer = Explorer([folder])
+    try:
+        with pytest.raises(ExplorerError) as refused:
+            explorer.record(0, fact_id(1))
+    finally:
+        explorer.close()
+    assert f"delete {index} and restart kgcheck view" in str(refused.value)
+    index.unlink()
+    explorer = Explorer([folder])
+    try:
+        assert explorer.record(0, fact_id(1))["fact_id"] == fact_id(1)
+    finally:
+        explorer.close()

@@ -357,14 +357,17 @@ class Explorer:
                  ) -> Path:
         """Return the verdict file an index row names, once the row is found to fit in it."""
         where = f"run {run.name}, fact {fact_id!r}: the index"
+        # A restart reuses an index whose verdict files are unchanged: say to delete it.
+        again = ("restart kgcheck view to index the run again" if run.temporary else
+                 f"delete {run.index} and restart kgcheck view to index the run again")
         if not isinstance(name, str) or name not in run.files:
             raise ExplorerError(f"{where} names {str(name)[:200]!r}, not one of the run's "
-                                "verdict files; restart kgcheck view to index it again")
+                                f"verdict files; {again}")
         if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0
                 and 0 < length <= self.max_record):
             raise ExplorerError(f"{where} gives a record of {length!r} bytes at byte "
                                 f"{offset!r}; expected at most {self.max_record:,} bytes "
-                                f"(${MAX_RECORD_ENV})")
+                                f"(${MAX_RECORD_ENV}); {again}")
         path = run.folder / name
         try:
             stat = path.stat()
@@ -372,8 +375,7 @@ class Explorer:
             raise ExplorerError(f"{path}: {exc.strerror or exc}") from None
         if not S_ISREG(stat.st_mode) or offset + length > stat.st_size:
             raise ExplorerError(f"{where} points past the end of {path} (was the file "
-                                "replaced since it was indexed?); restart kgcheck view to "
-                                "index it again")
+                                f"replaced since it was indexed?); {again}")
         return path
 
     def fact(self, number: int, fact_id: str) -> dict[str, Any]:
