@@ -15,8 +15,6 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/estimate.json   the KG's accuracy estimate (``kgcheck estimate``)
     RUN/review.sqlite   the review graph's checkpoints
     RUN/plots/          figures
-    RUN/.view-index.sqlite  the explorer's index of verdicts.jsonl (``kgcheck view``), rebuilt
-                        whenever verdicts.jsonl changes
     RUN/.lock           held by the one process writing the folder
     RUN/.resume-index.sqlite  a resume's index of verdicts.jsonl (``kgcheck.data.verdict_index``),
                         there while the run goes on
@@ -55,7 +53,7 @@ __all__ = [
     "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS",
     "LOCK", "RESUME_INDEX", "REVIEW_DB", "RUN_INFO", "SHARDS", "SHARD_PLAN", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VIEW_INDEX", "VerdictSink", "VerdictsView", "amend_summary", "annotator_label_files",
+    "VerdictSink", "VerdictsView", "amend_summary", "annotator_label_files",
     "checked_facts",
     "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
     "problem_note", "read_run_info", "read_summary", "read_verdict", "read_verdict_at",
@@ -74,7 +72,6 @@ LABELS_FILE = "labels.csv"
 ESTIMATE = "estimate.json"
 REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
-VIEW_INDEX = ".view-index.sqlite"
 RESUME_INDEX = ".resume-index.sqlite"
 # A sharded run's folder of verdict files, and the plan of its shards in it.
 SHARDS = "shards"
