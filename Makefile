@@ -1,4 +1,5 @@
 # The README's two commands: `make demo` and `make test`. Both bootstrap .venv first.
+# `make test-fast` runs the unit and integration lanes only (docs/development.md).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -12,7 +13,7 @@ DEMO_KG := vendored/demo/capitals.ttl
 # (llama-cpp-python, a source build); xllamacpp has none.
 LOCAL_EXTRA = $(shell $(PYTHON) -c "import shlex, tomllib; print(' '.join(shlex.quote(r) for r in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['local']))")
 
-.PHONY: install demo test lint docs studio bench graphs clean
+.PHONY: install demo test test-fast lint docs studio bench graphs clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -33,15 +34,25 @@ demo: $(STAMP)
 	$(BIN)/kgcheck run --triples $(DEMO_KG) --strategy dka --model local:smollm2-135m --set temperature=0 --set constrain=true --out runs/demo-local --fresh --no-progress
 	@echo "These verdicts came from SmolLM2-135M (135M parameters), run by a llama.cpp server on 127.0.0.1 and held to T or F by a grammar: near chance, they show the real path, not accuracy."
 
+# Tests run on TEST_WORKERS xdist workers (2: the machine the times are measured on); each
+# file's tests stay on one worker, with their module's servers (conftest.py, xdist groups).
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
+# Every lane: unit, integration and e2e (Chromium, Ray, langgraph dev, the wheel, the docs).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# The edit loop: the unit and integration lanes.
+test-fast: $(STAMP)
+	$(PYTEST) tests/unit tests/integration
 
 # mypy and import-linter read files: they run over a tree of links that lays the repository
-# out as the installed kgcheck namespace (tests/package_tree.py).
+# out as the installed kgcheck namespace (tests/support/package_tree.py).
 TREE := $(CURDIR)/build/package-tree
 lint: $(STAMP)
 	$(BIN)/ruff check graphs retrievers evals kgcheck tests benchmarks prompts vendored
-	$(BIN)/python -m tests.package_tree $(TREE) >/dev/null
+	$(BIN)/python -m tests.support.package_tree $(TREE) >/dev/null
 	cd $(TREE) && $(CURDIR)/$(BIN)/lint-imports $(CURDIR)/pyproject.toml
 	cd $(TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p kgcheck
 

@@ -4,7 +4,7 @@ Each command runs ``--runs`` times in a fresh interpreter (the console script's 
 path: ``from kgcheck.cli import app``) and the median wall time is reported. With
 ``--against COMMIT`` (default ``63b3204``, the code before the commands were loaded
 lazily) the same commands run, interleaved, over that commit's tree (``git archive``, laid
-out as the installed namespace by ``tests/package_tree.py``) with the same interpreter, so
+out as the installed namespace by ``tests/support/package_tree.py``) with the same interpreter, so
 the ratio is measured in one run on one machine. Goals on an idle machine: ``--version``
 and ``--help`` below 0.3 s, ``run --help`` below 0.6 s.
 
@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.package_tree import build_tree, commit_tree  # noqa: E402
+from tests.support.package_tree import build_tree, commit_tree  # noqa: E402
 
 COMMANDS = {"version": ["--version"], "help": ["--help"], "run_help": ["run", "--help"]}
 GOALS = {"version": 0.3, "help": 0.3, "run_help": 0.6}

@@ -1,6 +1,6 @@
 """kgcheck's own CPU per fact, layer by layer, against a model server that answers at once.
 
-A stub model server (tests/stubs: Ollama's or the OpenAI-compatible wire format) runs in
+A stub model server (tests/support/stubs: Ollama's or the OpenAI-compatible wire format) runs in
 its own process, so the CPU counted here (``time.process_time`` of this process) is the
 client's alone. Each layer checks ``--facts`` facts, 16 at once, after a warm-up:
 
@@ -337,16 +337,16 @@ def main() -> None:
                   else cpu_of(job, facts, args.loop))
         return
     sys.path.insert(0, str(ROOT))  # tests/: the parent runs this tree only
-    from tests.stubs.process import start_stub_process
+    from tests.support.stubs.process import start_stub_process
 
-    stub, url = start_stub_process("tests.stubs", args.provider, "--answer", "T",
+    stub, url = start_stub_process("tests.support.stubs", args.provider, "--answer", "T",
                                    *(["--models", "bench"] if args.provider == "ollama" else []))
     layers = args.layers.split(",")
     try:
         with tempfile.TemporaryDirectory(prefix="kgcheck-cpu-") as folder:
             trees: dict[str, Path | None] = {"after": None}
             if args.before:
-                from tests.package_tree import commit_tree
+                from tests.support.package_tree import commit_tree
 
                 base = Path(folder) / "before"
                 base.mkdir()

@@ -1,6 +1,6 @@
 """Adaptive concurrency and the answer cache against a model server with fixed capacity.
 
-A slotted OpenAI-compatible stub (``tests/stubs/slotted.py``) runs in its own process with
+A slotted OpenAI-compatible stub (``tests/support/stubs/slotted.py``) runs in its own process with
 ``--slots`` concurrent answers of ``--seconds`` each: capacity = slots / seconds answers/s.
 
 1. Adaptive concurrency: ``concurrency="auto"`` (up to ``--max-concurrency``) against the
@@ -36,12 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import kgcheck  # noqa: E402
-from tests.stubs.process import start_stub_process  # noqa: E402
+from tests.support.stubs.process import start_stub_process  # noqa: E402
 
 
 def start_stub(slots: int, seconds: float, mode: str) -> tuple[subprocess.Popen[str], str]:
     """Start the slotted stub in its own process; return it and its URL."""
-    return start_stub_process("tests.stubs.slotted", "--slots", str(slots),
+    return start_stub_process("tests.support.stubs.slotted", "--slots", str(slots),
                               "--seconds", str(seconds), "--mode", mode)
 
 

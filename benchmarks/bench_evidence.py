@@ -35,7 +35,7 @@ from kgcheck.data.facts import Fact  # noqa: E402
 from kgcheck.graphs.strategies.rag import RAGContext, rule_sentence, template_questions  # noqa: E402
 from kgcheck.retrievers.evidence import gather_evidence, retriever_for  # noqa: E402
 from kgcheck.retrievers.sources.net import NetStats  # noqa: E402
-from tests.stubs.web import Page, WebStub  # noqa: E402
+from tests.support.stubs.web import Page, WebStub  # noqa: E402
 
 WORDS = ("river city author painter composer island mountain novel prize school").split()
 

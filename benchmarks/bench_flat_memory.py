@@ -139,9 +139,9 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(n) for n in args.facts.split(",")]
     sys.path.insert(0, str(ROOT))
-    from tests.stubs.process import start_stub_process
+    from tests.support.stubs.process import start_stub_process
 
-    stub, url = start_stub_process("tests.stubs", "ollama", "--answer", "T",
+    stub, url = start_stub_process("tests.support.stubs", "ollama", "--answer", "T",
                                    "--models", "bench")
     rows = []
     try:

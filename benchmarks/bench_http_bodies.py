@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the test stub
 import httpx  # noqa: E402
 
 from kgcheck.retrievers.sources.net import Net, NetPolicy  # noqa: E402
-from tests.stubs.bodies import gzip_bomb  # noqa: E402
-from tests.stubs.web import Page, WebStub  # noqa: E402
+from tests.support.stubs.bodies import gzip_bomb  # noqa: E402
+from tests.support.stubs.web import Page, WebStub  # noqa: E402
 
 
 def rss_mb() -> float:

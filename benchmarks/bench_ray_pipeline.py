@@ -154,7 +154,7 @@ def main() -> int:
     fast, fast_url = start_stub(100_000, 0.0, "queue")
     endpoint = None
     if "s3" in stores or "s3" in inputs:
-        from tests.stubs.object_store import S3Endpoint
+        from tests.support.stubs.object_store import S3Endpoint
 
         endpoint = S3Endpoint()
         # The cluster's processes, and the driver, reach it through their environment.

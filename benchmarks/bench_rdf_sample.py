@@ -4,7 +4,7 @@ Generates N-Triples files of 250,000, 500,000 and 1,000,000 triples (50 predicat
 typed and language-tagged literals, an rdfs:label per subject) in a temp folder, then, in a
 fresh process per file, does what ``kgcheck run --triples FILE --sample 1000 --seed 0``
 does through the Python API: read and sample the file in one pass (``plan_run``), then run
-DKA over the sample (``execute``) against a stub Ollama server on loopback (tests/stubs:
+DKA over the sample (``execute``) against a stub Ollama server on loopback (tests/support/stubs:
 the real Ollama wire protocol, answering at once). A user's file has no recorded answers,
 so replay cannot serve it; the stub makes the model's time near zero, so the figures are
 kgcheck's own: reading, sampling, naming, the graph and the runner.
@@ -116,7 +116,7 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(ROOT))
-    from tests.stubs import Behaviour, OllamaStub
+    from tests.support.stubs import Behaviour, OllamaStub
 
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []

@@ -13,7 +13,7 @@ machine is noisy: compare the ratios, not the seconds):
 - ``sample``: ``kgcheck.select_facts(FILE, sample=1000, seed=0)``, with the names;
 - ``first_verdict``: ``kgcheck run --triples FILE --sample 1000`` (the CLI, startup
   included) against a stub Ollama server on loopback that answers at once
-  (tests/stubs), timed from the start of the process to the first line of
+  (tests/support/stubs), timed from the start of the process to the first line of
   ``verdicts.jsonl`` (then the run is stopped), in wall-clock and in the run's CPU
   seconds (from /proc: steadier when other jobs share the cores);
 
@@ -189,7 +189,7 @@ def main() -> None:
         parser.error(f"--format {', '.join(unknown)}: unknown; known: {', '.join(FORMATS)}")
 
     sys.path.insert(0, str(ROOT))
-    from tests.stubs import Behaviour, OllamaStub
+    from tests.support.stubs import Behaviour, OllamaStub
 
     revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.before],
                               capture_output=True, text=True, check=True).stdout.strip()

@@ -7,7 +7,7 @@ Generates a KG of people, cities, countries and organisations with an ontology
 - the ``schema`` strategy over every fact: precision and recall of its F verdicts as error
   detection (scikit-learn), overall and per planted kind;
 - DKA with ``--prefilter schema`` against a stub OpenAI-compatible server on loopback
-  (tests/stubs): the requests the server got, beside the facts checked.
+  (tests/support/stubs): the requests the server got, beside the facts checked.
 
 The fifth kind, a wrong city of birth that is still a city, breaks no rule: its recall is
 what the rules cannot catch. Prints one JSON document.
@@ -31,7 +31,7 @@ from sklearn.metrics import precision_score, recall_score
 import kgcheck
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.stubs import Behaviour, OpenAIStub  # noqa: E402 - the repository's own stubs
+from tests.support.stubs import Behaviour, OpenAIStub  # noqa: E402 - the repository's own stubs
 
 EX = "http://bench.kgcheck/"
 A = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"

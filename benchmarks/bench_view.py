@@ -1,6 +1,6 @@
 """Explorer benchmark: opening a 100,000-verdict run in ``kgcheck view`` and paging it.
 
-A run folder of N synthetic verdicts (tests/view_runs.py: five predicates, wrong answers,
+A run folder of N synthetic verdicts (tests/support/view_runs.py: five predicates, wrong answers,
 NA, confidences) is written into a temporary folder by a child process. Then, each in a
 fresh child process so that each peak RSS is its own:
 
@@ -107,7 +107,7 @@ def child_read_all(run_dir: str) -> dict:
 
 def child_write(run_dir: str, facts: int) -> dict:
     sys.path.insert(0, str(ROOT))
-    from tests.view_runs import make_view_run
+    from tests.support.view_runs import make_view_run
 
     make_view_run(Path(run_dir), facts)
     return {"verdicts_mb": round((Path(run_dir) / "verdicts.jsonl").stat().st_size / 1e6, 1)}

@@ -12,7 +12,7 @@ Two pages are written from the code while the site builds, so they cannot drift 
   ``kgcheck.__all__``, at the module that defines it.
 
 mkdocstrings reads the code from a tree that lays the repository out as the installed
-``kgcheck`` namespace (``graphs/`` as ``kgcheck/graphs``: tests/package_tree.py), built
+``kgcheck`` namespace (``graphs/`` as ``kgcheck/graphs``: tests/support/package_tree.py), built
 into ``build/docs-tree`` when the site builds.
 
 Every page in ``docs/guides/`` that the nav does not list is added to the Guides section
@@ -60,13 +60,13 @@ def _title(page: Path) -> str:
 
 
 def _package_tree(target: Path) -> None:
-    """Lay the repository out as the installed namespace, as tests/package_tree.py does.
+    """Lay the repository out as the installed namespace, as tests/support/package_tree.py does.
 
     The top-level files of ``kgcheck/`` are copied rather than linked: griffe resolves a
     linked ``__init__.py`` to the real folder, where ``graphs/``, ``evals/``, ... are not.
     """
     sys.path.insert(0, str(ROOT))
-    from tests.package_tree import build_tree
+    from tests.support.package_tree import build_tree
 
     build_tree(target, ROOT)
     top = target / "kgcheck"

@@ -1,4 +1,11 @@
-"""Shared fixtures: scripted chat models, free loopback ports, the vendored data."""
+"""Shared fixtures and the lanes: scripted chat models, free loopback ports, the vendored data.
+
+Tests live in lanes (docs/development.md): ``tests/unit`` (in-process), ``tests/integration``
+(real servers on loopback, the local model, Virtuoso, the CLI in a subprocess) and
+``tests/e2e`` (Chromium, a Ray cluster, ``langgraph dev``, the wheel, the docs site);
+``tests/support`` holds what they share. Each test is marked with its lane's name, so
+``-m "not e2e"`` selects as ``make test-fast`` does.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +19,39 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from tests.scripted import SCRIPTED, register_scripted
-from tests.virtuoso import virtuoso  # noqa: F401 - a fixture for the SPARQL tests
+from tests.support.scripted import SCRIPTED, register_scripted
+from tests.support.virtuoso import virtuoso  # noqa: F401 - a fixture for the SPARQL tests
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "factcheck-data"
+TESTS = Path(__file__).resolve().parent
+LANES = ("unit", "integration", "e2e")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its lane and keep each file's tests on one xdist worker.
+
+    The lane is the folder under tests/; a test file outside a lane stops the session with
+    one line naming it. Under ``--dist loadgroup`` a test runs with its file's group (so a
+    module's server or run folder is built once, on one worker) unless it names a group of
+    its own (``ray``, ``llama``: tests that must share one process or one machine-wide
+    resource). This hook runs first, before xdist reads the groups.
+    """
+    strays = set()
+    for item in items:
+        parts = item.path.resolve().relative_to(TESTS).parts
+        lane = parts[0] if len(parts) > 1 else ""
+        if lane not in LANES:
+            strays.add(str(item.path.relative_to(ROOT)))
+            continue
+        item.add_marker(getattr(pytest.mark, lane))
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(TESTS).as_posix()))
+    if strays:
+        raise pytest.UsageError(
+            f"{', '.join(sorted(strays))}: a test file must live in one of tests/unit, "
+            "tests/integration or tests/e2e (docs/development.md, Tests in lanes)")
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
@@ -71,10 +106,10 @@ def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[Any]:
-    """moto's S3 server on loopback, one per test session (tests.stubs.object_store)."""
+    """moto's S3 server on loopback, one per test session (tests.support.stubs.object_store)."""
     pytest.importorskip("s3fs", reason="pip install 'kgcheck[s3]' moto[server] (make install)")
     pytest.importorskip("moto.server", reason="pip install 'moto[server]' (make install)")
-    from tests.stubs.object_store import S3Endpoint
+    from tests.support.stubs.object_store import S3Endpoint
 
     endpoint = S3Endpoint()
     yield endpoint

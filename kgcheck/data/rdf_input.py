@@ -5,7 +5,7 @@ bound (``EntityGuard`` checks them while the parser reads), and JSON-LD whose ``
 names a document to load (a URL, or a ``file:`` path). pyoxigraph's JSON-LD parser loads
 no context it is not handed, and none is handed here: such a context is refused with one
 line naming the file. ``parse_rdf`` streams a file's quads and ``load_rdf`` fills a store;
-both wrap their input the same way. ``tests/test_rdf_gate.py`` fails if a parser of RDF or
+both wrap their input the same way. ``tests/unit/test_rdf_gate.py`` fails if a parser of RDF or
 XML is called anywhere else.
 """
 

@@ -2,7 +2,8 @@
 
 Every strategy's Context inherits ``ModelSettings``, so Studio shows these fields and
 ``--set`` changes them; the providers read them through ``ModelSettings.of``. No strategy
-setting may reuse one of these names for something else (tests/test_structure.py checks).
+setting may reuse one of these names for something else
+(tests/integration/test_structure.py checks).
 """
 
 from __future__ import annotations

