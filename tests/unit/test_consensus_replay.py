@@ -1,8 +1,10 @@
-"""Consensus on the study's recorded answers: the published ties, CA_M and table 7."""
+"""Consensus on the study's recorded answers, on slices of FactBench.
+
+The published ties, CA_M and table 7 over all of FactBench: tests/e2e/test_paper_figures.py.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -12,8 +14,7 @@ from typer.testing import CliRunner
 from kgcheck.cli import app
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.upstream import resolve_data_dir
-from kgcheck.evals.metrics import classification_report, consensus_alignment, tie_rate
-from kgcheck.graphs.consensus.graph import ConsensusContext, graph
+from kgcheck.evals.metrics import classification_report
 from kgcheck.graphs.parsing import parse_verdict
 from kgcheck.providers.replay import lookup
 
@@ -59,30 +60,6 @@ def expected_labels(facts: list[Any], judge_model: str) -> dict[str, str]:
     return out
 
 
-async def test_recorded_votes_and_cons_up_judge_give_table_7(factbench) -> None:
-    votes = {f.id: recorded_votes(f.id) for f in factbench}
-    maps = [{v["model"]: v["label"] for v in votes[f.id]} for f in factbench]
-    alignment = consensus_alignment(maps)
-    assert round(100 * tie_rate(maps)) == PAPER_TIES
-    ctx = ConsensusContext(members=MEMBERS, judge="cons-up",
-                           alignment=",".join(f"{m}={alignment[m]!r}" for m in MEMBERS))
-    limit = asyncio.Semaphore(8)
-
-    async def check(fact: Any) -> dict[str, Any]:
-        async with limit:
-            out = await graph.ainvoke({"fact": fact.as_input(), "votes": votes[fact.id]},
-                                      context=ctx)
-            return out["verdict"]
-
-    verdicts = await asyncio.gather(*(check(f) for f in factbench))
-    report = classification_report([f.label for f in factbench], [v["label"] for v in verdicts])
-    assert (round(report["f1_true"], 2), round(report["f1_false"], 2)) == PAPER_CONS_UP
-    judged = [v for v in verdicts if v["details"]["judge_called"]]
-    assert len(judged) == sum(1 for v in verdicts if v["details"]["decision"] == "tie")
-    assert {v["details"]["judge"] for v in judged} == {"replay:mistral-nemo:12b"}
-    assert all(v["details"]["judge_decided"] for v in judged)
-
-
 def test_cli_cons_down_on_a_slice_resumes(factbench, tmp_path) -> None:
     args = ["run", "--dataset", "factbench", "--method", "dka", "--consensus", ",".join(MEMBERS),
             "--judge", "cons-down", "--limit", "200", "--out", str(tmp_path), "--no-progress",
@@ -118,19 +95,3 @@ def test_cli_replay_judge_without_recordings_is_one_clear_line(tmp_path) -> None
     assert result.exit_code == 2, result.output
     assert "no recorded DKA tie-breaks for FactBench" in " ".join(result.output.split())
     assert not (tmp_path / "verdicts.jsonl").exists()
-
-
-@pytest.mark.slow
-def test_cli_full_factbench_dka_cons_up_reproduces_the_paper(tmp_path) -> None:
-    result = runner.invoke(app, [
-        "run", "--dataset", "factbench", "--method", "dka", "--consensus", ",".join(MEMBERS),
-        "--judge", "cons-up", "--out", str(tmp_path), "--no-progress", "--concurrency", "8"])
-    assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["n"] == 2800 and summary["errors"] == 0
-    assert (round(summary["f1_true"], 2), round(summary["f1_false"], 2)) == PAPER_CONS_UP
-    assert round(100 * summary["tie_rate"]) == PAPER_TIES
-    for member, target in PAPER_ALIGNMENT.items():
-        assert abs(summary["alignment"][member] - target) <= 0.003, member
-    assert summary["judge_model"] == "replay:mistral-nemo:12b"
-    assert summary["judge_calls"] == summary["ties"] == 444

@@ -1,14 +1,10 @@
-"""The DKA graph: prompt, model, strict verdict; replay reproduces the published F1."""
+"""The DKA graph: prompt, model, strict verdict (the published F1: tests/e2e/test_paper_figures.py)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
-from kgcheck.evals.metrics import classification_report
 from kgcheck.graphs.strategies.dka import DKAContext, builder
 
 FACT = Fact(id="x1", dataset="YAGO", subject="Jaya_Bachchan", predicate="isMarriedTo",
@@ -65,20 +61,3 @@ async def test_model_failure_becomes_an_na_verdict_with_the_error() -> None:
     verdict = await _verdict(DKAContext(model="replay:gemma2:9b"))  # x1 was never recorded
     assert verdict["label"] == "NA"
     assert verdict["error"].startswith("ReplayMissing: replay:gemma2:9b has no recorded")
-
-
-async def test_replay_reproduces_published_factbench_f1() -> None:
-    facts = load_facts("factbench")
-    graph = builder.compile()
-    context = DKAContext(model="replay:gemma2:9b")
-    semaphore = asyncio.Semaphore(16)
-
-    async def one(fact: Fact) -> str:
-        async with semaphore:
-            out = await graph.ainvoke({"fact": fact.as_input()}, context=context)
-            return out["verdict"]["label"]
-
-    labels = await asyncio.gather(*(one(f) for f in facts))
-    report = classification_report([f.label for f in facts], labels)
-    assert (round(report["f1_true"], 2), round(report["f1_false"], 2)) == (0.75, 0.74)
-    assert report["invalid"] == 0
