@@ -2,9 +2,9 @@
 
 Tests live in lanes (docs/development.md): ``tests/unit`` (in-process), ``tests/integration``
 (real servers on loopback, the local model, Virtuoso, the CLI in a subprocess) and
-``tests/e2e`` (Chromium, a Ray cluster, ``langgraph dev``, the wheel, the docs site);
-``tests/support`` holds what they share. Each test is marked with its lane's name, so
-``-m "not e2e"`` selects as ``make test-fast`` does.
+``tests/e2e`` (Chromium, a Ray cluster, ``langgraph dev``, the wheel, the docs site, the
+paper's figures over whole datasets); ``tests/support`` holds what they share. Each test is
+marked with its lane's name, so ``-m "not e2e"`` selects as ``make test-fast`` does.
 """
 
 from __future__ import annotations
