@@ -17,6 +17,8 @@ matplotlib.use("Agg")  # Files only: never open a window.
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kgcheck.data.atomic import atomic_output  # noqa: E402
+
 FORMATS = ("png", "svg")
 DPI = 150
 COLORS = {"llm": "tab:gray", "human": "tab:blue", "ppi": "tab:orange"}
@@ -27,7 +29,8 @@ def _save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
     paths = []
     for fmt in FORMATS:
         path = out_dir / f"{stem}.{fmt}"
-        fig.savefig(path, dpi=DPI, bbox_inches="tight")
+        with atomic_output(path) as handle:
+            fig.savefig(handle, format=fmt, dpi=DPI, bbox_inches="tight")
         paths.append(path)
     plt.close(fig)
     return paths
