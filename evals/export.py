@@ -48,7 +48,13 @@ from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import atomic_output
 from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import readable_term
-from kgcheck.data.rdf_terms import TermError, comment_text, is_iri, triple_from_terms
+from kgcheck.data.rdf_terms import (
+    TermError,
+    comment_text,
+    is_iri,
+    literal_from_term,
+    triple_from_terms,
+)
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -132,6 +138,7 @@ def rows(records: Iterable[Mapping[str, Any]],
             **{f"{key}_name": given.get(key) or readable_term(str(record.get(key) or ""))
                for key in ("subject", "predicate", "object")},
             "names": dict(given),
+            "name_terms": record.get("name_terms") or None,
             "verdict": record.get("label", "NA"),
             "method": record.get("method"),
             "model": record.get("model"),
@@ -279,7 +286,21 @@ def name_triples(row: Mapping[str, Any], terms: Sequence[Any],
                                   else None)
         if name:
             described.add(f"label {term.value}")
-            yield ox.Triple(term, ox.NamedNode(RDFS + "label"), ox.Literal(str(name)))
+            yield ox.Triple(term, ox.NamedNode(RDFS + "label"), _name_literal(row, key, name))
+
+
+def _name_literal(row: Mapping[str, Any], key: str, name: Any) -> ox.Literal:
+    """Return a name as the KG wrote it: with its language tag or datatype, when known."""
+    written = (row.get("name_terms") or {}).get(key)
+    if not written:
+        return ox.Literal(str(name))
+    try:
+        literal = literal_from_term(str(written))
+    except TermError as exc:
+        raise ExportError(f"fact {comment_text(str(row['fact_id']))}: its {key}'s name term "
+                          f"is no literal ({exc})") from None
+    # The name shown and the term kept go together; one edited alone is not trusted.
+    return literal if literal.value == str(name) else ox.Literal(str(name))
 
 
 def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterator[ox.Triple]:
@@ -340,7 +361,8 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()
-                                       if k in COLUMNS or (k in ("rdf", "names") and v)})
+                                       if k in COLUMNS or (k in ("rdf", "names", "name_terms")
+                                                           and v)})
                            + "\n")
     finally:
         text.flush()

@@ -26,7 +26,7 @@ from typing import Any
 import pyoxigraph as ox
 
 __all__ = ["IRI_SCHEMES", "TermError", "comment_text", "iri_problem", "is_iri",
-           "looks_like_iri", "triple_from_terms"]
+           "literal_from_term", "looks_like_iri", "triple_from_terms"]
 
 # Schemes of the terms used as IRIs as they are (with ``://``), besides ``urn:``.
 IRI_SCHEMES = ("http", "https", "ftp", "file")
@@ -119,3 +119,17 @@ def triple_from_terms(terms: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         raise TermError("its rdf terms are not one triple")
     quad = quads[0]
     return quad.subject, quad.predicate, quad.object
+
+
+def literal_from_term(text: str) -> ox.Literal:
+    """Parse one N-Triples literal (``"Köln"@de``, ``"1"^^<...#integer>``), and nothing else.
+
+    Raises:
+        TermError: the text is not exactly one literal.
+
+    """
+    _, _, obj = triple_from_terms({"subject": "<urn:kgcheck:s>", "predicate": "<urn:kgcheck:p>",
+                                   "object": text})
+    if not isinstance(obj, ox.Literal):
+        raise TermError("not an RDF literal")
+    return obj
