@@ -49,6 +49,10 @@ def _record(n: int, fact: dict) -> dict:
             else ox.Literal(fact["object"])
         record["rdf"] = {"subject": str(ox.NamedNode(f"{EX}s{n}")),
                          "predicate": str(ox.NamedNode(EX + "p")), "object": str(literal)}
+        if fact["name"]:
+            name = ox.Literal(fact["name"], language=fact["language"]) if fact["language"] \
+                else ox.Literal(fact["name"])
+            record["name_terms"] = {"subject": str(name)}
     return record
 
 
@@ -116,10 +120,14 @@ def _check_rdf(folder: Path, every: dict) -> None:
         reasons = {q.object.value for q in graph if q.predicate.value == KGC + "reason"}
         assert reasons == {str(r.get("raw")).strip()[:MAX_REASON_CHARS] for r in every.values()
                            if str(r.get("raw")).strip()}
-        labels = {q.object.value for q in graph if q.predicate.value == RDFS + "label"
+        labels = {q.object for q in graph if q.predicate.value == RDFS + "label"
                   and q.subject.value.startswith((EX, "urn:kgcheck:term:"))}
-        names = {(r.get("names") or {}).get("subject") for r in every.values()} - {None}
-        assert names <= labels
+        names = {ox.Literal(r["names"]["subject"]) for r in every.values()
+                 if r.get("names") and not r.get("name_terms")}
+        names |= {next(iter(ox.parse(f"<urn:s> <urn:p> {r['name_terms']['subject']} .\n",
+                                     format=ox.RdfFormat.N_TRIPLES))).object
+                  for r in every.values() if r.get("name_terms")}
+        assert names <= labels  # each name, with its language tag where it has one
         plain = folder / f"plain.{fmt}"
         export_run(folder, fmt, plain, shape="plain")
         assert {ox.Triple(q.subject, q.predicate, q.object)
