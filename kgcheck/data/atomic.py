@@ -76,7 +76,7 @@ def _remove_if_abandoned(path: Path, pid: int | None) -> bool:
 
 def remove_leftovers(folder: str | Path) -> list[Path]:
     """Remove the temporary files that killed writers left in ``folder``; return them."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
