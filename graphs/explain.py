@@ -31,6 +31,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from kgcheck.data.facts import Fact, Label
+from kgcheck.data.rdf_terms import iri_problem, is_iri, looks_like_iri
 from kgcheck.graphs.parsing import EMPTY, NO_OUTPUT, NO_VERDICT, Reading, read_with
 from kgcheck.prompts import load_prompt
 
@@ -54,7 +55,6 @@ _EXTRA_LINE = re.compile(
 _PASSAGE = re.compile(r"\b(\d+|[A-Za-z][\w.:/-]*\d[\w.:/-]*)\b")
 _NONE = re.compile(r"^\W*(none|nothing|n/?a|no passages?)\W*$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_IRI_BAD = re.compile(r'[\s<>"{}|\\^`]')
 
 # Problems of an answer's extras, as counted in a verdict's ``answer_problems``.
 SWALLOWED = "the reason holds the verdict: no verdict before the reason line"
@@ -235,8 +235,9 @@ def value_problem(value: str) -> str | None:
         return f"{len(value)} characters long (at most {MAX_VALUE_CHARS})"
     if _CONTROL.search(value):
         return "holds control characters"
-    if re.match(r"^(https?|urn|ftp|file):", value) and _IRI_BAD.search(value):
-        return "an IRI with spaces or characters IRIs may not hold"
+    if looks_like_iri(value) and not is_iri(value):
+        # Checked by the parser that writes it in an export: what it refuses is no IRI.
+        return iri_problem(value) or "an IRI needs // after its scheme"
     return None
 
 
