@@ -247,7 +247,8 @@ async def test_real_llamacpp_server_confidence_is_its_normalised_probability(tmp
                       "Is this fact true: {subject} | {predicate} | {object}?")
     strategy = get_strategy("dka")
     ctx = strategy.make_context(model="local:smollm2-135m", prompt=str(prompt),
-                                parser="yes-no-json", temperature=0.0, max_tokens=1)
+                                parser="yes-no-json", temperature=0.0, max_tokens=1,
+                                constrain=False)
     out = await strategy.compile().ainvoke({"fact": FACT.as_input()}, context=ctx)
     verdict = out["verdict"]
     assert verdict["label"] in ("T", "F") and verdict["confidence_source"] == "logprobs"
@@ -257,7 +258,8 @@ async def test_real_llamacpp_server_confidence_is_its_normalised_probability(tmp
     # same token and the same probabilities.
     messages = [{"role": t["role"], "content": t["content"]}
                 for t in verdict["conversation"][:-1]]
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(timeout=60, headers={
+            "Authorization": f"Bearer {server.api_key}"}) as client:
         reply = (await client.post(f"{server.url}/chat/completions", json={
             "model": "smollm2", "messages": messages, "temperature": 0, "max_tokens": 1,
             "logprobs": True, "top_logprobs": 5})).json()
