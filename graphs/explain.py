@@ -294,14 +294,15 @@ def reply_logprobs(logprobs: Any) -> list[Mapping[str, Any]] | None:
     """Return a reply's answer tokens from its ``logprobs``, in either wire format.
 
     OpenAI's chat API (and llama.cpp's, vLLM's) sends ``{"content": [token, ...]}``;
-    Ollama's sends the list of tokens itself. Each token is ``{"token", "logprob",
-    "top_logprobs": [{"token", "logprob"}, ...]}`` in both.
+    Ollama's sends the list of tokens itself (which its client turns into pydantic
+    objects). Each token is ``{"token", "logprob", "top_logprobs": [{"token", "logprob"},
+    ...]}`` in both.
     """
     if isinstance(logprobs, Mapping):
         logprobs = logprobs.get("content")
-    if isinstance(logprobs, list):
-        return logprobs
-    return None
+    if not isinstance(logprobs, list):
+        return None
+    return [item.model_dump() if hasattr(item, "model_dump") else item for item in logprobs]
 
 
 def compact_logprobs(content: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:

@@ -169,7 +169,8 @@ def setting_problem(settings: ModelSettings) -> str | None:
             return str(exc)
         strict_low = name in ("repeat_penalty", "timeout")
         if value < low or (strict_low and value <= low) or value > high:
-            return f"{name} {value:g}: expected {expected}"
+            shown = str(value) if kind is int else f"{value:g}"
+            return f"{name} {shown}: expected {expected}"
     try:
         port = _number(settings.local_port, "local_port", int)
         max_tokens = _number(settings.max_tokens, "max_tokens", int)
