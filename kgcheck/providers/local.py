@@ -306,8 +306,8 @@ def note(name: str) -> str | None:
     return None
 
 
-# Held to the answer format by default: unheld, SmolLM2-135M answered 29 facts in 30 with
-# prose no parser reads.
+# Held to the answer format by default: unheld, SmolLM2-135M answered all of 30 YAGO facts
+# (DKA, temperature 0) with prose no parser reads.
 PROVIDER = Provider(build, reach=reach, constrain=with_grammar, constrain_by_default=True,
                     note=note, prepare=start)
 
