@@ -516,3 +516,21 @@ async def test_an_explained_strategy_gets_a_held_reason_and_correction(local_ser
             assert verdict.correction is not None or verdict.answer_problems
         else:
             assert len(rest) == 1 and verdict.correction is None
+
+
+def test_constrain_auto_holds_local_models_only() -> None:
+    from kgcheck.graphs.calls import constraint_of
+
+    dka = get_strategy("dka")
+    ctx = dka.make_context(model=MODEL)
+    assert ctx.constrain == "auto"
+    assert constraint_of(ctx, "verdict", None).grammar == 'root ::= "T" | "F"'
+    assert constraint_of(ctx, "verdict", None, "openai-compatible:stub") is None
+    assert constraint_of(ctx, "questions", None) is None
+    assert constraint_of(dka.make_context(model=MODEL, constrain="false"), "verdict",
+                         None) is None
+    held = constraint_of(dka.make_context(model=MODEL, reasons=True, corrections=True),
+                         "verdict", None)
+    assert held.name == "verdict+reason+correction" and "Wrong part: " in held.grammar
+    with pytest.raises(ValueError, match="constrain 'maybe': expected auto, true or false"):
+        dka.make_context(model=MODEL, constrain="maybe")
