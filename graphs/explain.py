@@ -353,7 +353,8 @@ def logprob_confidence(tokens: Sequence[Mapping[str, Any]] | None,
     ``false``, ``no``), and every alternative there that reads as T or F counts. Held to
     ``fmt``, the verdict token is the one that writes one of its choices (the last one for
     formats whose verdict ends the answer), and only the alternatives that write another of
-    its choices at the same place count: what the grammar let the model pick from. The
+    its choices at the same place count: what the grammar let the model pick from (an
+    unlisted other choice counts at the least listed probability, its upper bound). The
     result is P(T) / (P(T) + P(F)); None when the label is not T or F or no verdict token
     is found.
     """
@@ -396,10 +397,18 @@ def _held_confidence(tokens: Sequence[Mapping[str, Any]], label: Label, upto: in
         return None
     lead = allowed[str(found.get("token", ""))][0]
     mass = {"T": 0.0, "F": 0.0, "NEI": 0.0}
-    for alt, logprob in _alternatives(found):
+    listed = _alternatives(found)
+    for alt, logprob in listed:
         place = allowed.get(alt)
         if place is not None and place[0] == lead:
             mass[place[1]] += math.exp(logprob)
+    other = "F" if label == "T" else "T"
+    if mass[other] == 0.0 and found.get("top"):
+        # The other choice is not among the listed alternatives: each of its spellings is at
+        # most as likely as the least likely one listed. That bound, not 0, is used: the
+        # confidence never claims more certainty than the listed probabilities show.
+        spellings = sum(1 for place in allowed.values() if place == (lead, other))
+        mass[other] = spellings * math.exp(min(logprob for _, logprob in listed))
     return _p_true(mass)
 
 

@@ -349,3 +349,15 @@ def test_held_json_verdict_token_may_carry_its_quotes():
         math.exp(-1.4) + math.exp(-2.0) + math.exp(-0.4))
     assert logprob_confidence(tokens, "F", fmt=fmt) == pytest.approx(expected)
     assert logprob_confidence(tokens, "T", fmt=fmt) is None
+
+
+def test_held_confidence_bounds_an_unlisted_other_choice():
+    from kgcheck.graphs.parsing import ANSWER_FORMATS
+
+    # "T" is not among the listed alternatives: it is at most as likely as "X", the least
+    # likely listed, so P(T) is that bound's share, not 0 (a certainty nothing shows).
+    tokens = [{"token": "F", "logprob": -0.2,
+               "top": [["F", -0.2], ["The", -1.0], ["X", -3.0]]}]
+    expected = math.exp(-3.0) / (math.exp(-3.0) + math.exp(-0.2))
+    assert logprob_confidence(tokens, "F", fmt=ANSWER_FORMATS["strict"]) == pytest.approx(
+        expected)

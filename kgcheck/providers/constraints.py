@@ -16,6 +16,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
+# Alternatives per token a grammar-held call asks for (the OpenAI API's most).
+HELD_TOP_LOGPROBS = 20
+
 
 class ConstraintIgnoredWarning(UserWarning):
     """Constrained output was asked for, but the model or the answer format has none."""
@@ -81,6 +84,10 @@ def with_grammar(chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
     # A call's extra_body replaces the model's: keep its sampling fields.
     body = {**(getattr(chat, "extra_body", None) or {}), "grammar": fmt.grammar,
             "repeat_penalty": 1.0, "repetition_penalty": 1.0}
+    if getattr(chat, "logprobs", None):
+        # The other choice is often not among the top 5 tokens (a held answer's confidence
+        # would then read 0 or 1): ask for the most alternatives the API allows.
+        body["top_logprobs"] = HELD_TOP_LOGPROBS
     return chat.bind(extra_body=body)
 
 
