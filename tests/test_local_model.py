@@ -534,3 +534,17 @@ def test_constrain_auto_holds_local_models_only() -> None:
     assert held.name == "verdict+reason+correction" and "Wrong part: " in held.grammar
     with pytest.raises(ValueError, match="constrain 'maybe': expected auto, true or false"):
         dka.make_context(model=MODEL, constrain="maybe")
+
+
+def test_a_held_local_call_has_no_repeat_penalty_and_asks_for_more_alternatives(
+        local_server) -> None:
+    from kgcheck.graphs.parsing import ANSWER_FORMATS
+    from kgcheck.providers.constraints import with_grammar
+
+    chat = local.build("smollm2-135m", ModelSettings(temperature=0.0))
+    body = with_grammar(chat, ANSWER_FORMATS["strict"]).kwargs["extra_body"]
+    assert body["grammar"] == 'root ::= "T" | "F"'
+    assert body["repeat_penalty"] == body["repetition_penalty"] == 1.0
+    assert body["top_logprobs"] == 20
+    # The model's own sampling fields stay.
+    assert body["max_tokens"] == 512 and body["top_k"] == 40
