@@ -122,6 +122,12 @@ def model_note(spec: str) -> str | None:
     return provider.note(name) if provider.note else None
 
 
+def constrains_by_default(spec: str) -> bool:
+    """Tell whether ``spec``'s provider holds its models to an answer format by default."""
+    provider_name, _ = split_spec(spec)
+    return PROVIDERS.get(provider_name).constrain_by_default
+
+
 def constrained_model(spec: str, chat: BaseChatModel, fmt: AnswerFormat) -> Runnable:
     """Bind ``chat`` to answer in ``fmt`` where its provider can; else warn once, unbound."""
     provider_name, _ = split_spec(spec)
