@@ -60,13 +60,14 @@ def test_building_the_wheel_prints_no_setuptools_banner(built: tuple[Path, str])
 
 
 def test_the_editable_install_of_make_install_is_quiet(source: Path, tmp_path: Path) -> None:
-    # The environment the Makefile gives its editable install.
+    # The environment the Makefile gives its editable install. Into a folder of its own
+    # (--target): with --prefix pip would uninstall the kgcheck of the running environment.
     quiet = re.search(r'^EDITABLE_QUIET := PYTHONWARNINGS="([^"]*)"$',
                       (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
     assert quiet, "the Makefile's EDITABLE_QUIET is gone"
     run = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--prefix", str(tmp_path / "prefix"), "-e", str(source)],
+         "--no-index", "--target", str(tmp_path / "site"), "-e", str(source)],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONWARNINGS": quiet.group(1)})
     assert run.returncode == 0, run.stderr[-3000:]
