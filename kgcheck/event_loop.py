@@ -84,7 +84,9 @@ async def _close_resources() -> None:
             pass
 
 
-class _Runner(asyncio.Runner):
+# Final in typeshed, not at run time: close() is the one place every way out passes through
+# (``with``, an explicit close, the loop's error).
+class _Runner(asyncio.Runner):  # type: ignore[misc]
     """An ``asyncio.Runner`` that runs the registered closers on its loop before closing."""
 
     def close(self) -> None:
