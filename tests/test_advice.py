@@ -31,6 +31,9 @@ from tests.stubs.process import start_stub_process
 runner = CliRunner()
 KGCHECK = Path(sys.executable).parent / "kgcheck"
 ROOT = Path(__file__).resolve().parent.parent
+# A path in advice: quoted when it holds a space, else up to the comma or semicolon that
+# ends its clause.
+PATH = r"(?:'[^']*'|[^\s,;]+)"
 
 
 def _text(result) -> str:
@@ -43,10 +46,7 @@ def _verdicts(out: Path) -> dict[str, dict]:
 
 
 def _advised(text: str, pattern: str) -> list[str]:
-    """Return the command a message advises (``pattern``'s group 1), split as a shell would.
-
-    A path ends at white space, or at the comma or semicolon that ends its clause.
-    """
+    """Return the command a message advises (``pattern``'s group 1), split as a shell would."""
     found = re.search(pattern, text)
     assert found, text
     return shlex.split(found.group(1))
@@ -95,7 +95,7 @@ def test_an_interrupted_run_goes_on_with_the_command_it_prints(home: Path) -> No
         run.send_signal(signal.SIGINT)
         _, err = run.communicate(timeout=60)
         assert run.returncode == 130, err
-        advice = _advised(" ".join(err.split()), r"continue with (--resume --out [^\s,;]+)")
+        advice = _advised(" ".join(err.split()), r"continue with (--resume --out " + PATH + ")")
         assert len(_verdicts(out)) < 6
         # As printed: no input, strategy or model given again.
         again = subprocess.run([str(KGCHECK), "run", *advice, "--no-progress"], cwd=home,
@@ -111,13 +111,13 @@ def test_an_interrupted_run_goes_on_with_the_command_it_prints(home: Path) -> No
 
 @pytest.mark.parametrize(("facts", "failing", "pattern"), [
     # Every fact failed: the advice is the resume once the cause is fixed.
-    (3, 3, r"rerun with (--resume --out [^\s,;]+) once the cause is fixed"),
+    (3, 3, r"rerun with (--resume --out " + PATH + ") once the cause is fixed"),
     # Some did: the advice is the resume that retries them.
-    (4, 2, r"; (--resume --out [^\s,;]+) retries them"),
+    (4, 2, r"; (--resume --out " + PATH + ") retries them"),
 ])
 def test_failed_facts_are_retried_by_the_command_printed(home: Path, facts: int, failing: int,
                                                          pattern: str) -> None:
-    out = home / "run"
+    out = home / "my run"  # a space: the printed command quotes it
     # The server fails the first calls, then answers: the cause is gone when the advice runs.
     with OllamaStub(Behaviour(answer="T", fail_times=failing, fail_status=500)) as stub:
         first = runner.invoke(app, [
@@ -143,7 +143,7 @@ def test_a_resume_given_only_the_folder_refuses_other_settings_in_one_line(home:
     assert len(errors) == 1 and "cannot resume" in errors[0] and "strategy" in errors[0], \
         other.output
     # Its advice to start over, as printed, starts the folder's run over.
-    fresh = _advised(_text(other), r"[Ss]tart over with (--fresh --out [^\s,]+)")
+    fresh = _advised(_text(other), r"[Ss]tart over with (--fresh --out " + PATH + ")")
     again = runner.invoke(app, ["run", *fresh, "--no-progress"])
     assert again.exit_code == 0, again.output
     assert {v["method"] for v in _verdicts(out).values()} == {"GIV-Z"}
