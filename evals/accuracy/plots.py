@@ -17,6 +17,7 @@ matplotlib.use("Agg")  # Files only: never open a window.
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kgcheck.data.atomic import atomic_output  # noqa: E402
 from kgcheck.evals.figure_text import plain_text  # noqa: E402
 
 FORMATS = ("png", "svg")
@@ -29,7 +30,8 @@ def _save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
     paths = []
     for fmt in FORMATS:
         path = out_dir / f"{stem}.{fmt}"
-        fig.savefig(path, dpi=DPI, bbox_inches="tight")
+        with atomic_output(path) as handle:
+            fig.savefig(handle, format=fmt, dpi=DPI, bbox_inches="tight")
         paths.append(path)
     plt.close(fig)
     return paths

@@ -25,6 +25,7 @@ from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from kgcheck.data.atomic import atomic_output  # noqa: E402
 from kgcheck.evals.figure_text import plain_text  # noqa: E402
 from kgcheck.evals.metrics import random_guess_f1  # noqa: E402
 from kgcheck.evals.study.drawable import (  # noqa: E402
@@ -51,7 +52,8 @@ def _save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
         path = out_dir / f"{stem}.{fmt}"
         # Light PNG compression: encoding at the default level costs more than drawing.
         extra: dict[str, Any] = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
-        fig.savefig(path, dpi=DPI, bbox_inches="tight", **extra)
+        with atomic_output(path) as handle:
+            fig.savefig(handle, format=fmt, dpi=DPI, bbox_inches="tight", **extra)
         paths.append(path)
     plt.close(fig)
     return paths

@@ -64,7 +64,8 @@ CONDITIONS = {
     # (the model could not tell, or had no evidence), apart from NA after a failed call.
     "nei": "f.label = 'NEI' OR (f.label = 'NA' AND f.error_type IS NULL)",
     "failed": "f.error_type IS NOT NULL",
-    "low": "f.confidence IS NOT NULL AND f.confidence < :low",
+    # confidence is P(T): a verdict is unsure when neither label is likely, max(p, 1-p) < low.
+    "low": "f.confidence IS NOT NULL AND MAX(f.confidence, 1.0 - f.confidence) < :low",
     "reviewed": "rv.label IS NOT NULL",
 }
 

@@ -54,7 +54,8 @@ def test_filters_keep_exactly_the_facts_they_name(client: TestClient) -> None:
         "na": [i for i in range(N) if label_of(i) == "NA"],
         "nei": [i for i in range(N) if label_of(i) == "NA" and not failed(i)],
         "failed": [i for i in range(N) if failed(i)],
-        "low": [i for i in range(N) if confidence_of(i) < 0.6],
+        # The confidence is P(T): a confident F (P(T) 0.1) is no low-confidence verdict.
+        "low": [i for i in range(N) if max(confidence_of(i), 1 - confidence_of(i)) < 0.6],
     }
     for name, facts in expect.items():
         body = client.get("/api/facts", params={"filters": name, "size": 500}).json()
@@ -63,7 +64,8 @@ def test_filters_keep_exactly_the_facts_they_name(client: TestClient) -> None:
     both = client.get("/api/facts", params={"filters": "wrong,low", "predicate": "team",
                                             "size": 500}).json()
     assert _ids(both["rows"]) == [fact_id(i) for i in expect["wrong"]
-                                  if confidence_of(i) < 0.6 and PREDICATES[i % 5] == "team"]
+                                  if max(confidence_of(i), 1 - confidence_of(i)) < 0.6
+                                  and PREDICATES[i % 5] == "team"]
     other = client.get("/api/facts", params={"other": 1, "size": 500}).json()
     assert _ids(other["rows"]) == [fact_id(i) for i in range(N)
                                    if label_of(i) != label_of(i, 2)]
