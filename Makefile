@@ -39,9 +39,9 @@ demo: $(STAMP)
 	@echo "These verdicts came from SmolLM2-135M (135M parameters), run by a llama.cpp server on 127.0.0.1 and held to T or F by a grammar: near chance, they show the real path, not accuracy."
 
 # Tests run on TEST_WORKERS xdist workers (2: the machine the times are measured on); each
-# file's tests stay on one worker, with their module's servers (conftest.py, xdist groups).
+# file's tests stay on one worker, with its module's servers (conftest.py: SHARED_WORKER).
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Every lane: unit, integration and e2e (Chromium, Ray, langgraph dev, the wheel, the docs).
 test: $(STAMP)

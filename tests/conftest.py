@@ -28,15 +28,17 @@ TESTS = Path(__file__).resolve().parent
 LANES = ("unit", "integration", "e2e")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its lane and keep each file's tests on one xdist worker.
+# Files whose tests run on one xdist worker, one file after another: the Ray tests, since
+# the cluster fixture's `ray stop --force` (test_ray_engine.py) stops every Ray process of
+# the user, another file's cluster too.
+SHARED_WORKER = {f"tests/e2e/test_ray_{name}.py": "ray" for name in ("engine", "pipeline",
+                                                                   "leftovers")}
 
-    The lane is the folder under tests/; a test file outside a lane stops the session with
-    one line naming it. Under ``--dist loadgroup`` a test runs with its file's group (so a
-    module's server or run folder is built once, on one worker) unless it names a group of
-    its own (``ray``, ``llama``: tests that must share one process or one machine-wide
-    resource). This hook runs first, before xdist reads the groups.
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its lane: the folder under tests/ it lives in.
+
+    A test file outside a lane stops the session with one line naming it.
     """
     strays = set()
     for item in items:
@@ -46,12 +48,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             strays.add(str(item.path.relative_to(ROOT)))
             continue
         item.add_marker(getattr(pytest.mark, lane))
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(TESTS).as_posix()))
     if strays:
         raise pytest.UsageError(
             f"{', '.join(sorted(strays))}: a test file must live in one of tests/unit, "
             "tests/integration or tests/e2e (docs/development.md, Tests in lanes)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadfile``, send each file whole to a worker, the Ray files together.
+
+    A file's module-scoped servers and run folders are then built once; xdist's
+    ``loadgroup`` would say the same with markers, but it renames test ids in a way
+    pytest 9.2 ignores, so the groups are named here by file.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SHARED_WORKER.get(path, path)
+
+    return LaneScheduling(config, log)
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item

@@ -27,10 +27,7 @@ RAY = Path(sys.executable).parent / "ray"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled",
        "RAY_USAGE_STATS_ENABLED": "0"}
 
-# One xdist worker runs every Ray test, one file after another: `ray stop --force` (the
-# cluster fixture of test_ray_engine.py) stops every Ray process of the user, another
-# file's cluster too.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:

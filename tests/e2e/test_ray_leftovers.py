@@ -44,12 +44,6 @@ def _descendants(root: int) -> dict[int, str]:
     return below
 
 
-# One xdist worker runs every Ray test, one file after another: `ray stop --force` (the
-# cluster fixture of test_ray_engine.py) stops every Ray process of the user, another
-# file's cluster too.
-pytestmark = pytest.mark.xdist_group("ray")
-
-
 @pytest.mark.slow
 def test_kill_9_of_a_ray_driver_leaves_no_ray_process(tmp_path: Path) -> None:
     if ray_engine.ray is None:

@@ -41,10 +41,7 @@ from tests.support.stubs import Behaviour, OllamaStub
 ray = pytest.importorskip("ray", reason="the Ray pipeline needs Ray: pip install 'kgcheck[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402 - only once Ray is known to be there
 
-# One xdist worker runs every Ray test, one file after another: `ray stop --force` (the
-# cluster fixture of test_ray_engine.py) stops every Ray process of the user, another
-# file's cluster too.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 LABEL = "<http://www.w3.org/2000/01/rdf-schema#label>"
 FACTS = 150

@@ -237,7 +237,6 @@ def test_summary_of_a_run_carries_calibration(tmp_path):
     assert section["scores"]["precision_coverage"][-1]["coverage"] == 1.0
 
 
-@pytest.mark.xdist_group("llama")  # the session's llama.cpp server (test_local_model.py)
 async def test_real_llamacpp_server_confidence_is_its_normalised_probability(tmp_path):
     """local:smollm2-135m: kgcheck's own llama.cpp server, asked again directly."""
     pytest.importorskip("xllamacpp")

@@ -345,7 +345,6 @@ def test_the_cli_explains_errors_over_the_openai_protocol(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("llama")  # not beside the other llama.cpp servers
 def test_the_cli_explains_errors_with_the_local_model(tmp_path: Path) -> None:
     """`kgcheck errors` on a real model: llama.cpp (xllamacpp) serving SmolLM2-135M.
 

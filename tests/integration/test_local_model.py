@@ -32,9 +32,6 @@ from kgcheck.providers.local import LocalModelError, check_gguf, model_path, ser
 from tests.conftest import ROOT
 
 pytest.importorskip("xllamacpp")
-# One worker runs the tests of the local model: they share its llama.cpp server (one
-# per process and settings) rather than start one per worker on two cores.
-pytestmark = pytest.mark.xdist_group("llama")
 
 MODEL = "local:smollm2-135m"
 # Short answers keep each call well under a second on two shared cores.

@@ -135,7 +135,6 @@ def _local_model_missing() -> str | None:
 
 @pytest.mark.skipif(_local_model_missing() is not None,
                     reason=str(_local_model_missing()))
-@pytest.mark.xdist_group("llama")  # the session's llama.cpp server (test_local_model.py)
 def test_the_local_model_flips_at_temperature_one(tmp_path: Path) -> None:
     facts = [{"id": str(n), "subject": s, "predicate": p, "object": o, "label": lab}
              for n, (s, p, o, lab) in enumerate([
