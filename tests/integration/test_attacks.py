@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -296,28 +295,37 @@ CHILD_SECONDS = 60
 PEAK_RSS = 400 * 1024 ** 2  # measured: 124 to 136 MB (the CLI, rdflib and pySHACL loaded)
 
 
+# Starts the capped child and reports its exit status and peak RSS on stderr. Linux keeps a
+# parent's peak RSS in a forked child across exec, so the child is forked from this small
+# launcher rather than from the test process, which (an xdist worker that ran other tests)
+# may hold a gigabyte.
+LAUNCHER = """
+import os, resource, subprocess, sys, threading
+limit, seconds = int(sys.argv[1]), float(sys.argv[2])
+child = subprocess.Popen(sys.argv[3:], stderr=subprocess.STDOUT,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+timer = threading.Timer(seconds, child.kill)
+timer.start()
+_, status, usage = os.wait4(child.pid, 0)
+timer.cancel()
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss, file=sys.stderr)
+"""
+
+
 def run_capped(args: list[str]) -> tuple[int, str, float, int]:
     """Run ``kgcheck ARGS`` in a child under a memory cap and a deadline.
 
     Returns its exit status, its output, the seconds it took and its own peak RSS in bytes
     (``os.wait4``: this child's figure, not the largest of every child the tests ran).
     """
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
-
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-m", "kgcheck.cli", *args],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             preexec_fn=cap, env={**os.environ, "COLUMNS": "300"})
-    timer = threading.Timer(CHILD_SECONDS, child.kill)
-    timer.start()
-    try:
-        output = child.stdout.read().decode() if child.stdout else ""
-        _, status, usage = os.wait4(child.pid, 0)
-    finally:
-        timer.cancel()
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, output, time.monotonic() - started, usage.ru_maxrss * 1024
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, str(CHILD_MEMORY), str(CHILD_SECONDS),
+                           sys.executable, "-m", "kgcheck.cli", *args],
+                          capture_output=True, env={**os.environ, "COLUMNS": "300"},
+                          timeout=CHILD_SECONDS + 30)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    code, maxrss = (int(word) for word in done.stderr.decode().split()[-2:])
+    return code, done.stdout.decode(), time.monotonic() - started, maxrss * 1024
 
 
 @pytest.mark.parametrize("key", ["shapes", "ontology", "kg"])
