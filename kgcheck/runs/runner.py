@@ -56,6 +56,7 @@ from kgcheck.providers.secrets import redact_settings, redact_value
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.records import verdict_record
+from kgcheck.runs.spec import spec_changes
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -160,6 +161,8 @@ class RunInfo:
     input: dict[str, Any] = field(default_factory=dict)
     # Prompt-file settings by name -> SHA-256 of the file they name.
     prompts: dict[str, str] = field(default_factory=dict)
+    # The RunSpec that made the run (``RunSpec.stored``); empty when not known.
+    spec: dict[str, Any] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         """Return the fields a resumed run must share with the stored one."""
@@ -169,7 +172,8 @@ class RunInfo:
         """Return what ``run.json`` keeps: identity, source, input, settings, prompt files."""
         return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
                              "input": self.input, "settings": public_settings(self.settings),
-                             "prompts": self.prompts})
+                             "prompts": self.prompts,
+                             **({"spec": self.spec} if self.spec else {})})
 
 
 def run_config(run_id: str) -> RunnableConfig:
@@ -205,7 +209,7 @@ def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
     for key in sorted((set(old_prompts) | set(info.prompts)) - changed):
         if old_prompts.get(key) != info.prompts.get(key):
             changes.append(f"the content of the {key} file {short_repr(new.get(key, ''))}")
-    return changes
+    return changes + spec_changes(stored.get("spec"), info.spec)
 
 
 def gold_mark(fact: Fact) -> str | None:
