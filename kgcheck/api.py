@@ -56,6 +56,7 @@ from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, open_data
 from kgcheck.evals.accuracy.estimators import EstimateError
+from kgcheck.evals.errors.graph import ErrorsContext
 from kgcheck.evals.errors.pipeline import ErrorAnalysis
 from kgcheck.evals.errors.pipeline import analyse_errors as _analyse_errors
 from kgcheck.evals.export import Exported, export_run
@@ -97,9 +98,10 @@ from kgcheck.runs.plan import (
     own_kg_name,
     parse_setting_pairs,
     plan_run,
+    read_setting_pairs,
 )
 from kgcheck.runs.runner import RunResult
-from kgcheck.runs.spec import ModelOptions, RunSpec, python_fields
+from kgcheck.runs.spec import ModelOptions, RunSpec, merged_settings, python_fields
 from kgcheck.tracing import setup_tracing
 from kgcheck.view.explorer import Explorer
 
@@ -141,7 +143,8 @@ __all__ = [
     "FetchedEvidence", "analyse_errors", "ErrorAnalysis", "open_explorer", "Explorer",
     "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
-    "RunSpec", "ModelOptions", "plan_run", "execute", "dry_run_of", "open_engine", "run_spec", "dry_run_spec",
+    "RunSpec", "ModelOptions", "plan_run", "execute", "dry_run_of", "open_engine", "run_spec",
+    "dry_run_spec",
     "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
     # Results and errors.
     "Fact", "Verdict", "DEFAULT_MODEL", "JUDGE_NONE", "KgcheckWarning", "SettingsError",
@@ -187,7 +190,8 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                    taxonomy_prompt: str = "errors_taxonomy.txt",
                    explain_prompt: str = "errors_explain.txt", name_with_model: bool = False,
                    min_cluster_size: int = 5, concurrency: int = 4,
-                   settings: Mapping[str, Any] | None = None) -> ErrorAnalysis:
+                   base_url: str | None = None,
+                   settings: Mapping[str, Any] | Sequence[str] | None = None) -> ErrorAnalysis:
     """Explain, cluster, name and count the wrong verdicts of runs; write ``out_dir``.
 
     Each wrong verdict (against review labels, else gold) is explained by a model, unless
@@ -209,7 +213,9 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
         name_with_model: Name the clusters by the model instead of c-TF-IDF keywords.
         min_cluster_size: HDBSCAN's smallest cluster.
         concurrency: Model calls at once.
-        settings: Strategy settings for the explaining model (``base_url``, ...).
+        base_url: The explaining model's server (Ollama, OpenAI-compatible).
+        settings: Settings of the explaining model (``temperature``, ``max_tokens``, ...), a
+            mapping or ``KEY=VALUE`` texts (``--set`` on the command line).
 
     Returns:
         The analysis: its records, clusters, tables and the files written.
@@ -220,6 +226,11 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
             installed; the message says which and what to do.
 
     """
+    if settings is not None and not isinstance(settings, Mapping):
+        settings = read_setting_pairs(
+            settings, {f.name: f for f in dataclasses.fields(ErrorsContext)})
+    if base_url:
+        settings = merged_settings(settings, {"base_url": base_url})
     return _analyse_errors(run_dirs, out_dir, model=model, embedder=embedder, seed=seed,
                            cap=cap, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
                            explain_prompt=explain_prompt, name_with_model=name_with_model,

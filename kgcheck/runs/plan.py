@@ -82,7 +82,8 @@ __all__ = ["CacheChoice", "EngineOnDemand", "FactLike", "FactSource", "KgcheckWa
            "cache_path", "check_models", "check_prompt_files", "check_replay",
            "default_out_dir", "dry_run_of", "execute", "fact_source",
            "make_context", "merged_settings", "open_engine", "own_kg_name", "parse_setting_pairs",
-           "plan_run", "prompt_digests", "recordable", "setting_fields"]
+           "plan_run", "prompt_digests", "read_setting_pairs", "recordable",
+           "setting_fields"]
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
@@ -430,7 +431,11 @@ def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
     A value is read as the type of the setting's default: a bool from 1/true/yes/on, a
     number, or a list from comma-separated items.
     """
-    fields = setting_fields(strategy, consensus=consensus)
+    return read_setting_pairs(pairs, setting_fields(strategy, consensus=consensus))
+
+
+def read_setting_pairs(pairs: Sequence[str], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn ``KEY=VALUE`` texts into settings typed as the defaults of ``fields`` (by name)."""
     values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")

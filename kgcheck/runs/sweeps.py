@@ -20,9 +20,12 @@ from kgcheck import event_loop
 from kgcheck.data.runfolder import SUMMARY, RunError, read_verdicts
 from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
 from kgcheck.runs.grid import CELLS_DIR, Cell, SweepConfig, SweepConfigError, load_sweep
-from kgcheck.runs.plan import CacheChoice, RunPlan, SettingsError, execute, plan_run
+from kgcheck.runs.launch import run_spec
+from kgcheck.runs.plan import CacheChoice, RunPlan, SettingsError, plan_run
+from kgcheck.runs.spec import RunSpec
 
-__all__ = ["OnCell", "SWEEP_INFO", "SweepResult", "asweep", "leaderboard", "plan_sweep", "sweep"]
+__all__ = ["OnCell", "SWEEP_INFO", "SweepResult", "asweep", "cell_spec", "leaderboard",
+           "plan_sweep", "sweep"]
 
 SWEEP_INFO = "sweep.json"
 OnCell = Callable[[Cell, dict[str, Any]], None]
@@ -47,6 +50,18 @@ def _describe(cell: Cell) -> dict[str, Any]:
             "prompt": cell.prompt, "input": cell.source, "settings": dict(cell.settings)}
 
 
+def cell_spec(sweep: SweepConfig, cell: Cell, out_dir: Path,
+              cache: CacheChoice = True) -> RunSpec:
+    """Return a cell's run, into its folder under ``OUT/cells/``.
+
+    Always resumable: a finished cell is read back, a stopped one continues.
+    """
+    return RunSpec(dataset=cell.dataset, triples=cell.triples, strategy=cell.strategy,
+                   model=cell.model, data=sweep.data, limit=sweep.limit,
+                   out=out_dir / CELLS_DIR / cell.name, settings=cell.run_settings(),
+                   concurrency=sweep.concurrency, resume=True, cache=cache)
+
+
 def plan_sweep(config: str | Path | SweepConfig, out: str | Path | None = None
                ) -> tuple[SweepConfig, Path, list[tuple[Cell, RunPlan]]]:
     """Check every cell of a sweep; nothing runs. Errors name the file and the cell."""
@@ -59,9 +74,7 @@ def plan_sweep(config: str | Path | SweepConfig, out: str | Path | None = None
             raise SweepConfigError(f"{sweep.path}: the grid holds cell {cell.name} twice")
         seen.add(cell.name)
         try:
-            plan = plan_run(dataset=cell.dataset, triples=cell.triples, strategy=cell.strategy,
-                            model=cell.model, data=sweep.data, limit=sweep.limit,
-                            out=out_dir / CELLS_DIR / cell.name, settings=cell.run_settings())
+            plan = plan_run(cell_spec(sweep, cell, out_dir))
         except (SettingsError, RunError, LookupError, ValueError, OSError) as exc:
             raise SweepConfigError(f"{sweep.path}: cell {cell.name}: {exc}") from None
         plans.append((cell, plan))
@@ -85,9 +98,7 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
         row = _describe(cell)
         async with gate:
             try:
-                # Always resumable: a finished cell is read back, a stopped one continues.
-                result = await execute(plan, concurrency=sweep.concurrency, resume=True,
-                                       cache=cache)
+                result = await run_spec(cell_spec(sweep, cell, out_dir, cache), plan=plan)
                 row = leaderboard_row(row, result.summary, result.records)
                 verdicts[row["cell"]] = list(result.records)
                 if result.aborted:
