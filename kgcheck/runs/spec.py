@@ -41,9 +41,10 @@ GROUPS = {"input": "Input", "sampling": "Sampling", "strategy": "Strategy",
           "model": "Model", "engine": "Engine", "consensus": "Consensus and repeats",
           "rules": "Rules", "output": "Output"}
 # A resume may change the field ("free") or must keep it ("same"); "input" fields are
-# compared through the facts they give (run.json's input fingerprint), not by value, and
-# "settings" fields through the run's recorded settings (by setting, prompt files by content).
-Resume = Literal["same", "free", "input", "settings"]
+# compared through the facts they give (run.json's input fingerprint), not by value,
+# "settings" fields through the run's recorded settings (by setting, prompt files by
+# content) and "identity" fields through the run's identity (strategy, models, judge).
+Resume = Literal["same", "free", "input", "settings", "identity"]
 Surface = Literal["cli", "python"]
 
 
