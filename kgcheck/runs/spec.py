@@ -433,7 +433,8 @@ class RunSpec(ModelOptions):
 
     def stored(self) -> dict[str, Any]:
         """Return the spec as run.json keeps it: versioned, facts in memory left out."""
-        fields = self.model_dump(mode="json", exclude={"engine"})
+        # A value JSON has no form for (an object in the settings) is kept as its text.
+        fields = self.model_dump(mode="json", exclude={"engine"}, fallback=str)
         fields["engine"] = self.engine_name()
         return {"version": SPEC_VERSION, "fields": fields}
 
