@@ -12,13 +12,17 @@ DEMO_KG := vendored/demo/capitals.ttl
 # (llama-cpp-python, a source build); xllamacpp has none.
 LOCAL_EXTRA = $(shell $(PYTHON) -c "import shlex, tomllib; print(' '.join(shlex.quote(r) for r in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['local']))")
 
+# setuptools announces every editable install of a package-dir layout ("Editable installation.",
+# a banner of advice about folders named like the package): the install stays quiet without it.
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
 .PHONY: install demo test lint docs studio bench graphs clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]" -c constraints.txt
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e ".[test]" -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt $(LOCAL_EXTRA)
 	touch $(STAMP)
 
@@ -30,7 +34,7 @@ demo: $(STAMP)
 	$(BIN)/kgcheck run --dataset yago --strategy dka --model replay:gemma2:9b --out runs/demo-dka-yago --fresh
 	$(BIN)/kgcheck reproduce --datasets FactBench,YAGO --out runs/demo-reproduce
 	@awk '/^## /{n++} n==1' runs/demo-reproduce/tables.md
-	$(BIN)/kgcheck run --triples $(DEMO_KG) --strategy dka --model local:smollm2-135m --set temperature=0 --set constrain=true --out runs/demo-local --fresh --no-progress
+	$(BIN)/kgcheck run --triples $(DEMO_KG) --strategy dka --model local:smollm2-135m --set temperature=0 --out runs/demo-local --fresh --no-progress
 	@echo "These verdicts came from SmolLM2-135M (135M parameters), run by a llama.cpp server on 127.0.0.1 and held to T or F by a grammar: near chance, they show the real path, not accuracy."
 
 test: $(STAMP)

@@ -90,6 +90,12 @@ def explorer_query(page: int):
     return FactQuery(page=page)
 
 
+def child_index(run_dir: str) -> dict:
+    from kgcheck.view.index import index_path
+
+    return {"bytes": index_path(Path(run_dir)).stat().st_size}
+
+
 def child_read_all(run_dir: str) -> dict:
     from kgcheck.data.runfolder import VERDICTS, read_verdicts
 
@@ -122,16 +128,19 @@ def main() -> None:
         kind, run_dir, *rest = args.child
         out = {"write": lambda: child_write(run_dir, int(rest[0])),
                "open": lambda: child_open(run_dir),
-               "read_all": lambda: child_read_all(run_dir)}[kind]()
+               "read_all": lambda: child_read_all(run_dir),
+               "index": lambda: child_index(run_dir)}[kind]()
         print(json.dumps(out))
         return
     with tempfile.TemporaryDirectory(prefix="kgcheck-bench-view-") as tmp:
+        # The children keep the index in the benchmark's own cache folder, not the user's.
+        os.environ["KGCHECK_CACHE_DIR"] = str(Path(tmp) / "cache")
         run_dir = str(Path(tmp) / "run")
         written = _child("write", run_dir, str(args.facts))
         cold = _child("open", run_dir)
         warm = _child("open", run_dir)
         read_all = _child("read_all", run_dir)
-        index_mb = round((Path(run_dir) / ".view-index.sqlite").stat().st_size / 1e6, 1)
+        index_mb = round(_child("index", run_dir)["bytes"] / 1e6, 1)
     print(json.dumps({
         "benchmark": "view", "facts": args.facts, **written, "index_mb": index_mb,
         "cold": cold, "warm": warm, "read_all_for_scale": read_all,

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kgcheck.evals.figure_text import plain_text
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -66,6 +68,7 @@ def reliability(confidence: Sequence[float], correct: Sequence[bool],
             "ece": ece, "n": len(p)}
 
 
+@plain_text
 def calibration_figure(confidence: Sequence[float], correct: Sequence[bool], title: str,
                        bins: int = 10) -> Figure:
     """Draw the reliability diagram of one run's confidences."""

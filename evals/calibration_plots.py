@@ -19,8 +19,10 @@ matplotlib.use("Agg")  # Files only: never open a window.
 import matplotlib.pyplot as plt  # noqa: E402
 
 from kgcheck.evals.accuracy.plots import _save  # noqa: E402
+from kgcheck.evals.figure_text import plain_text  # noqa: E402
 
 
+@plain_text
 def plot_reliability(report: Mapping[str, Any], out_dir: Path, stem: str,
                      title: str = "") -> list[Path]:
     """Draw the reliability diagram of a ``calibration_report``."""
@@ -39,6 +41,7 @@ def plot_reliability(report: Mapping[str, Any], out_dir: Path, stem: str,
     return _save(fig, out_dir, stem)
 
 
+@plain_text
 def plot_precision_coverage(report: Mapping[str, Any], out_dir: Path, stem: str,
                             title: str = "") -> list[Path]:
     """Draw the precision-coverage curve of a ``calibration_report``."""

@@ -48,6 +48,13 @@ from kgcheck.arguments import Arg, ArgumentMessage, literal
 from kgcheck.data.atomic import atomic_output
 from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import readable_term
+from kgcheck.data.rdf_terms import (
+    TermError,
+    comment_text,
+    is_iri,
+    literal_from_term,
+    triple_from_terms,
+)
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -74,8 +81,6 @@ COLUMNS = ("fact_id", "subject", "predicate", "object", "subject_name", "predica
 # Longest reason text kept in an export; raw answers with reasoning can be long.
 MAX_REASON_CHARS = 2000
 
-# Schemes of the terms used as IRIs as they are (with ``://``), besides ``urn:``.
-IRI_SCHEMES = ("http", "https", "ftp", "file")
 KGC = "urn:kgcheck:vocab:"
 TERM = "urn:kgcheck:term:"
 VERDICT = "urn:kgcheck:verdict:"
@@ -133,6 +138,7 @@ def rows(records: Iterable[Mapping[str, Any]],
             **{f"{key}_name": given.get(key) or readable_term(str(record.get(key) or ""))
                for key in ("subject", "predicate", "object")},
             "names": dict(given),
+            "name_terms": record.get("name_terms") or None,
             "verdict": record.get("label", "NA"),
             "method": record.get("method"),
             "model": record.get("model"),
@@ -163,19 +169,6 @@ def rows(records: Iterable[Mapping[str, Any]],
 # --- RDF ------------------------------------------------------------------------------
 
 
-def is_iri(term: str) -> bool:
-    """Tell whether a term is an absolute IRI: ``http(s)://``, ``ftp://``, ``file://``, ``urn:``.
-
-    Other ``word:rest`` strings (``foaf:name``, ``Paris:France``) are names, not IRIs.
-    """
-    scheme, sep, rest = term.partition(":")
-    if not sep or not rest or any(c.isspace() or c in '<>"{}|\\^`' for c in term):
-        return False
-    if scheme.lower() == "urn":
-        return True
-    return scheme.lower() in IRI_SCHEMES and rest.startswith("//") and len(rest) > 2
-
-
 @lru_cache(maxsize=65536)
 def mint_iri(dataset: str, term: str) -> ox.NamedNode:
     """Return the IRI kgcheck gives a non-IRI term of a dataset (percent-encoded UTF-8)."""
@@ -183,20 +176,19 @@ def mint_iri(dataset: str, term: str) -> ox.NamedNode:
     return ox.NamedNode(f"{TERM}{space}:{quote(term, safe='')}")
 
 
-def _from_ntriples(rdf: Mapping[str, str], where: str) -> tuple[Any, Any, Any]:
-    line = f"{rdf['subject']} {rdf['predicate']} {rdf['object']} .\n"
+def _from_ntriples(rdf: Any, where: str) -> tuple[Any, Any, Any]:
+    if not isinstance(rdf, Mapping):
+        raise ExportError(f"{where}: its rdf terms are not an object")
     try:
-        quads = list(ox.parse(line, format=ox.RdfFormat.N_TRIPLES))
-    except SyntaxError as exc:
-        raise ExportError(f"{where}: its rdf terms are not N-Triples ({exc})") from None
-    quad = quads[0]
-    return quad.subject, quad.predicate, quad.object
+        return triple_from_terms(rdf)
+    except TermError as exc:
+        raise ExportError(f"{where}: {exc}") from None
 
 
 def triple_terms(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """Return a row's triple as RDF terms: its own RDF terms, else IRIs and minted IRIs."""
     if row.get("rdf"):
-        return _from_ntriples(row["rdf"], f"fact {row['fact_id']}")
+        return _from_ntriples(row["rdf"], f"fact {comment_text(str(row['fact_id']))}")
     dataset = str(row.get("dataset") or "")
     subject, predicate, obj = (str(row.get(k) or "") for k in ("subject", "predicate", "object"))
     s = ox.NamedNode(subject) if is_iri(subject) else mint_iri(dataset, subject)
@@ -294,7 +286,21 @@ def name_triples(row: Mapping[str, Any], terms: Sequence[Any],
                                   else None)
         if name:
             described.add(f"label {term.value}")
-            yield ox.Triple(term, ox.NamedNode(RDFS + "label"), ox.Literal(str(name)))
+            yield ox.Triple(term, ox.NamedNode(RDFS + "label"), _name_literal(row, key, name))
+
+
+def _name_literal(row: Mapping[str, Any], key: str, name: Any) -> ox.Literal:
+    """Return a name as the KG wrote it: with its language tag or datatype, when known."""
+    written = (row.get("name_terms") or {}).get(key)
+    if not written:
+        return ox.Literal(str(name))
+    try:
+        literal = literal_from_term(str(written))
+    except TermError as exc:
+        raise ExportError(f"fact {comment_text(str(row['fact_id']))}: its {key}'s name term "
+                          f"is no literal ({exc})") from None
+    # The name shown and the term kept go together; one edited alone is not trusted.
+    return literal if literal.value == str(name) else ox.Literal(str(name))
 
 
 def rdf_triples(export_rows: Iterable[Mapping[str, Any]], shape: str) -> Iterator[ox.Triple]:
@@ -355,7 +361,8 @@ def write_rows(export_rows: Iterable[dict[str, Any]], fmt: str, sink: IO[bytes],
         else:
             for row in counted():
                 text.write(json.dumps({k: v for k, v in row.items()
-                                       if k in COLUMNS or (k in ("rdf", "names") and v)})
+                                       if k in COLUMNS or (k in ("rdf", "names", "name_terms")
+                                                           and v)})
                            + "\n")
     finally:
         text.flush()

@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from kgcheck.data.atomic import write_text_atomic  # noqa: E402
+from kgcheck.evals.figure_text import plain_text  # noqa: E402
 from kgcheck.evals.stats.errors import StatsInputError  # noqa: E402
 from kgcheck.evals.stats.groups import significance_groups  # noqa: E402
 from kgcheck.evals.study.plots import pareto_front, save_figure  # noqa: E402
@@ -151,6 +152,7 @@ def leaderboard_markdown(rows: Sequence[dict[str, Any]], title: str) -> str:
     return "\n".join(lines)
 
 
+@plain_text
 def plot_leaderboard(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Draw macro-F1 against cost (or tokens) and against time, with the Pareto fronts."""
     scored = [r for r in rows if r["macro_f1"] is not None]

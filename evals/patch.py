@@ -13,8 +13,12 @@ IRIs otherwise), so applied to the N-Triples export of the same run (or the KG t
 read) they remove exactly those triples. A corrected value keeps the kind of the term it
 replaces: a literal keeps its datatype or language tag, an IRI stays an IRI in the same
 namespace (a name becomes ``namespace + name`` with spaces as underscores), unless the
-value is itself an IRI. A triple with a blank node cannot be named in ``DELETE DATA``: it
-is left out and counted.
+value is itself an IRI. A value that looks like an IRI (``http:``, ``urn:`` ...) is one only
+if pyoxigraph, which writes it, accepts it; otherwise the correction is left out. A triple
+with a blank node cannot be named in ``DELETE DATA``: it is left out and counted.
+
+What is left out is listed in ``# left out:`` comments of the SPARQL Update, each on one
+line whatever its fact id or value holds (``kgcheck.data.rdf_terms.comment_text``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from kgcheck.evals.export import TERM, is_iri, mint_iri, triple_terms
+from kgcheck.data.rdf_terms import comment_text, iri_problem, is_iri, looks_like_iri
+from kgcheck.evals.export import TERM, mint_iri, triple_terms
 
 PATCH_FORMATS = ("sparql", "patch")
 PARTS = ("subject", "predicate", "object")
@@ -71,6 +76,9 @@ def corrected_term(old: Any, value: str, dataset: str, part: str) -> Any:
             return ox.Literal(text, datatype=old.datatype)
         if is_iri(text):
             return ox.NamedNode(text)
+        if looks_like_iri(text):
+            # An IRI the writer would refuse is no name either: never percent-encode it.
+            raise CorrectionTermError(iri_problem(text) or "an IRI needs // after its scheme")
         if isinstance(old, ox.NamedNode) and old.value.startswith(TERM):
             # A minted name (YAGO, FactBench): the KG writes its names with underscores.
             return mint_iri(dataset, text.replace(" ", "_"))
@@ -135,7 +143,8 @@ def sparql_update(found: Changes) -> str:
         parts.append("DELETE DATA {\n" + "".join(_lines(found.delete)) + "}")
     if found.insert:
         parts.append("INSERT DATA {\n" + "".join(_lines(found.insert)) + "}")
-    header = "".join(f"# left out: {s}\n" for s in found.skipped)
+    # Free text in a comment: one line, whatever a fact id or an error message holds.
+    header = "".join(f"# left out: {comment_text(s)}\n" for s in found.skipped)
     return header + (" ;\n".join(parts) + "\n" if parts else "")
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import Arg, ArgumentError, literal
+from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import (
     LABELS_FILE,
     RUN_INFO,
@@ -440,11 +441,11 @@ def write_outputs(results: Sequence[MethodResults], out_dir: str | Path, *, titl
         public += [{k: v for k, v in r.items() if keep_source or k != "source"}
                    for r in intervals]
     md = out / TABLES_MD
-    md.write_text(render_markdown(records, title=title,
-                                  notes=[*coverage_notes(ordered), *notes],
-                                  extra=[e for e in extra if e]), encoding="utf-8")
+    write_text_atomic(md, render_markdown(records, title=title,
+                                          notes=[*coverage_notes(ordered), *notes],
+                                          extra=[e for e in extra if e]))
     js = out / TABLES_JSON
-    js.write_text(json.dumps(public, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(js, json.dumps(public, indent=1) + "\n")
     paths: list[Path] = []
     if plots:
         from kgcheck.evals.study.plots import plot_all

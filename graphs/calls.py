@@ -13,13 +13,22 @@ from langgraph.config import get_config
 from typing_extensions import TypedDict
 
 from kgcheck.data.facts import Fact
-from kgcheck.graphs.context import Context
-from kgcheck.graphs.explain import compact_logprobs
+from kgcheck.graphs.context import AUTO, Context
+from kgcheck.graphs.explain import (
+    Requests,
+    compact_logprobs,
+    explained_format,
+    reply_logprobs,
+)
 from kgcheck.graphs.parsing import answer_format
 from kgcheck.providers import metadata
 from kgcheck.providers.cache import CachedAnswer, active_cache, answer_key
 from kgcheck.providers.constraints import AnswerFormat, notice
-from kgcheck.providers.resolve import aprepare_model, constrained_model
+from kgcheck.providers.resolve import (
+    aprepare_model,
+    constrained_model,
+    constrains_by_default,
+)
 from kgcheck.providers.settings import ModelSettings
 
 # Replay already serves recorded answers (and scripted test models must run every time).
@@ -54,6 +63,8 @@ class CallRecord(TypedDict):
     tokens_out: int | None
     # The answer tokens' log-probabilities, when the server returned them.
     logprobs: NotRequired[list[dict[str, Any]] | None]
+    # The answer format the call was held to (which tokens a confidence counts).
+    constraint: NotRequired[str]
 
 
 @dataclass
@@ -68,6 +79,7 @@ class ModelReply:
     # Served from the answer cache: nothing was sent, nothing was paid.
     cached: bool = False
     logprobs: list[dict[str, Any]] | None = None
+    constraint: str | None = None
 
     def record(self) -> CallRecord:
         """Return the JSON-plain record of this call."""
@@ -75,6 +87,8 @@ class ModelReply:
                             tokens_in=self.tokens_in, tokens_out=self.tokens_out)
         if self.logprobs is not None:
             record["logprobs"] = self.logprobs
+        if self.constraint is not None:
+            record["constraint"] = self.constraint
         return record
 
 
@@ -97,34 +111,54 @@ def current_repeat() -> int | None:
     return None if value is None else int(value)
 
 
-def constraint_of(ctx: Context, step: str, parser: str | None) -> AnswerFormat | None:
+def constrains(ctx: Context, spec: str) -> bool:
+    """Tell whether calls to ``spec`` are held to an answer format under ``ctx``.
+
+    ``constrain`` is on, off, or ``auto``: held where the model's provider holds by default
+    (``local:`` models, whose small models rarely comply otherwise).
+    """
+    value = getattr(ctx, "constrain", False)
+    if value == AUTO:
+        return constrains_by_default(spec)
+    return bool(value)
+
+
+def constraint_of(ctx: Context, step: str, parser: str | None, spec: str | None = None,
+                  requests: Requests | None = None) -> AnswerFormat | None:
     """Return the answer format a call is held to: with ``constrain``, its verdict's format.
 
     Only verdict calls are constrained (RAG's sentence and question steps write free text);
-    ``parser`` names the reader of this call's answer when it is not the context's.
+    ``parser`` names the reader of this call's answer when it is not the context's. The
+    lines ``requests`` ask for beside the verdict (a reason, citations, a correction) are
+    held too where the model is held by a grammar.
     """
-    if not getattr(ctx, "constrain", False) or step != "verdict":
+    if step != "verdict" or not constrains(ctx, spec or ctx.model):
         return None
     name = parser or ctx.parser
     fmt = answer_format(name)
     if fmt is None:
-        notice(f"the {name!r} parser has no answer format to constrain to; constrain is "
-               "ignored for it")
-    return fmt
+        if getattr(ctx, "constrain", False) is True:
+            notice(f"the {name!r} parser has no answer format to constrain to; constrain "
+                   "is ignored for it")
+        return None
+    return explained_format(fmt, requests if requests is not None else Requests.of(ctx))
 
 
 async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: str = "verdict",
               *, model: str | None = None, recorded: str | None = None,
-              parser: str | None = None, **extra: Any) -> ModelReply:
+              parser: str | None = None, requests: Requests | None = None,
+              **extra: Any) -> ModelReply:
     """Send ``messages`` about ``fact`` to the context's model (or ``model``), timed.
 
     ``recorded`` makes replay serve another method's recordings for this call (RAG's DKA
     fallback); ``parser`` names the reader of the answer when it is not the context's (it
-    picks the format ``constrain`` holds the model to); ``extra`` goes into the call's
-    metadata (``kgcheck_attempt=2``).
+    picks the format ``constrain`` holds the model to); ``requests`` are the explanation
+    lines the prompt asks for (default: the context's, without citations); ``extra`` goes
+    into the call's metadata (``kgcheck_attempt=2``).
     """
     spec = model or ctx.model
-    fmt = constraint_of(ctx, step, parser)
+    fmt = constraint_of(ctx, step, parser, spec, requests)
+    held = fmt.name if fmt is not None else None
     cache = active_cache()
     key = None
     repeat = current_repeat()
@@ -142,7 +176,7 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
         if hit is not None:
             return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,
                               tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True,
-                              logprobs=hit.logprobs)
+                              logprobs=hit.logprobs, constraint=held)
     await aprepare_model(spec, ctx)
     chat: Any = ctx.chat_model(model)
     if fmt is not None:
@@ -161,7 +195,8 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
         tokens_in=usage.get("input_tokens"),
         tokens_out=usage.get("output_tokens"),
         logprobs=compact_logprobs(
-            ((message.response_metadata or {}).get("logprobs") or {}).get("content")),
+            reply_logprobs((message.response_metadata or {}).get("logprobs"))),
+        constraint=held,
     )
     if key is not None and cache is not None:
         await cache.aput(key, spec, CachedAnswer(reply.text, reply.tokens_in, reply.tokens_out,

@@ -26,6 +26,9 @@ from kgcheck.arguments import truthy
 from kgcheck.providers import ModelSettings, resolve_model
 
 LLM_HINT = {"__template_metadata__": {"kind": "llm"}}
+# ``constrain``'s default: held where the model's provider holds by default (local:).
+AUTO = "auto"
+FALSE_WORDS = ("0", "false", "no", "off")
 DEFAULT_MODEL = "replay:gemma2:9b"
 
 
@@ -89,6 +92,11 @@ class Context(ModelSettings):
     def __post_init__(self) -> None:
         if isinstance(self.abstain, str):
             self.abstain = truthy(self.abstain)
+        if isinstance(self.constrain, str):
+            word = self.constrain.strip().lower()
+            if word != AUTO and word not in FALSE_WORDS and not truthy(word):
+                raise ValueError(f"constrain {self.constrain!r}: expected auto, true or false")
+            self.constrain = AUTO if word == AUTO else truthy(word)
         if self.abstain:
             # Only settings still at the class's default switch: a chosen prompt stays.
             defaults = {f.name: f.default for f in fields(self)}
@@ -96,12 +104,14 @@ class Context(ModelSettings):
                 if getattr(self, name) == defaults.get(name):
                     setattr(self, name, variant)
 
-    constrain: bool = field(
-        default=False,
+    constrain: bool | str = field(
+        default=AUTO,
         metadata={"description": "Hold the model to the parser's answer format where its "
-                  "provider can (local: a llama.cpp grammar; openai, azure, "
-                  "openai-compatible: a JSON schema response_format; ollama: a JSON schema "
-                  "format); ignored with a warning elsewhere (replay)."},
+                  "provider can (local: a llama.cpp grammar, which also holds the reason "
+                  "and correction lines; openai, azure, openai-compatible: a JSON schema "
+                  "response_format; ollama: a JSON schema format); ignored with a warning "
+                  "elsewhere (replay). auto (the default): on for local: models, off for "
+                  "the others; true or false: for every model."},
     )
 
     def chat_model(self, spec: str | None = None) -> BaseChatModel:

@@ -15,13 +15,15 @@ nothing is asked the answer goes to the parser whole, so the study's prompts and
 do not change. A bad answer (the label inside the reason, an invented passage id, a
 correction that is no valid term) is never fatal: it is recorded in ``answer_problems``.
 
-This module also reads a verdict's confidence from token log-probabilities (normalised
-over the T and F tokens) and lays out the conversation a verdict keeps.
+This module also reads a verdict's confidence, the probability that the fact is true
+(P(T), whatever the label), from token log-probabilities, builds the grammar that holds an
+explained answer to its lines, and lays out the conversation a verdict keeps.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,8 +33,17 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from kgcheck.data.facts import Fact, Label
-from kgcheck.graphs.parsing import EMPTY, NO_OUTPUT, NO_VERDICT, Reading, read_with
+from kgcheck.data.rdf_terms import iri_problem, is_iri, looks_like_iri
+from kgcheck.graphs.parsing import (
+    EMPTY,
+    NO_OUTPUT,
+    NO_VERDICT,
+    Reading,
+    format_named,
+    read_with,
+)
 from kgcheck.prompts import load_prompt
+from kgcheck.providers.constraints import AnswerFormat
 
 REASON_PROMPT = "explain_reason.txt"
 CITATIONS_PROMPT = "explain_citations.txt"
@@ -54,7 +65,6 @@ _EXTRA_LINE = re.compile(
 _PASSAGE = re.compile(r"\b(\d+|[A-Za-z][\w.:/-]*\d[\w.:/-]*)\b")
 _NONE = re.compile(r"^\W*(none|nothing|n/?a|no passages?)\W*$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_IRI_BAD = re.compile(r'[\s<>"{}|\\^`]')
 
 # Problems of an answer's extras, as counted in a verdict's ``answer_problems``.
 SWALLOWED = "the reason holds the verdict: no verdict before the reason line"
@@ -235,8 +245,9 @@ def value_problem(value: str) -> str | None:
         return f"{len(value)} characters long (at most {MAX_VALUE_CHARS})"
     if _CONTROL.search(value):
         return "holds control characters"
-    if re.match(r"^(https?|urn|ftp|file):", value) and _IRI_BAD.search(value):
-        return "an IRI with spaces or characters IRIs may not hold"
+    if looks_like_iri(value) and not is_iri(value):
+        # Checked by the parser that writes it in an export: what it refuses is no IRI.
+        return iri_problem(value) or "an IRI needs // after its scheme"
     return None
 
 
@@ -264,6 +275,13 @@ def correction_for(fact: Fact, label: Label, part: str | None, value: str | None
 
 
 # --- confidence ------------------------------------------------------------------------
+#
+# A verdict's confidence is one number: the probability that the fact is TRUE, P(T), in
+# [0, 1], whatever the label (a verdict F with confidence 0.1 is a sure F). It is read from
+# the log-probabilities of the one token where the answer writes its verdict: the mass of
+# the alternatives there that read as T over that of those that read as T or F. Held to an
+# answer format (``constrain``), only the tokens its grammar allows at that place count
+# (``T``/``F``, ``yes``/``no``), never ``True`` or ``The``, which the grammar forbids.
 
 _SIDES = {"t": "T", "true": "T", "yes": "T", "f": "F", "false": "F", "no": "F"}
 _TOKEN_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
@@ -273,8 +291,23 @@ def _side(token: str) -> str | None:
     return _SIDES.get(_TOKEN_EDGE.sub("", token).lower())
 
 
+def reply_logprobs(logprobs: Any) -> list[Mapping[str, Any]] | None:
+    """Return a reply's answer tokens from its ``logprobs``, in either wire format.
+
+    OpenAI's chat API (and llama.cpp's, vLLM's) sends ``{"content": [token, ...]}``;
+    Ollama's sends the list of tokens itself (which its client turns into pydantic
+    objects). Each token is ``{"token", "logprob", "top_logprobs": [{"token", "logprob"},
+    ...]}`` in both.
+    """
+    if isinstance(logprobs, Mapping):
+        logprobs = logprobs.get("content")
+    if not isinstance(logprobs, list):
+        return None
+    return [item.model_dump() if hasattr(item, "model_dump") else item for item in logprobs]
+
+
 def compact_logprobs(content: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """Keep what a verdict needs of a reply's ``logprobs.content``: the first tokens.
+    """Keep what a verdict needs of a reply's answer tokens: the first tokens.
 
     Each kept token is ``{"token", "logprob", "top": [[token, logprob], ...]}``.
     """
@@ -293,17 +326,43 @@ def compact_logprobs(content: Iterable[Mapping[str, Any]] | None) -> list[dict[s
     return kept
 
 
-def logprob_confidence(tokens: Sequence[Mapping[str, Any]] | None,
-                       label: Label, upto: int | None = None) -> float | None:
-    """Return P(true) from the verdict token's log-probabilities, normalised over T and F.
+def _alternatives(token: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """Return a token and its alternatives as (text, logprob), each text once."""
+    pairs = [(str(token.get("token", "")), float(token.get("logprob", 0.0)))]
+    pairs += [(str(t), float(lp)) for t, lp in token.get("top") or []]
+    seen: set[str] = set()
+    unique = []
+    for text, logprob in pairs:
+        if text not in seen:
+            seen.add(text)
+            unique.append((text, logprob))
+    return unique
 
-    The verdict token is the first token (within the first ``upto`` characters) that reads
-    as the label (``T``, ``true``, ``yes`` / ``F``, ``false``, ``no``). Its alternatives
-    that read as T add to P(T), those that read as F to P(F); the confidence is
-    P(T) / (P(T) + P(F)). None when the label is not T or F or no such token is found.
+
+def _p_true(mass: Mapping[str, float]) -> float | None:
+    total = mass.get("T", 0.0) + mass.get("F", 0.0)
+    return mass.get("T", 0.0) / total if total > 0 else None
+
+
+def logprob_confidence(tokens: Sequence[Mapping[str, Any]] | None,
+                       label: Label, upto: int | None = None,
+                       fmt: AnswerFormat | None = None) -> float | None:
+    """Return P(T), the probability that the fact is true, from the verdict token.
+
+    Without ``fmt`` (an unheld answer) the verdict token is the first token (within the
+    first ``upto`` characters) that reads as the label (``T``, ``true``, ``yes`` / ``F``,
+    ``false``, ``no``), and every alternative there that reads as T or F counts. Held to
+    ``fmt``, the verdict token is the one that writes one of its choices (the last one for
+    formats whose verdict ends the answer), and only the alternatives that write another of
+    its choices at the same place count: what the grammar let the model pick from (an
+    unlisted other choice counts at the least listed probability, its upper bound). The
+    result is P(T) / (P(T) + P(F)); None when the label is not T or F or no verdict token
+    is found.
     """
     if not tokens or label not in ("T", "F"):
         return None
+    if fmt is not None and fmt.choices:
+        return _held_confidence(tokens, label, upto, fmt)
     offset = 0
     for token in tokens:
         text = str(token.get("token", ""))
@@ -313,29 +372,108 @@ def logprob_confidence(tokens: Sequence[Mapping[str, Any]] | None,
         if _side(text) != label:
             continue
         mass = {"T": 0.0, "F": 0.0}
-        alternatives = [(text, float(token.get("logprob", 0.0)))]
-        alternatives += [(str(t), float(lp)) for t, lp in token.get("top") or []]
-        seen: set[str] = set()
-        for alt, logprob in alternatives:
+        for alt, logprob in _alternatives(token):
             side = _side(alt)
-            if side is None or alt in seen:
-                continue
-            seen.add(alt)
-            mass[side] += math.exp(logprob)
-        total = mass["T"] + mass["F"]
-        return mass["T"] / total if total > 0 else None
+            if side is not None:
+                mass[side] += math.exp(logprob)
+        return _p_true(mass)
     return None
+
+
+def _held_confidence(tokens: Sequence[Mapping[str, Any]], label: Label, upto: int | None,
+                     fmt: AnswerFormat) -> float | None:
+    allowed = fmt.verdict_tokens()
+    found: Mapping[str, Any] | None = None
+    offset = 0
+    for token in tokens:
+        text = str(token.get("token", ""))
+        if upto is not None and offset >= upto:
+            break
+        offset += len(text)
+        if text in allowed and allowed[text][1] == label:
+            found = token
+            if not fmt.verdict_last:
+                break
+    if found is None:
+        return None
+    lead = allowed[str(found.get("token", ""))][0]
+    mass = {"T": 0.0, "F": 0.0, "NEI": 0.0}
+    listed = _alternatives(found)
+    for alt, logprob in listed:
+        place = allowed.get(alt)
+        if place is not None and place[0] == lead:
+            mass[place[1]] += math.exp(logprob)
+    other = "F" if label == "T" else "T"
+    if mass[other] == 0.0 and found.get("top"):
+        # The other choice is not among the listed alternatives: each of its spellings is at
+        # most as likely as the least likely one listed. That bound, not 0, is used: the
+        # confidence never claims more certainty than the listed probabilities show.
+        spellings = sum(1 for place in allowed.values() if place == (lead, other))
+        mass[other] = spellings * math.exp(min(logprob for _, logprob in listed))
+    return _p_true(mass)
 
 
 def confidence_fields(calls: Sequence[Mapping[str, Any]], label: Label,
                       upto: int | None = None) -> dict[str, Any]:
-    """Return a verdict's confidence from its last call's log-probabilities, if it has them."""
+    """Return a verdict's confidence, P(T), from its last call's log-probabilities, if any.
+
+    The call's answer format (``constraint``, when it was held to one) says which tokens
+    count.
+    """
     if not calls:
         return {}
-    value = logprob_confidence(calls[-1].get("logprobs"), label, upto)
+    last = calls[-1]
+    value = logprob_confidence(last.get("logprobs"), label, upto,
+                               format_named(last.get("constraint")))
     if value is None:
         return {}
     return {"confidence": round(value, 6), "confidence_source": "logprobs"}
+
+
+# --- held explanations -------------------------------------------------------------------
+
+# Longest reason, citation list or value a grammar lets a held answer write, in characters.
+HELD_LINE_CHARS = 300
+
+
+def _gbnf_literal(text: str) -> str:
+    return json.dumps(text)
+
+
+def explained_format(fmt: AnswerFormat, requests: Requests) -> AnswerFormat:
+    """Return ``fmt`` extended with the lines ``requests`` ask for, as a grammar.
+
+    The verdict comes first, exactly as ``fmt`` writes it, then ``Reason:``, ``Cited:``
+    and, after a verdict read as F only, ``Wrong part:`` and ``Right value:``: the lines
+    ``read_answer`` reads. The JSON schema stays the verdict's (a schema-held answer has no
+    lines). Without requests, or for a format without choices, ``fmt`` is returned.
+    """
+    if not requests or not fmt.choices:
+        return fmt
+    asked = [name for name, wanted in (("reason", requests.reasons),
+                                       ("cited", requests.citations),
+                                       ("correction", requests.corrections)) if wanted]
+    common = ""
+    if requests.reasons:
+        common += ' "\\nReason: " line'
+    if requests.citations:
+        common += ' "\\nCited: " line'
+    correction = (' "\\nWrong part: " ("subject" | "predicate" | "object")'
+                  ' "\\nRight value: " line') if requests.corrections else ""
+    # After a preamble the opening (its last line's newline) is the preamble's to write.
+    opening = "" if fmt.preamble else fmt.opening
+    branches = []
+    for value, label in fmt.choices:
+        tail = common + (correction if label == "F" else "")
+        branches.append(f"{_gbnf_literal(opening + value + fmt.closing)}{tail}")
+    lead = f"{fmt.preamble} " if fmt.preamble else ""
+    grammar = (f"root ::= {lead}({' | '.join(branches)})\n"
+               f"line ::= [^\\n]{{1,{HELD_LINE_CHARS}}}")
+    # What every branch writes right after the value: a verdict token may carry its start.
+    after = "\nReason: " if requests.reasons else "\nCited: " if requests.citations else ""
+    return AnswerFormat("+".join([fmt.name, *asked]), grammar, fmt.schema,
+                        choices=fmt.choices, opening=fmt.opening, closing=fmt.closing + after,
+                        preamble=fmt.preamble, verdict_last=fmt.verdict_last)
 
 
 # --- conversation ----------------------------------------------------------------------

@@ -213,35 +213,51 @@ _VERDICT_SCHEMA = {"type": "object",
                    "properties": {"verdict": {"type": "string", "enum": ["T", "F"]}},
                    "required": ["verdict"], "additionalProperties": False}
 
+_TF = (("T", "T"), ("F", "F"))
+_YES_NO = (("yes", "T"), ("no", "F"))
+_OUTPUT_OPENING = '{"output": "'
+_OUTPUT_CLOSING = '"}'
+
 # What each parser's answers look like, as a grammar (llama.cpp) and a JSON schema.
 ANSWER_FORMATS: dict[str, AnswerFormat] = {
-    "strict": AnswerFormat("verdict", 'root ::= "T" | "F"', _VERDICT_SCHEMA),
+    "strict": AnswerFormat("verdict", 'root ::= "T" | "F"', _VERDICT_SCHEMA, choices=_TF),
     # Reasoning lines may come first; the verdict stands alone on the last.
     "last-line": AnswerFormat(
         "reasoned_verdict", 'root ::= ([^\\n]+ "\\n"){0,8} ("T" | "F")',
         {"type": "object",
          "properties": {"reasoning": {"type": "string"},
                         "verdict": {"type": "string", "enum": ["T", "F"]}},
-         "required": ["reasoning", "verdict"], "additionalProperties": False}),
+         "required": ["reasoning", "verdict"], "additionalProperties": False},
+        choices=_TF, opening="\n", preamble='([^\\n]+ "\\n"){0,8}', verdict_last=True),
     "yes-no-json": AnswerFormat(
         "output", 'root ::= "{\\"output\\": \\"" ("yes" | "no") "\\"}"',
         {"type": "object", "properties": {"output": {"type": "string", "enum": ["yes", "no"]}},
-         "required": ["output"], "additionalProperties": False}),
+         "required": ["output"], "additionalProperties": False},
+        choices=_YES_NO, opening=_OUTPUT_OPENING, closing=_OUTPUT_CLOSING),
     "strict-nei": AnswerFormat(
         "verdict_or_nei", 'root ::= "T" | "F" | "NEI"',
         {"type": "object",
          "properties": {"verdict": {"type": "string", "enum": ["T", "F", "NEI"]}},
-         "required": ["verdict"], "additionalProperties": False}),
+         "required": ["verdict"], "additionalProperties": False},
+        choices=(*_TF, ("NEI", "NEI"))),
     "yes-no-nei-json": AnswerFormat(
         "output_or_nei",
         'root ::= "{\\"output\\": \\"" ("yes" | "no" | "not enough evidence") "\\"}"',
         {"type": "object",
          "properties": {"output": {"type": "string",
                                    "enum": ["yes", "no", "not enough evidence"]}},
-         "required": ["output"], "additionalProperties": False}),
+         "required": ["output"], "additionalProperties": False},
+        choices=(*_YES_NO, ("not enough evidence", "NEI")), opening=_OUTPUT_OPENING,
+        closing=_OUTPUT_CLOSING),
 }
 
 
 def answer_format(parser: str) -> AnswerFormat | None:
     """Return the answer format of the parser named ``parser``; None when it has none."""
     return ANSWER_FORMATS.get(parser)
+
+
+def format_named(name: str | None) -> AnswerFormat | None:
+    """Return the built-in answer format called ``name`` (a call record keeps the name)."""
+    base = (name or "").split("+", 1)[0]
+    return next((fmt for fmt in ANSWER_FORMATS.values() if fmt.name == base), None)

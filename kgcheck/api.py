@@ -100,6 +100,7 @@ from kgcheck.runs.plan import (
     plan_run,
     read_setting_pairs,
 )
+from kgcheck.runs.resume_from import fresh_arguments, resume_arguments, stored_arguments
 from kgcheck.runs.runner import RunResult
 from kgcheck.runs.spec import ModelOptions, RunSpec, merged_settings, python_fields
 from kgcheck.tracing import setup_tracing
@@ -144,7 +145,7 @@ __all__ = [
     "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
     "RunSpec", "ModelOptions", "plan_run", "execute", "dry_run_of", "open_engine", "run_spec",
-    "dry_run_spec",
+    "dry_run_spec", "resume_arguments", "fresh_arguments", "stored_arguments",
     "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
     # Results and errors.
     "Fact", "Verdict", "DEFAULT_MODEL", "JUDGE_NONE", "KgcheckWarning", "SettingsError",

@@ -25,10 +25,159 @@ from typer.testing import CliRunner
 from kgcheck.cli import app
 
 # --- 1. Correction exports: fact ids and free text cannot inject SPARQL Update ---------------
+# (Each section imports what it needs inside its tests, so that sections stay apart.)
+def _hostile_run(folder, record):
+    """Write a run folder by hand, as an imported or edited one may be: one verdict, accepted."""
+    import json
+
+    from kgcheck.data.runfolder import write_labels
+
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"run_id": "r1", "dataset": "kg"}))
+    (folder / "verdicts.jsonl").write_text(json.dumps(record) + "\n")
+    write_labels(folder / "labels.csv", [{"fact_id": record["fact_id"], "label": "F",
+                                          "correction": "accept"}])
+    return folder
+
+
+EX = "http://example.org/"
+EVIL_ID = "x\nDROP ALL ;\n#"
+
+
+def _kg_of_four():
+    import pyoxigraph as ox
+
+    store = ox.Store()
+    danube, flows = ox.NamedNode(EX + "Danube"), ox.NamedNode(EX + "flowsThrough")
+    for quad in (ox.Quad(danube, flows, ox.NamedNode(EX + "Spain")),
+                 ox.Quad(danube, flows, ox.NamedNode(EX + "Germany")),
+                 ox.Quad(danube, ox.NamedNode("http://www.w3.org/2000/01/rdf-schema#label"),
+                         ox.Literal("Danube", language="en")),
+                 ox.Quad(danube, ox.NamedNode(EX + "length"), ox.Literal("2850"),
+                         ox.NamedNode(EX + "graph"))):
+        store.add(quad)
+    return store
+
+
+def _export_cli(run, fmt, out):
+    from typer.testing import CliRunner
+
+    from kgcheck.cli import app
+
+    return CliRunner().invoke(app, ["export", str(run), "--format", fmt, "--out", str(out)])
+
+
+def test_a_fact_id_with_newlines_and_a_bad_corrected_iri_cannot_wipe_the_kg(tmp_path):
+    import pyoxigraph as ox
+
+    run = _hostile_run(tmp_path / "run", {
+        "fact_id": EVIL_ID, "label": "F", "method": "DKA", "model": "m", "dataset": "kg",
+        "subject": EX + "Danube", "predicate": EX + "flowsThrough", "object": EX + "Spain",
+        "correction": {"part": "object", "value": "http://[evil", "current": EX + "Spain"}})
+    fix = tmp_path / "fix.ru"
+    result = _export_cli(run, "sparql", fix)
+    assert result.exit_code == 0, result.output
+    text = fix.read_text(encoding="utf-8")
+    comments = [line for line in text.splitlines() if line.startswith("#")]
+    assert comments == [line for line in text.splitlines()
+                        if "DROP" in line or "evil" in line]
+    (comment,) = comments
+    assert comment.startswith("# left out: fact x\\nDROP ALL ;\\n#: correction")
+    assert "not a valid IRI" in comment
+    store = _kg_of_four()
+    before = set(store)
+    store.update(text)
+    spain = ox.Quad(ox.NamedNode(EX + "Danube"), ox.NamedNode(EX + "flowsThrough"),
+                    ox.NamedNode(EX + "Spain"))
+    assert set(store) == before - {spain}
+    assert len(store) == 3 and any(q.graph_name == ox.NamedNode(EX + "graph") for q in store)
+
+
+def test_a_records_rdf_terms_cannot_smuggle_in_another_triple(tmp_path):
+    # The subject term closes the line and comments the rest out: read as one N-Triples
+    # line it is the Germany triple, which the verdict is not about.
+    smuggled = f"<{EX}Danube> <{EX}flowsThrough> <{EX}Germany> .\n#"
+    run = _hostile_run(tmp_path / "run", {
+        "fact_id": "f1", "label": "F", "method": "DKA", "model": "m", "dataset": "kg",
+        "subject": "Danube", "predicate": "flowsThrough", "object": "Spain",
+        "rdf": {"subject": smuggled, "predicate": f"<{EX}p>", "object": '"v"'}})
+    for fmt in ("sparql", "patch", "nt", "ttl"):
+        out = tmp_path / f"fix.{fmt}"
+        result = _export_cli(run, fmt, out)
+        assert result.exit_code == 2, (fmt, result.output)
+        assert "fact f1: its rdf terms are not one triple" in " ".join(result.output.split())
+        assert not out.exists()
 
 
 
 # --- 2. The explorer's index cannot point outside the run folder ---------------------------
+
+def _peak_rss_mb(pid: int) -> float:
+    """Return a live process's peak resident memory (VmHWM), in MB."""
+    import re
+    from pathlib import Path
+
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)[1]) / 1024
+
+
+def _plant_hostile_index(index, run, rows: dict[str, tuple[str, int, int]]) -> None:
+    """Point facts at other files, offsets and lengths, in the index and in the run folder."""
+    import shutil
+    import sqlite3
+
+    conn = sqlite3.connect(index)
+    with conn:
+        conn.executemany("UPDATE facts SET file = ?, offset = ?, length = ? WHERE fact_id = ?",
+                         [(*where, fid) for fid, where in rows.items()])
+    conn.close()
+    # Where an index was once kept, in the run folder anyone writing it may edit.
+    if index != run / ".view-index.sqlite":
+        shutil.copyfile(index, run / ".view-index.sqlite")
+
+
+def test_a_hostile_index_reads_nothing_outside_the_run_and_stays_small(tmp_path) -> None:
+    import json
+
+    import httpx
+
+    from kgcheck.view.explorer import Explorer
+    from tests.served import stop_served
+    from tests.view_runs import fact_id, make_view_run, start_view
+
+    run = make_view_run(tmp_path / "run", 20)
+    secret = json.dumps({"fact_id": fact_id(0), "label": "T", "raw": "SECRET-OUTSIDE"})
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(secret + "\n")
+    explorer = Explorer([run])
+    index = explorer.runs[0].index
+    explorer.close()
+    size = (run / "verdicts.jsonl").stat().st_size
+    _plant_hostile_index(index, run, {
+        fact_id(0): ("../outside.jsonl", 0, len(secret)),
+        fact_id(1): (str(outside), 0, len(secret)),
+        fact_id(2): ("/dev/zero", 0, 400_000_000),
+        fact_id(3): ("verdicts.jsonl", 0, 400_000_000),
+        fact_id(4): ("verdicts.jsonl", size - 10, 100),
+    })
+    served = start_view(str(run))
+    try:
+        client = httpx.Client(base_url=served.base, headers={"X-View-Token": served.token},
+                              timeout=60)
+        assert client.get("/api/fact", params={"id": fact_id(5)}).status_code == 200
+        before = _peak_rss_mb(served.proc.pid)
+        for i in range(5):
+            reply = client.get("/api/fact", params={"id": fact_id(i)})
+            assert reply.status_code == 400, (i, reply.text[:300])
+            assert "SECRET" not in reply.text
+            assert "the index" in reply.json()["error"], reply.text
+        grown = _peak_rss_mb(served.proc.pid) - before
+        # The cap on one record is 16 MiB; 400 MB read from /dev/zero would show here.
+        assert grown < 48, f"the server grew by {grown:.0f} MB"
+        client.close()
+    finally:
+        stop_served(served)
+
 
 
 

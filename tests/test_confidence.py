@@ -251,7 +251,8 @@ async def test_real_llamacpp_server_confidence_is_its_normalised_probability(tmp
                       "Is this fact true: {subject} | {predicate} | {object}?")
     strategy = get_strategy("dka")
     ctx = strategy.make_context(model="local:smollm2-135m", prompt=str(prompt),
-                                parser="yes-no-json", temperature=0.0, max_tokens=1)
+                                parser="yes-no-json", temperature=0.0, max_tokens=1,
+                                constrain=False)
     out = await strategy.compile().ainvoke({"fact": FACT.as_input()}, context=ctx)
     verdict = out["verdict"]
     assert verdict["label"] in ("T", "F") and verdict["confidence_source"] == "logprobs"
@@ -261,7 +262,8 @@ async def test_real_llamacpp_server_confidence_is_its_normalised_probability(tmp
     # same token and the same probabilities.
     messages = [{"role": t["role"], "content": t["content"]}
                 for t in verdict["conversation"][:-1]]
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(timeout=60, headers={
+            "Authorization": f"Bearer {server.api_key}"}) as client:
         reply = (await client.post(f"{server.url}/chat/completions", json={
             "model": "smollm2", "messages": messages, "temperature": 0, "max_tokens": 1,
             "logprobs": True, "top_logprobs": 5})).json()
@@ -299,3 +301,67 @@ def test_report_scores_confidences_and_draws_the_figures(tmp_path):
     assert "## Coverage and confidence" in text and f"{expected:.2f}" in text
     names = {p.name for p in written.plots}
     assert {"reliability-run.png", "precision-coverage-run.png"} <= names
+
+
+# Held to an answer format, only the tokens the grammar allows at the verdict's place
+# count: "True" and "The" may lead the raw probabilities, but the model could not write them.
+HELD_TOKENS = {
+    "T": ("T", -0.9, [("True", -0.5), ("T", -0.9), ("F", -1.2), ("The", -2.0)]),
+    "F": ("F", -0.9, [("True", -0.3), ("F", -0.9), ("T", -1.2), ("false", -1.5)]),
+}
+
+
+@pytest.mark.parametrize("wire", ["openai", "ollama"])
+@pytest.mark.parametrize("answer", ["T", "F"])
+async def test_held_confidence_counts_only_the_tokens_the_format_allows(wire, answer,
+                                                                        monkeypatch):
+    from tests.stubs import OllamaStub
+
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    token, chosen, alternatives = HELD_TOKENS[answer]
+    behaviour = Behaviour(answer=answer, logprobs=[(token, chosen, alternatives)])
+    stub_class, spec = ((OpenAIStub, "openai-compatible:stub-model") if wire == "openai"
+                        else (OllamaStub, "ollama:gemma2:9b"))
+    with stub_class(behaviour) as stub:
+        strategy = get_strategy("dka")
+        ctx = strategy.make_context(model=spec, base_url=stub.url, max_retries=0,
+                                    constrain=True, logprobs="on")
+        verdict = (await strategy.compile().ainvoke({"fact": FACT.as_input()},
+                                                    context=ctx))["verdict"]
+        body = stub.calls()[-1].body
+    assert body["logprobs"] is True and body["top_logprobs"] == 5
+    other = {"T": "F", "F": "T"}[answer]
+    own = dict((t, lp) for t, lp in alternatives)
+    p_own = math.exp(own[answer]) / (math.exp(own[answer]) + math.exp(own[other]))
+    assert verdict["label"] == answer and verdict["confidence_source"] == "logprobs"
+    # The confidence is P(T): the verdict's own label is the likelier of the two.
+    expected = p_own if answer == "T" else 1 - p_own
+    assert verdict["confidence"] == pytest.approx(expected, abs=1e-6)
+    assert (verdict["confidence"] >= 0.5) == (answer == "T")
+
+
+def test_held_json_verdict_token_may_carry_its_quotes():
+    from kgcheck.graphs.parsing import ANSWER_FORMATS
+
+    fmt = ANSWER_FORMATS["yes-no-json"]
+    tokens = [{"token": '{"output": "', "logprob": 0.0, "top": []},
+              {"token": 'no"}', "logprob": -0.4,
+               "top": [['no"}', -0.4], ['yes"}', -1.4], ["yes", -2.0], [" yes", -0.1],
+                       ["No", -0.2]]}]
+    # " yes" and "No" are not what the grammar lets the model write there; "yes" is.
+    expected = (math.exp(-1.4) + math.exp(-2.0)) / (
+        math.exp(-1.4) + math.exp(-2.0) + math.exp(-0.4))
+    assert logprob_confidence(tokens, "F", fmt=fmt) == pytest.approx(expected)
+    assert logprob_confidence(tokens, "T", fmt=fmt) is None
+
+
+def test_held_confidence_bounds_an_unlisted_other_choice():
+    from kgcheck.graphs.parsing import ANSWER_FORMATS
+
+    # "T" is not among the listed alternatives: it is at most as likely as "X", the least
+    # likely listed, so P(T) is that bound's share, not 0 (a certainty nothing shows).
+    tokens = [{"token": "F", "logprob": -0.2,
+               "top": [["F", -0.2], ["The", -1.0], ["X", -3.0]]}]
+    expected = math.exp(-3.0) / (math.exp(-3.0) + math.exp(-0.2))
+    assert logprob_confidence(tokens, "F", fmt=ANSWER_FORMATS["strict"]) == pytest.approx(
+        expected)

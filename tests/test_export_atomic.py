@@ -72,3 +72,8 @@ def test_kill_9_part_way_keeps_the_old_export(run_dir: Path) -> None:
     killed = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=ENV, timeout=120)
     assert killed.returncode == -9
     assert target.read_bytes() == old
+    # The killed export could not remove its temporary file: the next export does.
+    assert len(list(target.parent.glob(".exp.ttl.*.tmp"))) == 1
+    assert _export(run_dir, "ttl", target, "--only", "T").returncode == 0
+    assert target.read_bytes() != old
+    assert list(target.parent.glob(".exp.ttl.*.tmp")) == []

@@ -78,3 +78,29 @@ def test_minted_terms_get_their_readable_name(tmp_path: Path, scripted) -> None:
     plain = list(ox.parse(_export(run, "nt", "--rdf", "plain").read_bytes(),
                           ox.RdfFormat.N_TRIPLES))
     assert len(plain) == 1  # a plain export is the triples alone, for a deletion review
+
+
+TAGGED = """<http://example.org/Danube> <http://example.org/flowsThrough> <http://example.org/Koeln> .
+<http://example.org/Danube> <http://example.org/length> "2850" .
+<http://example.org/Danube> <http://www.w3.org/2000/01/rdf-schema#label> "Danube"@en .
+<http://example.org/Koeln> <http://www.w3.org/2000/01/rdf-schema#label> "K\\u00F6ln"@de .
+<http://example.org/length> <http://www.w3.org/2000/01/rdf-schema#label> "length"^^<http://example.org/word> .
+"""
+
+
+def test_labels_keep_their_language_tag_and_datatype_in_every_export(tmp_path: Path,
+                                                                      scripted) -> None:
+    run = _run(tmp_path, scripted, "kg.nt", TAGGED)
+    expected = {ox.Triple(ox.NamedNode("http://example.org/" + s), ox.NamedNode(RDFS_LABEL), o)
+                for s, o in (("Danube", ox.Literal("Danube", language="en")),
+                             ("Koeln", ox.Literal("Köln", language="de")),
+                             ("length", ox.Literal("length", datatype=ox.NamedNode(
+                                 "http://example.org/word"))))}
+    for fmt, rdf_format in (("ttl", ox.RdfFormat.TURTLE), ("nt", ox.RdfFormat.N_TRIPLES)):
+        graph = {ox.Triple(q.subject, q.predicate, q.object)
+                 for q in ox.parse(_export(run, fmt).read_bytes(), rdf_format)}
+        assert {t for t in graph if t.predicate.value == RDFS_LABEL
+                and t.subject.value.startswith("http://example.org/")} == expected
+    rows = [json.loads(x) for x in _export(run, "jsonl").read_text().splitlines()]
+    assert {r["name_terms"]["subject"] for r in rows} == {'"Danube"@en'}
+    assert {r["subject_name"] for r in rows} == {"Danube"}  # the name itself, untagged

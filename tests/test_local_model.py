@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,7 +78,7 @@ def test_the_server_listens_on_loopback_with_passive_openmp(local_server) -> Non
 
 async def test_dka_tokens_are_the_servers_own_counts(local_server, yago) -> None:
     fact = yago["10053"]
-    ctx = get_strategy("dka").make_context(model=MODEL, **FAST)
+    ctx = get_strategy("dka").make_context(model=MODEL, constrain=False, **FAST)
     out = await get_strategy("dka").compile().ainvoke(
         {"fact": fact.as_input()}, context=ctx, output_keys=["verdict", "messages"])
     verdict = out["verdict"]
@@ -87,7 +89,8 @@ async def test_dka_tokens_are_the_servers_own_counts(local_server, yago) -> None
                          for m in out["messages"] if m.type in roles],
             "temperature": 0.0, "top_p": 0.9, "top_k": 40, "repeat_penalty": 1.1,
             "max_tokens": 24, "cache_prompt": False}
-    direct = httpx.post(local_server.url + "/chat/completions", json=body, timeout=60).json()
+    direct = httpx.post(local_server.url + "/chat/completions", json=body, timeout=60,
+                        headers={"Authorization": f"Bearer {local_server.api_key}"}).json()
     assert direct["choices"][0]["message"]["content"] == verdict["raw"]
     assert direct["usage"]["prompt_tokens"] == verdict["tokens_in"]
     assert direct["usage"]["completion_tokens"] == verdict["tokens_out"]
@@ -105,7 +108,7 @@ async def test_token_log_probabilities_flow_when_asked(local_server) -> None:
 
 
 async def test_giv_z_reprompts_on_real_non_compliance(local_server, yago) -> None:
-    verdicts = await check([yago["10053"]], "giv-z", max_tokens=16)
+    verdicts = await check([yago["10053"]], "giv-z", max_tokens=16, constrain=False)
     for verdict in verdicts:
         assert verdict.method == "GIV-Z" and verdict.attempts == len(verdict.raws) >= 1
         assert verdict.tokens_in and verdict.tokens_out
@@ -402,3 +405,146 @@ def test_the_cli_says_what_is_wrong_in_one_line(tmp_path) -> None:
     assert done.returncode != 0
     assert "not a GGUF model file" in done.stderr and "Traceback" not in done.stderr
     assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1
+
+
+# Every local setting is checked against its range before a server starts.
+
+@pytest.mark.parametrize(("setting", "value", "expected"), [
+    ("local_threads", -3, "local_threads -3: expected 0 (one per core) to"),
+    ("local_threads", 100000, "local_threads 100000: expected 0 (one per core) to"),
+    ("local_n_ctx", 100, "local_n_ctx 100: expected 256 to 131,072 tokens"),
+    ("local_n_ctx", 10**9, "local_n_ctx 1000000000: expected 256 to 131,072 tokens"),
+    ("local_port", 80, "local_port 80: expected 0 (a free port) or 1024 to 65535"),
+    ("local_port", 70000, "local_port 70000: expected 0 (a free port) or 1024 to 65535"),
+    ("temperature", -0.5, "temperature -0.5: expected 0 to 2"),
+    ("top_p", 1.5, "top_p 1.5: expected 0 to 1"),
+    ("top_k", -1, "top_k -1: expected 0 (every token) or more"),
+    ("repeat_penalty", 0.0, "repeat_penalty 0: expected above 0"),
+    ("max_tokens", 0, "max_tokens 0: expected 1 to local_n_ctx (2048)"),
+    ("max_tokens", 4096, "max_tokens 4096: expected 1 to local_n_ctx (2048)"),
+    ("timeout", 0.0, "timeout 0: expected more than 0 seconds"),
+    ("logprobs", "maybe", "logprobs 'maybe': expected auto, on or off"),
+])
+def test_a_local_setting_out_of_range_is_named_before_any_server_starts(
+        setting, value, expected, monkeypatch) -> None:
+    launched: list[object] = []
+    monkeypatch.setattr(llama_server, "_launch", lambda *args: launched.append(args))
+    with pytest.raises(LocalModelError, match=re.escape(expected)) as caught:
+        reach_model(MODEL, ModelSettings(**{setting: value}))
+    assert "\n" not in str(caught.value) and launched == []
+
+
+def test_the_cli_names_a_bad_thread_count_in_one_line(tmp_path) -> None:
+    done = _cli("run", "--dataset", "yago", "--limit", "1", "--model", MODEL, "--set",
+                "local_threads=-3", "--no-progress", "--out", str(tmp_path / "run"),
+                timeout=60)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "local_threads -3" in lines[0], done.stderr
+
+
+# The server answers kgcheck alone: a random key, no CORS grant.
+
+def test_the_server_refuses_calls_without_its_key_and_grants_no_origin(local_server) -> None:
+    base = local_server.url.removesuffix("/v1")
+    key = local_server.api_key
+    evil = {"Origin": "https://evil.example"}
+    body = {"messages": [{"role": "user", "content": "T or F?"}], "max_tokens": 1}
+    for method, path, payload in [("POST", "/v1/chat/completions", body),
+                                  ("GET", "/props", None), ("GET", "/v1/models", None)]:
+        refused = httpx.request(method, base + path, json=payload, headers=evil, timeout=60)
+        assert refused.status_code == 401, path
+        assert refused.headers.get("access-control-allow-origin", "") == ""
+    preflight = httpx.options(base + "/v1/chat/completions", headers={
+        **evil, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization"})
+    assert preflight.headers.get("access-control-allow-origin", "") == ""
+    assert preflight.headers.get("access-control-allow-credentials") != "true"
+    # With the key (as kgcheck's calls carry it) it answers, and still grants no origin.
+    answered = httpx.post(base + "/v1/chat/completions", json=body, timeout=60,
+                          headers={**evil, "Authorization": f"Bearer {key}"})
+    assert answered.status_code == 200
+    assert answered.headers.get("access-control-allow-origin", "") == ""
+    # The key is random and long, and never on the child's command line or environment.
+    assert len(key) >= 40
+    pid = local_server.process.pid
+    assert key.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert key.encode() not in Path(f"/proc/{pid}/environ").read_bytes()
+    assert key not in repr(local_server)
+
+
+async def test_the_key_is_never_logged_or_written_into_run_files(local_server, yago,
+                                                                  tmp_path, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    out = tmp_path / "run"
+    result = await kgcheck.arun(facts=[yago["10053"]], strategy="dka", model=MODEL,
+                                settings=FAST, out=out, cache=False)
+    assert result.summary["errors"] == 0
+    assert llama_server.running(local_server.key) is local_server
+    key = local_server.api_key.encode()
+    written = [path for path in out.rglob("*") if path.is_file()]
+    assert written and not [path for path in written if key in path.read_bytes()]
+    assert key not in caplog.text.encode()
+    assert key not in local_server.log_path.read_bytes()
+
+
+# Held by default: a grammar holds the verdict, and the reason and correction lines.
+
+async def test_local_answers_are_held_by_default_and_lean_to_their_own_label(
+        local_server, yago) -> None:
+    facts = list(yago.values())[:10]
+    verdicts = await check(facts, "dka")
+    assert all(v.raw in ("T", "F") and v.label == v.raw for v in verdicts)
+    # The confidence is P(T): at temperature 0 each verdict's own label is the likelier.
+    for verdict in verdicts:
+        assert verdict.confidence_source == "logprobs"
+        own = verdict.confidence if verdict.label == "T" else 1 - verdict.confidence
+        assert own >= 0.5, (verdict.fact_id, verdict.label, verdict.confidence)
+
+
+async def test_an_explained_strategy_gets_a_held_reason_and_correction(local_server,
+                                                                       yago) -> None:
+    facts = [yago["10053"], yago["10054"], yago["10055"]]
+    verdicts = await check(facts, "dka", reasons=True, corrections=True, max_tokens=200)
+    for verdict in verdicts:
+        first, *rest = verdict.raw.splitlines()
+        assert verdict.label == first and verdict.label in ("T", "F")
+        assert rest[0].startswith("Reason: ") and verdict.rationale
+        assert verdict.confidence is not None
+        if verdict.label == "F":
+            assert [line.split(":")[0] for line in rest[1:]] == ["Wrong part", "Right value"]
+            assert verdict.correction is not None or verdict.answer_problems
+        else:
+            assert len(rest) == 1 and verdict.correction is None
+
+
+def test_constrain_auto_holds_local_models_only() -> None:
+    from kgcheck.graphs.calls import constraint_of
+
+    dka = get_strategy("dka")
+    ctx = dka.make_context(model=MODEL)
+    assert ctx.constrain == "auto"
+    assert constraint_of(ctx, "verdict", None).grammar == 'root ::= "T" | "F"'
+    assert constraint_of(ctx, "verdict", None, "openai-compatible:stub") is None
+    assert constraint_of(ctx, "questions", None) is None
+    assert constraint_of(dka.make_context(model=MODEL, constrain="false"), "verdict",
+                         None) is None
+    held = constraint_of(dka.make_context(model=MODEL, reasons=True, corrections=True),
+                         "verdict", None)
+    assert held.name == "verdict+reason+correction" and "Wrong part: " in held.grammar
+    with pytest.raises(ValueError, match="constrain 'maybe': expected auto, true or false"):
+        dka.make_context(model=MODEL, constrain="maybe")
+
+
+def test_a_held_local_call_has_no_repeat_penalty_and_asks_for_more_alternatives(
+        local_server) -> None:
+    from kgcheck.graphs.parsing import ANSWER_FORMATS
+    from kgcheck.providers.constraints import with_grammar
+
+    chat = local.build("smollm2-135m", ModelSettings(temperature=0.0))
+    body = with_grammar(chat, ANSWER_FORMATS["strict"]).kwargs["extra_body"]
+    assert body["grammar"] == 'root ::= "T" | "F"'
+    assert body["repeat_penalty"] == body["repetition_penalty"] == 1.0
+    assert body["top_logprobs"] == 20
+    # The model's own sampling fields stay.
+    assert body["max_tokens"] == 512 and body["top_k"] == 40

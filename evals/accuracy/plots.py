@@ -17,6 +17,9 @@ matplotlib.use("Agg")  # Files only: never open a window.
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kgcheck.data.atomic import atomic_output  # noqa: E402
+from kgcheck.evals.figure_text import plain_text  # noqa: E402
+
 FORMATS = ("png", "svg")
 DPI = 150
 COLORS = {"llm": "tab:gray", "human": "tab:blue", "ppi": "tab:orange"}
@@ -27,12 +30,14 @@ def _save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
     paths = []
     for fmt in FORMATS:
         path = out_dir / f"{stem}.{fmt}"
-        fig.savefig(path, dpi=DPI, bbox_inches="tight")
+        with atomic_output(path) as handle:
+            fig.savefig(handle, format=fmt, dpi=DPI, bbox_inches="tight")
         paths.append(path)
     plt.close(fig)
     return paths
 
 
+@plain_text
 def plot_intervals(estimates: Sequence[Mapping[str, Any]], out_dir: Path, *,
                    truth: float | None = None, title: str = "") -> list[Path]:
     """Draw each estimator's point and interval, and the true accuracy when known."""
@@ -54,6 +59,7 @@ def plot_intervals(estimates: Sequence[Mapping[str, Any]], out_dir: Path, *,
     return _save(fig, out_dir, "estimate_intervals")
 
 
+@plain_text
 def plot_width(curve: Sequence[Mapping[str, Any]], out_dir: Path, *,
                title: str = "") -> list[Path]:
     """Draw the width of the human and ppi intervals against the number of labels."""

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kgcheck.evals.errors.outputs import ErrorsInputError
+from kgcheck.evals.figure_text import plain_text
 
 __all__ = ["Clustering", "cluster_explanations", "ctfidf_keywords", "embed", "scatter_plot"]
 
@@ -113,6 +114,7 @@ def ctfidf_keywords(texts: Sequence[str], labels: Sequence[int], top: int = 5
             for i, k in enumerate(clusters)}
 
 
+@plain_text
 def scatter_plot(clustering: Clustering, names: dict[int, str], out_dir: Path,
                  stem: str) -> list[Path]:
     """Draw the 2-D UMAP of the explanations, one colour per cluster, noise in grey."""

@@ -25,8 +25,16 @@ from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from kgcheck.data.atomic import atomic_output  # noqa: E402
+from kgcheck.evals.figure_text import plain_text  # noqa: E402
 from kgcheck.evals.metrics import random_guess_f1  # noqa: E402
-from kgcheck.evals.study.tables import STUDY, MethodResults, method_rank  # noqa: E402
+from kgcheck.evals.study.drawable import (  # noqa: E402
+    f1_ranked_rows,
+    time_f1_points,
+    upset_drawable,
+    upset_members,
+)
+from kgcheck.evals.study.tables import MethodResults, method_rank  # noqa: E402
 
 FORMATS = ("png", "svg")
 DPI = 150
@@ -44,7 +52,8 @@ def _save(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
         path = out_dir / f"{stem}.{fmt}"
         # Light PNG compression: encoding at the default level costs more than drawing.
         extra: dict[str, Any] = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
-        fig.savefig(path, dpi=DPI, bbox_inches="tight", **extra)
+        with atomic_output(path) as handle:
+            fig.savefig(handle, format=fmt, dpi=DPI, bbox_inches="tight", **extra)
         paths.append(path)
     plt.close(fig)
     return paths
@@ -66,6 +75,7 @@ def _bar_label(record: dict[str, Any]) -> str:
     return f"{record['method']} · {who}"
 
 
+@plain_text
 def plot_f1_ranked(records: Sequence[dict[str, Any]], dataset: str, true_share: float | None,
                    out_dir: Path) -> list[Path]:
     """Figure 2: ranked F1(T) and F1(F) bars for one dataset, with the random-guess line."""
@@ -73,12 +83,12 @@ def plot_f1_ranked(records: Sequence[dict[str, Any]], dataset: str, true_share: 
     return [] if fig is None else _save(fig, out_dir, f"f1_ranked_{_slug(dataset)}")
 
 
+@plain_text
 def f1_ranked_figure(records: Sequence[dict[str, Any]], dataset: str,
                      true_share: float | None) -> plt.Figure | None:
     """Draw figure 2 (None without scores); every F1 axis runs from 0 to 1."""
-    rows = [r for r in records if r["dataset"] == dataset and r["table"] in ("f1", "consensus")]
-    # Unlabelled facts (or a class the labels lack) have no score: nothing to draw, no 0 bars.
-    if not any(r[key] is not None for r in rows for key in ("f1_true", "f1_false")):
+    rows = f1_ranked_rows(records, dataset)
+    if not rows:
         return None
     colours = _method_colours([r["method"] for r in rows])
     height = max(3.0, 0.32 * len(rows) + 1.4)
@@ -141,20 +151,17 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
     return front
 
 
+@plain_text
 def plot_time_f1(records: Sequence[dict[str, Any]], dataset: str, out_dir: Path) -> list[Path]:
     """Figure 3: mean response time against F1(T) and F1(F), with the Pareto frontier."""
     fig = time_f1_figure(records, dataset)
     return [] if fig is None else _save(fig, out_dir, f"time_f1_{_slug(dataset)}")
 
 
+@plain_text
 def time_f1_figure(records: Sequence[dict[str, Any]], dataset: str) -> plt.Figure | None:
     """Draw figure 3 (None without timed scores); time starts at 0 and F1 runs 0 to 1."""
-    times = {(r["method"], r["model"]): r["mean_seconds"] for r in records
-             if r["table"] == "time" and r["dataset"] == dataset}
-    scores = {(r["method"], r["model"]): r for r in records
-              if r["table"] == "f1" and r["dataset"] == dataset}
-    keys = [k for k in times if k in scores
-            and (scores[k]["f1_true"] is not None or scores[k]["f1_false"] is not None)]
+    times, scores, keys = time_f1_points(records, dataset)
     if not keys:
         return None
     colours = _method_colours([k[0] for k in keys])
@@ -200,18 +207,13 @@ def correct_matrix(results: Sequence[MethodResults]) -> pd.DataFrame:
     """Which model got each fact right: one boolean column per model, one row per fact.
 
     Only labelled facts that every model answered are kept, so each row compares like
-    with like. Beside runs of your own, the study's models are named ``<model> (study)``,
-    as the tables name them.
+    with like (``upset_members``).
     """
-    mixed = any(res.source != STUDY for res in results)
-    members = [(f"{m.model} (study)" if mixed and res.source == STUDY else m.model, m)
-               for res in results for m in res.members]
+    members, facts = upset_members(results)
     gold = results[0].gold if results else {}
-    facts = [f for f in gold if gold[f] is not None
-             and all(f in m.labels for _, m in members)]
     truth = {f: "T" if gold[f] else "F" for f in facts}
     return pd.DataFrame({name: [m.labels[f] == truth[f] for f in facts]
-                         for name, m in members}, index=facts)
+                         for name, m in members.items()}, index=facts)
 
 
 def intersections(matrix: pd.DataFrame) -> list[tuple[tuple[bool, ...], int]]:
@@ -224,6 +226,7 @@ def intersections(matrix: pd.DataFrame) -> list[tuple[tuple[bool, ...], int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], -sum(kv[0]), kv[0]))
 
 
+@plain_text
 def plot_upset(results: Sequence[MethodResults], out_dir: Path) -> list[Path]:
     """Figure 4: an UpSet plot of which models got each fact right, for one method."""
     fig = upset_figure(results)
@@ -233,6 +236,7 @@ def plot_upset(results: Sequence[MethodResults], out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, f"upset_{_slug(dataset)}_{_slug(method)}")
 
 
+@plain_text
 def upset_figure(results: Sequence[MethodResults]) -> plt.Figure | None:
     """Draw figure 4 (None with fewer than two models or no fact they all answered).
 
@@ -240,9 +244,9 @@ def upset_figure(results: Sequence[MethodResults]) -> plt.Figure | None:
     come out NaN), and the layout is simple: intersection sizes on top, a dot matrix of
     the models in each intersection below, and each model's total on the left.
     """
-    matrix = correct_matrix(results)
-    if matrix.shape[1] < 2 or matrix.empty:
+    if not upset_drawable(results):
         return None
+    matrix = correct_matrix(results)
     dataset, method = results[0].dataset, results[0].method
     combos = intersections(matrix)
     models = list(matrix.columns)

@@ -416,7 +416,7 @@ async def verify(state: RAGState, runtime: Runtime[RAGContext], *,
         context=context_text(state["chunks"], passages=requests.citations))
     messages = await explain.asking(messages, requests)
     try:
-        reply = await ask(ctx, messages, fact)
+        reply = await ask(ctx, messages, fact, requests=requests)
     except Exception as exc:  # noqa: BLE001 - any model failure is recorded, not raised
         extras = {"conversation": _conversation(state, ctx, messages)}
         return {"verdict": verdicts.failed(fact.id, ctx.METHOD, ctx.model, exc, extras=extras,

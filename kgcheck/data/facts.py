@@ -77,6 +77,9 @@ class Fact(BaseModel):
     names: dict[str, str] | None = Field(
         default=None, description="Readable names of the terms (subject, predicate, object), "
         "e.g. from rdfs:label; preferred over names derived from the terms.")
+    name_terms: dict[str, str] | None = Field(
+        default=None, description="The names as the KG wrote them, N-Triples literals with "
+        "their language tag or datatype (\"Köln\"@de), when read from RDF; exports keep them.")
     sentence: str | None = Field(default=None, description="A natural-language rendering, if any.")
     defect: str | None = Field(default=None, description="Why the triple cannot be sent.")
     rdf: dict[str, str] | None = Field(default=None, description="The triple's RDF terms in N-Triples syntax, when read from RDF.")

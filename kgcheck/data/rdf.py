@@ -96,6 +96,21 @@ def name_rank(obj: Any) -> int:
     return 0 if not language or language.lower().startswith("en") else 1
 
 
+_XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+# A kept name: its rank, its text, and what follows the text in N-Triples (``@en``,
+# ``^^<...#date>``; empty for a plain string), so exports keep the language tag or datatype.
+NameEntry = tuple[tuple[int, int], str, str]
+
+
+def literal_suffix(obj: ox.Literal) -> str:
+    """Return what follows a literal's quoted text in N-Triples: ``@de``, ``^^<iri>`` or ""."""
+    if obj.language:
+        direction = getattr(obj, "direction", None)
+        return f"@{obj.language}" + (f"--{direction.value}" if direction is not None else "")
+    datatype = obj.datatype.value
+    return "" if datatype == _XSD_STRING else f"^^<{datatype}>"
+
+
 class Names:
     """The best readable name seen for each term (keyed by its N-Triples form).
 
@@ -104,7 +119,7 @@ class Names:
     """
 
     def __init__(self, cap: int = 250_000) -> None:
-        self._best: dict[str, tuple[tuple[int, int], str]] = {}
+        self._best: dict[str, NameEntry] = {}
         self.cap = cap
         self.overflowed = False
 
@@ -113,38 +128,43 @@ class Names:
         if not isinstance(obj, ox.Literal) or (bounded and self.overflowed):
             return
         self._keep(term, (_RANK.get(predicate, len(_RANK)), name_rank(obj)), obj.value,
-                   bounded=bounded)
+                   literal_suffix(obj), bounded=bounded)
 
-    def _keep(self, term: str, rank: tuple[int, int], name: str, *, bounded: bool) -> None:
+    def _keep(self, term: str, rank: tuple[int, int], name: str, suffix: str, *,
+              bounded: bool) -> None:
         kept = self._best.get(term)
         if kept is None or rank < kept[0]:
             if bounded and kept is None and len(self._best) >= self.cap:
                 self.overflowed = True
                 self._best.clear()
                 return
-            self._best[term] = (rank, name)
+            self._best[term] = (rank, name, suffix)
 
     @property
-    def best(self) -> dict[str, tuple[tuple[int, int], str]]:
+    def best(self) -> dict[str, NameEntry]:
         """Each term's best name with its rank (what a shard read hands back to merge)."""
         return self._best
 
-    def merge(self, best: dict[str, tuple[tuple[int, int], str]], *,
-              overflowed: bool = False) -> None:
+    def merge(self, best: dict[str, NameEntry], *, overflowed: bool = False) -> None:
         """Take the names of a later part of the file (as if its triples came now)."""
         if overflowed:
             # As in one pass: past the cap the names are looked up again for chosen facts.
             self.overflowed = True
             self._best.clear()
-        for term, (rank, name) in best.items():
+        for term, (rank, name, suffix) in best.items():
             if self.overflowed:
                 return
-            self._keep(term, rank, name, bounded=True)
+            self._keep(term, rank, name, suffix, bounded=True)
 
     def get(self, term: str) -> str | None:
         """Return the name of a term in N-Triples form, if one was seen."""
         kept = self._best.get(term)
         return kept[1] if kept else None
+
+    def literal(self, term: str) -> str | None:
+        """Return the name of a term as the KG wrote it, an N-Triples literal (``"Köln"@de``)."""
+        kept = self._best.get(term)
+        return str(ox.Literal(kept[1])) + kept[2] if kept else None
 
     def __len__(self) -> int:
         return len(self._best)
@@ -156,7 +176,10 @@ class Names:
             found = {key: name for key in TERMS
                      if fact.rdf and (name := self.get(fact.rdf[key]))}
             if found:
-                fact = fact.model_copy(update={"names": {**(fact.names or {}), **found}})
+                literals = {key: self.literal(fact.rdf[key]) for key in found if fact.rdf}
+                fact = fact.model_copy(update={
+                    "names": {**(fact.names or {}), **found},
+                    "name_terms": {**(fact.name_terms or {}), **literals}})
             out.append(fact)
         return out
 

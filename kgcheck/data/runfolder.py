@@ -15,8 +15,6 @@ A run folder (``kgcheck run --out RUN``) holds::
     RUN/estimate.json   the KG's accuracy estimate (``kgcheck estimate``)
     RUN/review.sqlite   the review graph's checkpoints
     RUN/plots/          figures
-    RUN/.view-index.sqlite  the explorer's index of verdicts.jsonl (``kgcheck view``), rebuilt
-                        whenever verdicts.jsonl changes
     RUN/.lock           held by the one process writing the folder
     RUN/.resume-index.sqlite  a resume's index of verdicts.jsonl (``kgcheck.data.verdict_index``),
                         there while the run goes on
@@ -50,12 +48,13 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.labels import LabelsError
 from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
+from kgcheck.data.verdict_schema import shape_problem
 
 __all__ = [
     "CORRECTION_DECISIONS", "ESTIMATE", "LABELS_FILE", "LABEL_COLUMNS", "LEGACY_LABEL_COLUMNS",
     "LOCK", "RESUME_INDEX", "REVIEW_DB", "RUN_INFO", "SHARDS", "SHARD_PLAN", "SUMMARY",
     "VERDICTS", "VERDICT_LABELS", "LabelRow", "LabelsError", "RunError", "RunFolderError",
-    "VIEW_INDEX", "VerdictSink", "VerdictsView", "amend_summary", "annotator_label_files",
+    "VerdictSink", "VerdictsView", "amend_summary", "annotator_label_files",
     "checked_facts",
     "exclusive", "labels_file_name", "labels_text", "make_folder", "parse_only", "read_labels",
     "problem_note", "read_run_info", "read_summary", "read_verdict", "read_verdict_at",
@@ -74,7 +73,6 @@ LABELS_FILE = "labels.csv"
 ESTIMATE = "estimate.json"
 REVIEW_DB = "review.sqlite"
 LOCK = ".lock"
-VIEW_INDEX = ".view-index.sqlite"
 RESUME_INDEX = ".resume-index.sqlite"
 # A sharded run's folder of verdict files, and the plan of its shards in it.
 SHARDS = "shards"
@@ -138,11 +136,29 @@ def record_problem(record: Any) -> str | None:
 VerdictLine = tuple[int, int, int, dict[str, Any] | None, str | None]
 
 
-def verdict_lines(path: Path) -> Iterator[VerdictLine]:
+def _refused(path: Path, n: int, record: dict[str, Any], line: bytes) -> None:
+    """Refuse a verdict record of another shape, naming its file and line."""
+    problem = shape_problem(record)
+    if problem is None and (b"\\ud" in line or b"\\uD" in line):
+        # A lone surrogate escape parses as JSON but is no text: no file can hold it.
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            problem = "holds a lone surrogate escape (\\ud800-\\udfff alone is no text)"
+    if problem is not None:
+        raise RunFolderError(f"{path}, line {n}: the verdict of fact "
+                             f"{short_repr(str(record['fact_id']))} is malformed: {problem}; "
+                             "correct or remove that line")
+
+
+def verdict_lines(path: Path, *, checked: bool = False) -> Iterator[VerdictLine]:
     """Read a verdicts file as a stream: every non-blank line, as a record or a problem.
 
     The one parser of verdicts.jsonl: a line that is not a verdict (a torn last line from
     a crash, ``{}``, a record without ``label``) comes with the reason instead of a record.
+    ``checked``: a verdict of another shape (``details`` a list, ``seconds`` a string, see
+    ``kgcheck.data.verdict_schema``) is refused, by a ``RunFolderError`` naming its line;
+    every reader that shows or exports records reads them so.
     """
     if not path.exists():
         return
@@ -159,6 +175,8 @@ def verdict_lines(path: Path) -> Iterator[VerdictLine]:
                 yield n, start, len(line), None, "incomplete or malformed JSON"
                 continue
             problem = record_problem(record)
+            if checked and problem is None:
+                _refused(path, n, record, line)
             yield n, start, len(line), None if problem else record, problem
 
 
@@ -248,17 +266,24 @@ def has_verdicts(folder: Path) -> bool:
     return bool(verdict_files(folder))
 
 
-def read_verdicts(path: Path, warn: Warn | None = None) -> dict[str, dict[str, Any]]:
+def read_verdicts(path: Path, warn: Warn | None = None, *,
+                  checked: bool = True) -> dict[str, dict[str, Any]]:
     """Read a verdicts file, or every verdict file of a run folder: last valid record per fact.
 
     A line that is not a verdict is skipped, so it never replaces a good verdict; ``warn``
-    hears of such lines once per file, with their line numbers. This holds every record in
-    memory: a whole KG's run is read with ``VerdictsView`` or ``scan_folder`` instead.
+    hears of such lines once per file, with their line numbers. A verdict of another shape
+    is refused (``verdict_lines``' ``checked``) unless ``checked`` is off. This holds every
+    record in memory: a whole KG's run is read with ``VerdictsView`` or ``scan_folder``
+    instead.
+
+    Raises:
+        RunFolderError: (``checked``) a verdict record of another shape, naming its line.
+
     """
     records: dict[str, dict[str, Any]] = {}
     for file in verdict_paths(path):
         problems: list[str] = []
-        for n, _, _, record, problem in verdict_lines(file):
+        for n, _, _, record, problem in verdict_lines(file, checked=checked):
             if record is None:
                 problems.append(f"line {n}: {problem}")
             else:
@@ -316,8 +341,9 @@ def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise RunFolderError(f"{path}: no verdict at byte {offset} (was the file replaced "
                              "since it was indexed?)") from None
-    if record_problem(record) is not None:
-        raise RunFolderError(f"{path}: no verdict at byte {offset}")
+    problem = record_problem(record) or shape_problem(record)
+    if problem is not None:
+        raise RunFolderError(f"{path}: no verdict at byte {offset} ({problem})")
     return record
 
 

@@ -31,7 +31,15 @@ from kgcheck.data.facts import Fact
 from kgcheck.data.gold import GoldLabels
 from kgcheck.data.input_uri import is_input_uri, read_blocks
 from kgcheck.data.predicates import PredicateFilter
-from kgcheck.data.rdf import FORMATS, Names, RdfReader, is_name_triple, rdf_terms, row_fact
+from kgcheck.data.rdf import (
+    FORMATS,
+    NameEntry,
+    Names,
+    RdfReader,
+    is_name_triple,
+    rdf_terms,
+    row_fact,
+)
 from kgcheck.data.rdf import triple_row as _triple_row
 from kgcheck.data.rdf_lines import LineSampler
 from kgcheck.data.shards import Shard, shard_bytes
@@ -56,7 +64,7 @@ _R = int.from_bytes(hashlib.sha256(b"kgcheck input digest").digest(), "big") % _
 DIGEST_OF = "SHA-256 of each fact, in file order, combined as a polynomial modulo 2^255-19"
 
 # A shard's names (the best per term, as ``Names.best``) and whether they overflowed the cap.
-NamesPart = tuple[dict[str, tuple[tuple[int, int], str]], bool]
+NamesPart = tuple[dict[str, NameEntry], bool]
 
 
 @dataclass(frozen=True)

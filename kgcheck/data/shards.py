@@ -26,6 +26,7 @@ from kgcheck.data.input_uri import is_input_uri, read_range, seek_ranges, stat_i
 from kgcheck.data.rdf import (
     FORMATS,
     QUAD_FORMATS,
+    NameEntry,
     Names,
     RdfReader,
     TripleRow,
@@ -67,7 +68,7 @@ class ShardFacts:
 
     facts: list[Fact] = field(default_factory=list)
     rows: list[TripleRow] = field(default_factory=list)
-    names: dict[str, tuple[tuple[int, int], str]] = field(default_factory=dict)
+    names: dict[str, NameEntry] = field(default_factory=dict)
     names_overflowed: bool = False
 
 

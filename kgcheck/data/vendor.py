@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data.atomic import atomic_output, write_text_atomic
 from kgcheck.data.datasets import in_benchmark
 from kgcheck.data.upstream import (
     JUDGES_PATH,
@@ -70,9 +71,11 @@ def vendor(src_dir: str | Path, out_dir: str | Path, datasets: list[str]) -> lis
         name = next(iter(bundle)).split("/")[1]
         path = out / f"{name}.json.gz"
         # mtime=0 keeps the bytes reproducible, so re-vendoring makes no spurious diff.
-        with gzip.GzipFile(path, "wb", mtime=0) as fh:
+        # The header names the file as GzipFile(path) would: the same bytes as before.
+        with atomic_output(path) as sink, gzip.GzipFile(path.name, "wb", fileobj=sink,
+                                                         mtime=0) as fh:
             fh.write(json.dumps(bundle, separators=(",", ":"), sort_keys=True).encode())
         manifest["bundles"][path.name] = sorted(bundle)
         written.append(path)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    write_text_atomic(out / "manifest.json", json.dumps(manifest, indent=1) + "\n")
     return written

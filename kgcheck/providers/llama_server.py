@@ -3,7 +3,11 @@
 Each server is a child process (``llama_child.py``) running xllamacpp's embedded llama.cpp
 HTTP server, which speaks the OpenAI API. A child keeps a crash or an out-of-memory kill of
 llama.cpp from taking the run with it, lets a dead server be told apart from a slow one,
-and stops when the parent goes (its standard input closes). Servers are stopped at exit
+and stops when the parent goes (its standard input closes). Each server requires a random
+API key, which only kgcheck's own calls carry, and answers no browser's cross-origin request
+(no CORS headers, no credentials): a web page the user opens cannot drive it or read
+``/props``. The key reaches the child on its standard input, never on its command line or
+in its environment, and is never logged. Servers are stopped at exit
 (``atexit``: also after Ctrl-C and errors); consensus members and graphs of one process
 that name the same file share one server.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -71,6 +76,9 @@ class LlamaServer:
     process: subprocess.Popen[bytes]
     port: int
     log_path: Path
+    # The key every request but /health must carry (``Authorization: Bearer <key>``);
+    # left out of the repr so that no log line or error message shows it.
+    api_key: str = field(default="", repr=False)
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -135,11 +143,13 @@ def server_for(key: ServerKey) -> LlamaServer:
         server = _SERVERS.get(key)
         if server is not None and server.alive():
             return server
-        # A dead server is started again on its old port, so models built for it still work.
+        # A dead server is started again on its old port and with its old key, so models
+        # built for it still work.
         port = server.port if server is not None and not key.port else key.port
+        api_key = server.api_key if server is not None else new_api_key()
         if server is not None:
             server.stop()
-        server = _start(key, port)
+        server = _start(key, port, api_key)
         _SERVERS[key] = server
         return server
 
@@ -169,27 +179,32 @@ def stop_all() -> None:
 atexit.register(stop_all)
 
 
-def _start(key: ServerKey, port: int) -> LlamaServer:
+def new_api_key() -> str:
+    """Return a new random API key for a server (256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def _start(key: ServerKey, port: int, api_key: str) -> LlamaServer:
     chosen = port or free_port()
     if port and port_taken(port):
         raise LocalServerError(f"port {port} on {HOST} is taken: another program listens "
                                "there; pick another local_port or 0 (a free one)")
     try:
-        return _launch(key, chosen)
+        return _launch(key, chosen, api_key)
     except _PortClash:
         if port:
             raise LocalServerError(f"port {port} on {HOST} is taken: another program "
                                    "listens there; pick another local_port or 0 (a free "
                                    "one)") from None
         # Another process took the free port between the check and the bind: once more.
-        return _launch(key, free_port())
+        return _launch(key, free_port(), api_key)
 
 
 class _PortClash(Exception):
     """The server could not bind its port."""
 
 
-def _launch(key: ServerKey, port: int) -> LlamaServer:
+def _launch(key: ServerKey, port: int, api_key: str) -> LlamaServer:
     log = tempfile.NamedTemporaryFile(prefix="kgcheck-llama-", suffix=".log", delete=False)
     log_path = Path(log.name)
     env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
@@ -202,8 +217,15 @@ def _launch(key: ServerKey, port: int) -> LlamaServer:
             start_new_session=True)
     finally:
         log.close()
-    server = LlamaServer(key, process, port, log_path)
+    server = LlamaServer(key, process, port, log_path, api_key=api_key)
     try:
+        # The key's line first; the pipe then stays open: its end stops the server.
+        assert process.stdin is not None
+        try:
+            process.stdin.write(api_key.encode("ascii") + b"\n")
+            process.stdin.flush()
+        except BrokenPipeError:
+            pass  # the child has already exited: _wait_ready says why
         _wait_ready(server)
     except BaseException:
         # The log is kept for the message only; a failed start leaves nothing behind.

@@ -32,6 +32,9 @@ from kgcheck.providers.transports import (
 
 OLLAMA_DEFAULT_HOST = "http://127.0.0.1:11434"
 
+# Alternatives per answer token asked for with logprobs (as for OpenAI-API models).
+TOP_LOGPROBS = 5
+
 
 def _ollama_host(base_url: str | None) -> str:
     host = base_url or os.environ.get("OLLAMA_HOST") or ""
@@ -127,6 +130,9 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
         max_retries=max(0, settings.max_retries),
         retry_backoff=settings.retry_backoff,
         request_timeout=settings.timeout,
+        # The verdict token's probabilities give the verdict's confidence (logprobs=on).
+        **({"logprobs": True, "top_logprobs": TOP_LOGPROBS}
+           if settings.wants_logprobs(compatible=False) else {}),
     )
 
 

@@ -33,6 +33,8 @@ class Provider:
             chance), or None; shown before a run.
         constrain: Return the model bound to answer in a format (a GBNF grammar or a JSON
             schema, ``constraints``); None for models that cannot be constrained.
+        constrain_by_default: Hold the models to their answer format when a run leaves
+            ``constrain`` at ``auto`` (small local models rarely comply unheld).
 
     """
 
@@ -41,5 +43,6 @@ class Provider:
     reuse: bool = True
     reach: Callable[[str, ModelSettings], None] | None = None
     constrain: Callable[[BaseChatModel, AnswerFormat], Runnable] | None = None
+    constrain_by_default: bool = False
     note: Callable[[str], str | None] | None = None
     prepare: Callable[[str, ModelSettings], object] | None = None

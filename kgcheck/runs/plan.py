@@ -417,6 +417,17 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
     return FactSource(lambda: rows, name, src.location, False)
 
 
+def recordable_arguments(**given: Any) -> dict[str, Any]:
+    """Return a run's arguments as JSON values: local files as absolute paths, sequences as lists.
+
+    A resume may start from another folder than the run did: a relative path would then
+    name another file.
+    """
+    from kgcheck.runs.resume_from import json_argument
+
+    return {name: json_argument(name, value) for name, value in given.items()}
+
+
 def setting_fields(strategy: str, *, consensus: bool = False) -> dict[str, Any]:
     """Return a strategy's settings by name (a consensus run's, with ``consensus``)."""
     chosen = get_strategy(strategy)
@@ -493,6 +504,14 @@ def plan_run(spec: RunSpec | None = None, /, *, parallel_read: ParallelReadChoic
     prefilter, rules, shards_uri = spec.prefilter, spec.prefilter_rules(), spec.shards_uri
     pricing, ci, repeats, out = spec.pricing, spec.ci, spec.repeats, spec.out
     values = spec.strategy_values()
+    # What a resume given only the run folder plans again (kgcheck.runs.resume_from).
+    arguments = None if facts is not None else recordable_arguments(
+        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy, model=model, consensus=consensus, judge=judge, data=data,
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=ids, labels=labels, settings=values, as_dataset=as_dataset, pricing=pricing,
+        predicates=predicates, exclude_predicates=exclude_predicates, ci=ci,
+        repeats=repeats, prefilter=prefilter, rules=rules, shards_uri=shards_uri)
     prices = load_pricing(pricing) if pricing else None
     chosen = get_strategy(strategy)
     members = [m.strip() for m in consensus if m.strip()] if consensus else [model]
@@ -622,7 +641,7 @@ def plan_run(spec: RunSpec | None = None, /, *, parallel_read: ParallelReadChoic
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
-                   pricing=prices, spec=spec.stored())
+                   pricing=prices, spec=spec.stored(), arguments=arguments or {})
     if rules_ctx is not None:
         info.settings["prefilter"] = {"name": prefilter, **{
             k: v for k, v in dataclasses.asdict(rules_ctx).items()

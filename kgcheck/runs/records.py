@@ -32,4 +32,7 @@ def verdict_record(fact: Fact, verdict: dict[str, Any], run_id: str,
     if fact.names:
         # The KG's own names of the terms (rdfs:label ...), for exports and the review page.
         record["names"] = dict(fact.names)
+    if fact.name_terms:
+        # The same names with their language tag or datatype, for RDF exports.
+        record["name_terms"] = dict(fact.name_terms)
     return record

@@ -163,6 +163,10 @@ class RunInfo:
     prompts: dict[str, str] = field(default_factory=dict)
     # The RunSpec that made the run (``RunSpec.stored``); empty when not known.
     spec: dict[str, Any] = field(default_factory=dict)
+    # The arguments the run was planned with (``plan_run``'s, JSON values), so that a resume
+    # given only the folder runs the same input with the same settings; empty when its
+    # facts were given in memory (nothing in the folder can bring them back).
+    arguments: dict[str, Any] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         """Return the fields a resumed run must share with the stored one."""
@@ -173,7 +177,8 @@ class RunInfo:
         return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
                              "input": self.input, "settings": public_settings(self.settings),
                              "prompts": self.prompts,
-                             **({"spec": self.spec} if self.spec else {})})
+                             **({"spec": self.spec} if self.spec else {}),
+                             **({"arguments": self.arguments} if self.arguments else {})})
 
 
 def run_config(run_id: str) -> RunnableConfig:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck import event_loop
+from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import SUMMARY, RunError, read_verdicts
 from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
 from kgcheck.runs.grid import CELLS_DIR, Cell, SweepConfig, SweepConfigError, load_sweep
@@ -87,10 +88,10 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
     """Run a sweep (see the module docstring); ``on_cell`` hears of each finished cell."""
     sweep, out_dir, plans = plan_sweep(config, out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / SWEEP_INFO).write_text(json.dumps({
+    write_text_atomic(out_dir / SWEEP_INFO, json.dumps({
         "config": str(sweep.path), "cells": [_describe(c) for c, _ in plans],
         "parallel": parallel or sweep.parallel, "concurrency": sweep.concurrency,
-    }, indent=1) + "\n", encoding="utf-8")
+    }, indent=1) + "\n")
     gate = asyncio.Semaphore(parallel or sweep.parallel)
     verdicts: dict[str, list[dict[str, Any]]] = {}
 

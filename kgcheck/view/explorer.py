@@ -6,6 +6,11 @@ analysis's clusters (``kgcheck errors --out DIR``) are small tables beside them.
 the fact table is one query with ``LIMIT``/``OFFSET``: a 100,000-verdict run pages as fast
 as a small one, and only the verdicts shown are read back from ``verdicts.jsonl``.
 
+A record is read back only from one of the run's own verdict files, within that file, and
+only up to ``max_record_bytes()`` (``$KGCHECK_VIEW_MAX_RECORD_BYTES``, 16 MiB by default),
+whatever the index says: an index edited by someone else cannot make the explorer read
+another file or fill its memory.
+
 The truth a verdict is judged against is the person's review decision where there is one,
 else the gold label (``kgcheck.data.truths``).
 """
@@ -13,12 +18,14 @@ else the gold label (``kgcheck.data.truths``).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from kgcheck.data.runfolder import (
@@ -35,12 +42,19 @@ from kgcheck.evals.errors.outputs import read_errors
 from kgcheck.evals.metrics import classification_report
 from kgcheck.view.index import ensure_index
 
-__all__ = ["FILTERS", "Explorer", "ExplorerError", "FactQuery", "ViewRun"]
+__all__ = ["FILTERS", "MAX_PAGE", "MAX_PAGE_NUMBER", "MAX_RECORD_ENV", "Explorer",
+           "ExplorerError", "FactQuery", "ViewRun", "max_record_bytes"]
 
 # What the fact table can keep, by name.
 FILTERS = ("wrong", "right", "na", "nei", "failed", "low", "reviewed")
 LOW_CONFIDENCE = 0.6
+# Most facts on one page, and the highest page number: page * size stays far inside
+# SQLite's 64-bit integers.
 MAX_PAGE = 500
+MAX_PAGE_NUMBER = 10**9
+MAX_RECORD_ENV = "KGCHECK_VIEW_MAX_RECORD_BYTES"
+# A verdict with its evidence and conversation is kilobytes, rarely a megabyte.
+DEFAULT_MAX_RECORD_BYTES = 16 * 2**20
 TRUTH = "COALESCE(rv.label, f.gold)"
 CONDITIONS = {
     "wrong": f"f.label IN ('T','F') AND {TRUTH} IN ('T','F') AND f.label != {TRUTH}",
@@ -50,13 +64,36 @@ CONDITIONS = {
     # (the model could not tell, or had no evidence), apart from NA after a failed call.
     "nei": "f.label = 'NEI' OR (f.label = 'NA' AND f.error_type IS NULL)",
     "failed": "f.error_type IS NOT NULL",
-    "low": "f.confidence IS NOT NULL AND f.confidence < :low",
+    # confidence is P(T): a verdict is unsure when neither label is likely, max(p, 1-p) < low.
+    "low": "f.confidence IS NOT NULL AND MAX(f.confidence, 1.0 - f.confidence) < :low",
     "reviewed": "rv.label IS NOT NULL",
 }
 
 
 class ExplorerError(ValueError):
     """A run, fact or query the explorer cannot serve; the message says which and why."""
+
+
+def max_record_bytes() -> int:
+    """Return the most bytes one verdict record may take: ``$KGCHECK_VIEW_MAX_RECORD_BYTES``."""
+    raw = os.environ.get(MAX_RECORD_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_RECORD_BYTES
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ExplorerError(f"${MAX_RECORD_ENV}={raw!r}: expected a whole number of bytes, "
+                            "at least 1")
+    return value
+
+
+def _page_slice(page: int, size: int) -> tuple[int, int]:
+    """Return (page, size) of a page asked for: size clamped to 1..MAX_PAGE, page checked."""
+    if not 0 <= int(page) <= MAX_PAGE_NUMBER:
+        raise ExplorerError(f"page {page}: expected 0 to {MAX_PAGE_NUMBER:,}")
+    return int(page), max(1, min(int(size), MAX_PAGE))
 
 
 @dataclass
@@ -69,6 +106,8 @@ class ViewRun:
     info: dict[str, Any]
     index: Path
     temporary: bool
+    # The verdict files (relative to the folder) that records may be read from.
+    files: frozenset[str] = frozenset()
     reviews: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -109,6 +148,7 @@ class Explorer:
             raise ExplorerError("name at least one run folder")
         self.lock = threading.Lock()
         self.runs: list[ViewRun] = []
+        self.max_record = max_record_bytes()
         # The runs do not change while they are shown: each summary is computed once.
         self._summaries: dict[int, dict[str, Any]] = {}
         # URI names on: the run indexes are attached read-only (``file:...?mode=ro``).
@@ -133,10 +173,12 @@ class Explorer:
         info = read_run_info(folder, ExplorerError)
         if not has_verdicts(folder):
             raise ExplorerError(f"{folder}: no {VERDICTS}; the run has not started")
-        index, temporary = ensure_index(folder)
-        run = ViewRun(number, folder, _run_name(folder, taken), info, index, temporary)
+        index = ensure_index(folder)
+        run = ViewRun(number, folder, _run_name(folder, taken), info, index.path,
+                      index.temporary, index.files)
         self.runs.append(run)
-        self.conn.execute(f"ATTACH DATABASE ? AS {run.schema}", (f"file:{index}?mode=ro",))
+        self.conn.execute(f"ATTACH DATABASE ? AS {run.schema}",
+                          (f"file:{index.path}?mode=ro",))
         try:
             run.reviews = review_decisions(folder)
         except LabelsError as exc:
@@ -192,6 +234,18 @@ class Explorer:
                           f"f.confidence, f.votes {self._from(run)} ORDER BY f.seq")
         return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
+    def confidence_pairs(self, number: int, limit: int | None = None
+                         ) -> list[tuple[float, bool]]:
+        """Return (confidence, right) of the run's verdicts with a confidence and a truth.
+
+        In run order; ``limit`` keeps the first ones only (1: is there any?).
+        """
+        run = self.run(number)
+        rows = self._rows(f"SELECT f.confidence, f.label = {TRUTH} {self._from(run)}"
+                          f"WHERE f.confidence IS NOT NULL AND {TRUTH} IN ('T', 'F') "
+                          "ORDER BY f.seq LIMIT ?", (-1 if limit is None else limit,))
+        return [(r[0], bool(r[1])) for r in rows]
+
     def summary(self, number: int) -> dict[str, Any]:
         """Return the counts, scores per class and what the run is, for the runs page."""
         if number not in self._summaries:
@@ -245,8 +299,7 @@ class Explorer:
         if unknown:
             raise ExplorerError(f"unknown filter {', '.join(unknown)}: expected "
                                 f"{', '.join(FILTERS)}")
-        size = max(1, min(int(query.size), MAX_PAGE))
-        page = max(0, int(query.page))
+        page, size = _page_slice(query.page, query.size)
         where = [CONDITIONS[f] for f in query.filters]
         params: dict[str, Any] = {"low": float(query.low), "limit": size,
                                   "offset": page * size}
@@ -280,16 +333,47 @@ class Explorer:
                 "rows": [dict(r) for r in rows]}
 
     def record(self, number: int, fact_id: str) -> dict[str, Any]:
-        """Read a fact's verdict record back from its verdict file (its last line)."""
+        """Read a fact's verdict record back from its verdict file (its last line).
+
+        Only from one of the run's verdict files, within the file and at most
+        ``max_record_bytes()`` long: what the index says is checked, not trusted.
+        """
         run = self.run(number)
         found = self._rows(f"SELECT file, offset, length FROM {run.schema}.facts "
                            "WHERE fact_id = ?", (fact_id,))
         if not found:
             raise ExplorerError(f"run {run.name} has no verdict for fact {fact_id!r}")
+        name, offset, length = found[0]
+        path = self._located(run, fact_id, name, offset, length)
         try:
-            return read_verdict_at(run.folder / found[0][0], found[0][1], found[0][2])
+            return read_verdict_at(path, offset, length)
         except RunFolderError as exc:
             raise ExplorerError(f"{exc}; restart kgcheck view to index it again") from None
+
+    def _located(self, run: ViewRun, fact_id: str, name: Any, offset: Any, length: Any
+                 ) -> Path:
+        """Return the verdict file an index row names, once the row is found to fit in it."""
+        where = f"run {run.name}, fact {fact_id!r}: the index"
+        # A restart reuses an index whose verdict files are unchanged: say to delete it.
+        again = ("restart kgcheck view to index the run again" if run.temporary else
+                 f"delete {run.index} and restart kgcheck view to index the run again")
+        if not isinstance(name, str) or name not in run.files:
+            raise ExplorerError(f"{where} names {str(name)[:200]!r}, not one of the run's "
+                                f"verdict files; {again}")
+        if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0
+                and 0 < length <= self.max_record):
+            raise ExplorerError(f"{where} gives a record of {length!r} bytes at byte "
+                                f"{offset!r}; expected at most {self.max_record:,} bytes "
+                                f"(${MAX_RECORD_ENV}); {again}")
+        path = run.folder / name
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            raise ExplorerError(f"{path}: {exc.strerror or exc}") from None
+        if not S_ISREG(stat.st_mode) or offset + length > stat.st_size:
+            raise ExplorerError(f"{where} points past the end of {path} (was the file "
+                                f"replaced since it was indexed?); {again}")
+        return path
 
     def fact(self, number: int, fact_id: str) -> dict[str, Any]:
         """Everything the fact page shows: the record, its truth, review, cluster, other runs."""
@@ -323,7 +407,7 @@ class Explorer:
         run_a, run_b = self.run(a), self.run(b)
         if a == b:
             raise ExplorerError("compare a run with another run, not with itself")
-        size = max(1, min(int(size), MAX_PAGE))
+        page, size = _page_slice(page, size)
         body = (f"FROM {run_a.schema}.facts f JOIN {run_b.schema}.facts g USING (fact_id) "
                 f"LEFT JOIN reviews rv ON rv.run = {a} AND rv.fact_id = f.fact_id ")
         pairs = self._rows(f"SELECT f.label, g.label, {TRUTH} {body}")
@@ -346,10 +430,10 @@ class Explorer:
             f"SELECT f.fact_id, f.subject, f.predicate, f.object, f.label AS label_a, "
             f"g.label AS label_b, {TRUTH} AS truth, f.seconds AS seconds_a, "
             f"g.seconds AS seconds_b {body}{where}ORDER BY f.seq LIMIT ? OFFSET ?",
-            (size, max(0, page) * size))
+            (size, page * size))
         return {"a": a, "b": b, "name_a": run_a.name, "name_b": run_b.name,
                 "common": len(pairs), "disagree": sum(1 for la, lb, _ in pairs if la != lb),
-                "mcnemar": test, "total": total, "page": max(0, page), "size": size,
+                "mcnemar": test, "total": total, "page": page, "size": size,
                 "rows": [dict(r) for r in rows]}
 
     def runs_json(self) -> list[dict[str, Any]]:

@@ -2,8 +2,13 @@
 
 Per dataset: F1(T) and F1(F) ranked (figure 2), mean time against F1 with the Pareto
 frontier (figure 3); per dataset and method with two models or more: the UpSet plot of
-correct predictions (figure 4); per run whose verdicts carry a confidence: a reliability
-diagram. Each is drawn once, on first request, and kept as PNG bytes.
+correct predictions (figure 4); per run whose verdicts carry a confidence and whose facts a
+truth: a reliability diagram.
+
+One rule decides which figures there are: a figure is listed when its inputs hold
+something to draw (the same tests the drawing functions make), and only a listed figure is
+drawn, once, on first request, and kept as PNG bytes. Names are drawn as plain text
+(``kgcheck.evals.figure_text``).
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ from __future__ import annotations
 import io
 import json
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from kgcheck.evals.figure_text import plain_text_settings
 from kgcheck.evals.report import disambiguate
+from kgcheck.evals.study.drawable import f1_ranked_rows, time_f1_points, upset_drawable
 from kgcheck.evals.study.tables import Consensus, MethodResults, ModelAnswers, build_records
 from kgcheck.view.explorer import Explorer
 
@@ -44,15 +53,23 @@ def _results(explorer: Explorer, number: int) -> MethodResults:
                          consensus=[consensus], voting=True, source=run.name)
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A figure that can be drawn: its title and how to draw it from inputs already checked."""
+
+    title: str
+    draw: Callable[[], Any]
+
+
 class Figures:
-    """The figures of the explorer's runs: what can be drawn, and each drawn once."""
+    """The figures of the explorer's runs: which can be drawn, and each drawn once."""
 
     def __init__(self, explorer: Explorer) -> None:
         self.explorer = explorer
         self.lock = threading.Lock()
-        self.drawn: dict[str, bytes | None] = {}
+        self.drawn: dict[str, bytes] = {}
         self._results: list[MethodResults] | None = None
-        self._known: set[str] | None = None
+        self._plans: dict[str, Planned] | None = None
 
     def results(self) -> list[MethodResults]:
         """Every run as the tables' input (computed once)."""
@@ -62,73 +79,80 @@ class Figures:
             self._results = results
         return self._results
 
-    def available(self) -> list[dict[str, Any]]:
-        """List the figures that apply to these runs: id and title."""
+    def plans(self) -> dict[str, Planned]:
+        """Return the figures there is something to draw for, by id (worked out once)."""
+        with self.lock:
+            if self._plans is None:
+                self._plans = self._plan()
+            return self._plans
+
+    def _plan(self) -> dict[str, Planned]:
         results = self.results()
-        items: list[dict[str, Any]] = []
+        plans: dict[str, Planned] = {}
         for dataset in dict.fromkeys(r.dataset for r in results):
-            items.append({"id": f"f1:{dataset}", "title": f"{dataset}: F1 per class, ranked"})
-            items.append({"id": f"time:{dataset}", "title": f"{dataset}: time against F1 "
-                                                            "(Pareto frontier)"})
             mine = [r for r in results if r.dataset == dataset]
+            records = build_records(mine)
+            share = mine[0].true_share()
+            if f1_ranked_rows(records, dataset):
+                plans[f"f1:{dataset}"] = Planned(
+                    f"{dataset}: F1 per class, ranked",
+                    lambda r=records, d=dataset, s=share: _plots().f1_ranked_figure(r, d, s))
+            if time_f1_points(records, dataset)[2]:
+                plans[f"time:{dataset}"] = Planned(
+                    f"{dataset}: time against F1 (Pareto frontier)",
+                    lambda r=records, d=dataset: _plots().time_f1_figure(r, d))
             for method in dict.fromkeys(r.method for r in mine):
-                if sum(len(r.members) for r in mine if r.method == method) >= 2:
-                    items.append({"id": f"upset:{dataset}:{method}",
-                                  "title": f"{dataset} {method}: correct predictions (UpSet)"})
+                same = [r for r in mine if r.method == method]
+                if upset_drawable(same):
+                    plans[f"upset:{dataset}:{method}"] = Planned(
+                        f"{dataset} {method}: correct predictions (UpSet)",
+                        lambda r=same: _plots().upset_figure(r))
         for run in self.explorer.runs:
-            if self.explorer.summary(run.number)["with_confidence"]:
-                items.append({"id": f"calibration:{run.number}",
-                              "title": f"{run.name}: calibration of its confidences"})
-        return items
+            # Asked for one pair here, for all when drawn: the pairs are not kept in memory.
+            if self.explorer.confidence_pairs(run.number, limit=1):
+                plans[f"calibration:{run.number}"] = Planned(
+                    f"{run.name}: calibration of its confidences",
+                    lambda n=run.number, name=run.name: _calibration(
+                        self.explorer.confidence_pairs(n), name))
+        return plans
+
+    def available(self) -> list[dict[str, Any]]:
+        """List the figures that can be drawn for these runs: id and title."""
+        return [{"id": key, "title": plan.title} for key, plan in self.plans().items()]
 
     def png(self, figure_id: str) -> bytes | None:
-        """Return the figure's PNG (None: it does not apply, or there is nothing to draw)."""
+        """Return a listed figure's PNG (None: no such figure)."""
+        plan = self.plans().get(figure_id)
+        if plan is None:
+            return None  # not drawn, not kept: only the figures listed are
         with self.lock:
-            if self._known is None:
-                self._known = {f["id"] for f in self.available()}
-            if figure_id not in self._known:
-                return None  # not drawn, not kept: only the figures listed are
             if figure_id not in self.drawn:
-                self.drawn[figure_id] = self._draw(figure_id)
+                self.drawn[figure_id] = _png(plan.draw)
             return self.drawn[figure_id]
 
-    def _draw(self, figure_id: str) -> bytes | None:
-        from kgcheck.evals.study.plots import f1_ranked_figure, time_f1_figure, upset_figure
 
-        kind, _, rest = figure_id.partition(":")
-        results = self.results()
-        fig = None
-        if kind in ("f1", "time"):
-            mine = [r for r in results if r.dataset == rest]
-            if not mine:
-                return None
-            records = build_records(mine)
-            fig = (f1_ranked_figure(records, rest, mine[0].true_share()) if kind == "f1"
-                   else time_f1_figure(records, rest))
-        elif kind == "upset":
-            dataset, _, method = rest.partition(":")
-            fig = upset_figure([r for r in results
-                                if r.dataset == dataset and r.method == method])
-        elif kind == "calibration" and rest.isdigit():
-            fig = self._calibration(int(rest))
-        if fig is None:
-            return None
-        import matplotlib.pyplot as plt
+def _plots() -> Any:
+    # Imported when a figure is drawn: matplotlib and pandas cost a listing time and memory.
+    from kgcheck.evals.study import plots
 
-        out = io.BytesIO()
-        fig.savefig(out, format="png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        return out.getvalue()
+    return plots
 
-    def _calibration(self, number: int) -> Any:
-        from kgcheck.evals.calibration import calibration_figure
 
-        if not 0 <= number < len(self.explorer.runs):
-            return None
-        pairs = [(conf, label == truth) for _, label, truth, _, conf, _
-                 in self.explorer.outcomes(number)
-                 if conf is not None and truth in ("T", "F")]
-        if not pairs:
-            return None
-        return calibration_figure([c for c, _ in pairs], [r for _, r in pairs],
-                                  f"{self.explorer.run(number).name}: calibration")
+def _calibration(pairs: list[tuple[float, bool]], name: str) -> Any:
+    from kgcheck.evals.calibration import calibration_figure
+
+    return calibration_figure([c for c, _ in pairs], [r for _, r in pairs],
+                              f"{name}: calibration")
+
+
+def _png(draw: Callable[[], Any]) -> bytes:
+    import matplotlib.pyplot as plt
+
+    with plain_text_settings():  # texts drawn only when saved are plain text too
+        fig = draw()
+        try:
+            out = io.BytesIO()
+            fig.savefig(out, format="png", dpi=110, bbox_inches="tight")
+        finally:
+            plt.close(fig)
+    return out.getvalue()

@@ -4,30 +4,42 @@ A run's verdicts (``verdicts.jsonl``, or a sharded run's ``shards/*.jsonl``) may
 100,000 records or more; the explorer never keeps them in memory. One pass over the
 folder's verdict files stores, per fact, what the fact table filters and sorts on (label,
 gold, predicate, time, confidence, error type, votes) and which file its last record is in,
-where it starts and how long it is, so the fact page reads that one line back. The index is
-cached in the run folder (``RUN/.view-index.sqlite``, written whole by a rename) and rebuilt
-when the verdict files change size or time; a folder that cannot be written gets its index
-in a temporary file instead.
+where it starts and how long it is, so the fact page reads that one line back.
+
+The index is kept where only kgcheck writes, never in the run folder (which others may
+write to): ``$KGCHECK_CACHE_DIR/view/<key>.sqlite``, the key a hash of the run folder's
+resolved path. It is written whole by a rename and rebuilt when the verdict files'
+fingerprint (names, sizes, times, and the bytes at each file's start and end) changes; a
+cache folder that cannot be written gets the index in a temporary file instead. What the
+index says is still checked when a record is read back (``kgcheck.view.explorer``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kgcheck.data.atomic import atomic_path
-from kgcheck.data.runfolder import VIEW_INDEX, scan_folder, verdicts_stamp
+from kgcheck.data.runfolder import scan_folder, verdict_files
 from kgcheck.evals.calibration import verdict_confidence
+from kgcheck.providers.cache import default_cache_dir
 
-__all__ = ["SCHEMA_VERSION", "confidence_of", "ensure_index", "index_rows"]
+__all__ = ["SCHEMA_VERSION", "RunIndex", "confidence_of", "ensure_index", "fingerprint",
+           "index_dir", "index_path", "index_rows"]
 
 # Bump when the table's columns change: an older cached index is then rebuilt.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BATCH = 5_000
+# Bytes read at each end of a verdict file for its fingerprint: a file rewritten to the same
+# size within the clock's resolution still differs there (a new run id, a new last fact).
+EDGE_BYTES = 64 * 1024
+INDEX_FOLDER = "view"
 FACT_COLUMNS = ("fact_id", "seq", "label", "gold", "subject", "predicate", "object", "seconds",
                 "tokens_in", "tokens_out", "confidence", "error_type", "votes", "file",
                 "offset", "length")
@@ -95,7 +107,55 @@ def index_rows(scanned: Iterable[tuple[Path, int, int, dict[str, Any]]], folder:
                offset, length)
 
 
-def _build(db: Path, folder: Path, stamp: tuple[int, int]) -> None:
+def index_dir() -> Path:
+    """Return the folder of the explorer's indexes: ``view/`` in kgcheck's cache folder."""
+    return default_cache_dir() / INDEX_FOLDER
+
+
+def index_path(folder: Path) -> Path:
+    """Return where the index of a run folder is kept (keyed by its resolved path)."""
+    key = hashlib.sha256(str(Path(folder).resolve()).encode("utf-8", "surrogateescape"))
+    return index_dir() / f"{key.hexdigest()[:32]}.sqlite"
+
+
+def fingerprint(files: Iterable[Path], folder: Path) -> str:
+    """Return a fingerprint of a run's verdict files: an index is stale once it changes.
+
+    Each file's name, size, modification time and the bytes at its start and end.
+    """
+    digest = hashlib.sha256()
+    for path in files:
+        try:
+            stat = path.stat()
+            with path.open("rb") as fh:
+                head = fh.read(EDGE_BYTES)
+                fh.seek(max(0, stat.st_size - EDGE_BYTES))
+                tail = fh.read(EDGE_BYTES)
+        except FileNotFoundError:
+            continue
+        digest.update(json.dumps([path.relative_to(folder).as_posix(), stat.st_size,
+                                  stat.st_mtime_ns]).encode())
+        digest.update(hashlib.sha256(head).digest() + hashlib.sha256(tail).digest())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class RunIndex:
+    """A run's index: where it is, whether it is temporary, the verdict files it covers."""
+
+    path: Path
+    temporary: bool
+    # The verdict files' names relative to the run folder: the only files a record is read
+    # from, whatever the index says.
+    files: frozenset[str]
+
+
+def _meta(folder: Path, stamp: str) -> dict[str, str]:
+    return {"version": str(SCHEMA_VERSION), "folder": str(folder.resolve()),
+            "fingerprint": stamp}
+
+
+def _build(db: Path, folder: Path, meta: Mapping[str, str]) -> None:
     conn = sqlite3.connect(db)
     try:
         # Nothing else reads the file until it is renamed into place: no journal needed.
@@ -115,44 +175,47 @@ def _build(db: Path, folder: Path, stamp: tuple[int, int]) -> None:
                 conn.executemany(insert, batch)
                 batch.clear()
         conn.executemany(insert, batch)
-        conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                         [("version", str(SCHEMA_VERSION)), ("size", str(stamp[0])),
-                          ("mtime_ns", str(stamp[1]))])
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
         conn.commit()
     finally:
         conn.close()
 
 
-def _fresh(db: Path, stamp: tuple[int, int]) -> bool:
+def _fresh(db: Path, meta: Mapping[str, str]) -> bool:
     if not db.is_file():
         return False
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            found = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         finally:
             conn.close()
     except sqlite3.Error:
         return False  # a torn or foreign file: build it again
-    return meta == {"version": str(SCHEMA_VERSION), "size": str(stamp[0]),
-                    "mtime_ns": str(stamp[1])}
+    return found == dict(meta)
 
 
-def ensure_index(folder: Path) -> tuple[Path, bool]:
-    """Return a fresh index of the run's verdicts and whether it lives in a temporary file.
+def ensure_index(folder: Path) -> RunIndex:
+    """Return a fresh index of the run's verdicts, built unless the cached one still fits.
 
-    The cached ``RUN/.view-index.sqlite`` is reused while the verdict files are unchanged.
+    Nothing is written in the run folder: the index is ``index_path(folder)``, or a
+    temporary file when the cache folder cannot be written.
     """
-    stamp = verdicts_stamp(folder)
-    cached = folder / VIEW_INDEX
-    if _fresh(cached, stamp):
-        return cached, False
+    folder = Path(folder)
+    files = verdict_files(folder)
+    names = frozenset(p.relative_to(folder).as_posix() for p in files)
+    meta = _meta(folder, fingerprint(files, folder))
+    cached = index_path(folder)
+    if _fresh(cached, meta):
+        return RunIndex(cached, False, names)
     try:
+        # Only its owner may read the cache: the indexes name facts of private runs.
+        cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with atomic_path(cached) as tmp:
-            _build(tmp, folder, stamp)
-        return cached, False
+            _build(tmp, folder, meta)
+        return RunIndex(cached, False, names)
     except OSError:
-        # A run folder one may read but not write (a colleague's, a read-only mount).
-        db = Path(tempfile.mkdtemp(prefix="kgcheck-view-")) / VIEW_INDEX
-        _build(db, folder, stamp)
-        return db, True
+        # A cache folder one may not write (a read-only home, a full disk).
+        db = Path(tempfile.mkdtemp(prefix="kgcheck-view-")) / cached.name
+        _build(db, folder, meta)
+        return RunIndex(db, True, names)

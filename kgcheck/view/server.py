@@ -4,8 +4,11 @@ FastAPI serves one page and its assets from ``kgcheck/view/static`` (plain HTML,
 no CDN: it works offline), the runs' figures as PNG, and a JSON API the page calls; every
 list is paged on the server (``kgcheck.view.explorer``). It is guarded as every local page
 of kgcheck is (``kgcheck.web.guard``: loopback, token, ``Host`` check, CSP); the API's
-token header is ``X-View-Token``. The explorer only reads: nothing in a run folder changes
-but its cached index.
+token header is ``X-View-Token``. The explorer only reads the run folders; its indexes are
+kept in kgcheck's cache folder (``kgcheck.view.index``).
+
+Every query parameter is declared once below with its type and range; one that does not fit
+gets 400 with one line naming it (``kgcheck.web.guard``), never a failure deep in a query.
 """
 
 from __future__ import annotations
@@ -13,12 +16,18 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from kgcheck.view.explorer import Explorer, ExplorerError, FactQuery
+from kgcheck.view.explorer import (
+    MAX_PAGE,
+    MAX_PAGE_NUMBER,
+    Explorer,
+    ExplorerError,
+    FactQuery,
+)
 from kgcheck.view.figures import Figures
 from kgcheck.web.guard import Guard, Served, serve_app
 
@@ -30,6 +39,22 @@ STALE = ("this page's token is not the server's (was kgcheck view restarted?): o
          "address it printed")
 DEFAULT_STUDIO = "http://127.0.0.1:2024"
 STUDIO_PAGE = "https://smith.langchain.com/studio/?baseUrl="
+# Far more runs than one explorer opens; the explorer names the runs it has.
+MAX_RUNS = 10_000
+# Error clusters are numbered from -1 (noise) up: 32 bits is plenty.
+MAX_CLUSTER = 2**31 - 1
+
+# The query parameters, each with its type and range.
+RunNumber = Annotated[int, Query(ge=0, le=MAX_RUNS)]
+OtherRun = Annotated[int | None, Query(ge=0, le=MAX_RUNS)]
+PageNumber = Annotated[int, Query(ge=0, le=MAX_PAGE_NUMBER)]
+PageSize = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+Cluster = Annotated[int | None, Query(ge=-1, le=MAX_CLUSTER)]
+Confidence = Annotated[float, Query(ge=0.0, le=1.0, allow_inf_nan=False)]
+Filters = Annotated[str | None, Query(max_length=200)]
+Predicate = Annotated[str | None, Query(max_length=1_000)]
+Search = Annotated[str | None, Query(max_length=200)]
+FactId = Annotated[str, Query(min_length=1, max_length=1_000)]
 
 
 def _asset(name: str) -> str:
@@ -72,7 +97,7 @@ def create_app(explorer: Explorer, token: str, hosts: set[str], *,
     def figure(figure_id: str) -> Response:
         png = figures.png(figure_id)
         if png is None:
-            return PlainTextResponse("no such figure, or nothing to draw", status_code=404)
+            return PlainTextResponse("no such figure", status_code=404)
         return Response(png, media_type="image/png")
 
     @app.get("/api/runs")
@@ -81,22 +106,21 @@ def create_app(explorer: Explorer, token: str, hosts: set[str], *,
                                "studio": STUDIO_PAGE + studio})
 
     @app.get("/api/predicates")
-    def predicates(run: int = 0) -> Response:
+    def predicates(run: RunNumber = 0) -> Response:
         return answer(lambda: {"predicates": explorer.predicates(run),
                                "clusters": explorer.clusters(run)})
 
     @app.get("/api/facts")
-    def facts(run: int = 0, filters: str | None = None, predicate: str | None = None,
-              cluster: int | None = None, other: int | None = None,
-              q: str | None = Query(default=None, max_length=200), low: float = 0.6,
-              page: int = 0, size: int = 50) -> Response:
+    def facts(run: RunNumber = 0, filters: Filters = None, predicate: Predicate = None,
+              cluster: Cluster = None, other: OtherRun = None, q: Search = None,
+              low: Confidence = 0.6, page: PageNumber = 0, size: PageSize = 50) -> Response:
         query = FactQuery(run=run, filters=_split(filters), predicate=predicate or None,
                           cluster=cluster, disagree_with=other, search=q or None, low=low,
                           page=page, size=size)
         return answer(lambda: explorer.facts(query))
 
     @app.get("/api/fact")
-    def fact(run: int = 0, id: str = Query(max_length=1_000)) -> Response:  # noqa: A002
+    def fact(id: FactId, run: RunNumber = 0) -> Response:  # noqa: A002
         def build() -> dict[str, Any]:
             found = explorer.fact(run, id)
             found["studio"] = STUDIO_PAGE + studio
@@ -107,8 +131,8 @@ def create_app(explorer: Explorer, token: str, hosts: set[str], *,
         return answer(build)
 
     @app.get("/api/diff")
-    def diff(a: int = 0, b: int = 1, all: bool = False, page: int = 0,  # noqa: A002
-             size: int = 50) -> Response:
+    def diff(a: RunNumber = 0, b: RunNumber = 1, all: bool = False,  # noqa: A002
+             page: PageNumber = 0, size: PageSize = 50) -> Response:
         return answer(lambda: explorer.diff(a, b, only_disagree=not all, page=page,
                                             size=size))
 

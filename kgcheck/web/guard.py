@@ -12,12 +12,16 @@ run folder, so each server:
   send, and refuses a foreign ``Origin``;
 - sends a Content Security Policy that allows only the page's own script and styles; the
   pages put every text in with ``textContent`` (never as HTML), so a triple holding
-  ``<script>`` shows as text.
+  ``<script>`` shows as text;
+- sends those headers on every reply, refusals and failures included: a query or body
+  that does not fit its declared types and ranges gets 400 with one line naming it, and a
+  request the server fails on gets 500 with one line (the traceback goes to the log).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 
 import uvicorn
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 __all__ = ["SECURITY_HEADERS", "Guard", "ServeError", "Served", "bind", "serve_app"]
@@ -39,6 +44,19 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+log = logging.getLogger(__name__)
+
+
+def invalid_request(errors: list[dict]) -> str:
+    """Say in one line which parameter of a request is wrong and why (pydantic's errors)."""
+    parts = []
+    for error in errors[:3]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("query", "body"))
+        given = error.get("input")
+        shown = (f"={str(given)[:40]}" if isinstance(given, str | int | float)
+                 and not isinstance(given, bool) else "")
+        parts.append(f"{where or 'request'}{shown}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts)
 
 
 class ServeError(ValueError):
@@ -76,12 +94,33 @@ class Guard:
         return None
 
     def install(self, app: FastAPI) -> None:
-        """Refuse what the guard refuses and add the security headers to every response."""
+        """Refuse what the guard refuses and add the security headers to every response.
+
+        Parameters that do not fit their declared types and ranges get 400, and a failure
+        500, both as one line and through this middleware, so with the same headers.
+        """
+
+        async def invalid(request: Request, exc: Exception) -> Response:
+            errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+            return JSONResponse({"error": invalid_request(list(errors))}, status_code=400)
+
+        app.add_exception_handler(RequestValidationError, invalid)
 
         @app.middleware("http")
         async def guard(request: Request,
                         call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-            response = self.refusal(request) or await call_next(request)
+            response = self.refusal(request)
+            if response is None:
+                try:
+                    response = await call_next(request)
+                except Exception as exc:
+                    # Starlette's own 500 would bypass this middleware and its headers.
+                    log.exception("%s %s failed", request.method, request.url.path)
+                    message = (f"the server failed on this request ({type(exc).__name__}); "
+                               "its log has the details")
+                    response = (JSONResponse({"error": message}, status_code=500)
+                                if request.url.path.startswith("/api/")
+                                else PlainTextResponse(message, status_code=500))
             response.headers.update(SECURITY_HEADERS)
             return response
 

@@ -81,8 +81,11 @@ class OllamaHandler(StubHandler):
         if self.send_garbage():
             return
         final = self._final(model, behaviour)
+        tokens = self.logprobs(body)
         if body.get("stream", True) is False:
             final["message"] = {"role": "assistant", "content": behaviour.answer_to(body)}
+            if tokens is not None:
+                final["logprobs"] = tokens
             self.send_json(200, final)
             return
         self.start_chunked("application/x-ndjson")
@@ -90,9 +93,15 @@ class OllamaHandler(StubHandler):
                  "message": {"role": "assistant", "content": ""}, "done": False}
         if self.drip_until_stopped(json.dumps(empty).encode() + b"\n"):
             return
-        for piece in pieces(behaviour.answer_to(body), behaviour.chunk_chars):
+        # Asked for log-probabilities, Ollama streams one token a chunk, each with its own.
+        steps = ([(t["token"], [t]) for t in tokens] if tokens is not None else
+                 [(piece, None) for piece in pieces(behaviour.answer_to(body),
+                                                    behaviour.chunk_chars)])
+        for piece, logprobs in steps:
             chunk = {"model": model, "created_at": now_iso(),
                      "message": {"role": "assistant", "content": piece}, "done": False}
+            if logprobs is not None:
+                chunk["logprobs"] = logprobs
             self.write_chunk(json.dumps(chunk).encode() + b"\n")
         if behaviour.truncate:
             # The stream ends cleanly at the HTTP level, but Ollama never said ``done``.
@@ -101,6 +110,20 @@ class OllamaHandler(StubHandler):
         final["message"] = {"role": "assistant", "content": ""}
         self.write_chunk(json.dumps(final).encode() + b"\n")
         self.end_chunked()
+
+    def logprobs(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Return Ollama's ``logprobs`` (a list of tokens) when the request asks for them."""
+        tokens = self.shared.behaviour.logprobs
+        if not body.get("logprobs") or tokens is None:
+            return None
+        top = int(body.get("top_logprobs") or 0)
+
+        def entry(token: str, logprob: float) -> dict[str, Any]:
+            return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+        return [{**entry(token, logprob),
+                 "top_logprobs": [entry(t, lp) for t, lp in alternatives[:top]]}
+                for token, logprob, alternatives in tokens]
 
     @staticmethod
     def _final(model: str, behaviour: Behaviour) -> dict[str, Any]:

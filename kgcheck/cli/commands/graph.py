@@ -161,7 +161,9 @@ def draw(
         typer.echo(data.decode("utf-8"), nl=False)
         return
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(data)
+    from kgcheck.data.atomic import write_bytes_atomic
+
+    write_bytes_atomic(out, data)
     console.print(f"{name}: {out} ({len(data):,} bytes)")
 
 
@@ -174,11 +176,13 @@ def docs(
         "distinct graph.")] = None,
 ) -> None:
     """Draw every graph once as PNG, SVG and Mermaid (with --xray) for the documentation."""
+    from kgcheck.data.atomic import write_bytes_atomic
+
     chosen = [graph_key(name) for name in names] if names else list(graph_sources())
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in chosen:
         graph = compiled_graph(name)
         for fmt in FORMATS:
             path = out_dir / f"{name}{EXTENSIONS[fmt]}"
-            path.write_bytes(render(graph, fmt, xray=True))
+            write_bytes_atomic(path, render(graph, fmt, xray=True))
         console.print(f"{name}: {out_dir}/{name}.png .svg .mmd")

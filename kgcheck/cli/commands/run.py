@@ -256,14 +256,17 @@ def _parameters() -> list[inspect.Parameter]:
     from kgcheck.cli.options import option_parameters
     from kgcheck.options import RunSpec
 
+    # The context says which options were given (a resume from the folder takes the rest).
+    context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=typer.Context)
     own = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False,
                              annotation=Annotated[kind, flag])
            for name, (kind, flag) in COMMAND_FLAGS.items()]
-    return option_parameters(RunSpec) + own
+    return [context, *option_parameters(RunSpec), *own]
 
 
-def run(*, no_cache: bool = False, trace: bool = False, dry_run: bool = False,
-        **options: Any) -> None:
+def run(ctx: typer.Context, *, no_cache: bool = False, trace: bool = False,
+        dry_run: bool = False, **options: Any) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck import api
 
@@ -278,12 +281,67 @@ def run(*, no_cache: bool = False, trace: bool = False, dry_run: bool = False,
     given = {name: value for name, value in options.items() if value is not None}
     if no_cache:
         given["cache"] = False
+    if (given.get("resume") or given.get("fresh")) and given.get("out") is not None:
+        given = _from_folder(given, _explicit(ctx))
     spec = api.RunSpec(**given)
     if dry_run:
         plan, found = api.dry_run_spec(spec, warn=_warn)
         print_estimate(found, plan.out_dir)
         return
     _run(spec)
+
+
+# The options a run folder's run.json records (``arguments``): a resume or a fresh start
+# given only --out takes those it is not given from there (kgcheck.runs.resume_from).
+FOLDER_OPTIONS = ("dataset", "triples", "sparql", "graph", "where", "strategy", "model",
+                  "consensus", "judge", "data", "limit", "sample", "seed", "stratify",
+                  "per_stratum", "ids", "labels", "settings", "as_dataset", "pricing",
+                  "predicates", "exclude_predicates", "ci", "repeats", "prefilter", "rules",
+                  "shards_uri")
+# Options that are settings of the strategy (or its rules) with a flag of their own.
+SETTING_OPTIONS = ("prompt", "base_url", "replay_latency")
+RULE_OPTIONS = ("ontology", "shapes")
+
+
+def _from_folder(given: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+    """Return the options of a resume (or fresh start) in --out.
+
+    They are the folder's run's, with the ones given in their place.
+    """
+    from kgcheck import api
+    from kgcheck.options import RunSpec
+
+    resume, fresh, out = given.get("resume"), given.get("fresh"), given["out"]
+    restarted = fresh and not resume and explicit & {"dataset", "triples", "sparql"}
+    stored = None if restarted else api.stored_arguments(out)
+    strategy = given.get("strategy", "dka")
+    members = given.get("consensus")
+    members = members.split(",") if isinstance(members, str) else members
+    if stored:
+        # The settings are read against the folder's strategy, unless another is given.
+        strategy = strategy if "strategy" in explicit else stored.get("strategy", strategy)
+        members = members if "consensus" in explicit else stored.get("consensus")
+    values = api.parse_setting_pairs(given.get("settings") or [], strategy,
+                                     consensus=bool(members))
+    values.update({k: given[k] for k in SETTING_OPTIONS if given.get(k)})
+    rules = {k: given[k] for k in RULE_OPTIONS if given.get(k)}
+    if strategy == "schema" and not given.get("prefilter"):
+        values.update(rules)
+        rules = {}
+    defaults = {name: RunSpec.model_fields[name].default for name in FOLDER_OPTIONS}
+    arguments = {**defaults, **{k: given[k] for k in FOLDER_OPTIONS if k in given},
+                 "strategy": strategy, "consensus": members, "settings": values,
+                 "rules": rules or None,
+                 "ids": api.parse_ids(given["ids"]) if given.get("ids") else None}
+    chosen = {name for name in explicit if name in arguments}
+    if rules and explicit & set(RULE_OPTIONS):
+        chosen.add("rules")
+    # --resume and --fresh together are refused by the spec, in the API's words.
+    take = api.fresh_arguments if fresh and not resume else api.resume_arguments
+    merged = take(out, arguments, explicit=chosen)
+    rest = {k: v for k, v in given.items()
+            if k not in FOLDER_OPTIONS and k not in SETTING_OPTIONS + RULE_OPTIONS}
+    return {**rest, **{k: v for k, v in merged.items() if k in FOLDER_OPTIONS}}
 
 
 def _run(spec: Any) -> None:
@@ -341,6 +399,14 @@ def _run(spec: Any) -> None:
         say_error(f"{result.aborted}; {advice}")
         raise typer.Exit(1)
     _report_errors(outcomes, out_dir, retry=retry, advice=retry_advice(plan))
+
+
+def _explicit(ctx: typer.Context) -> set[str]:
+    """Return the names of the options given on the command line (or the environment)."""
+    # By name: typer may bring its own copy of click, with its own ParameterSource.
+    given = {"COMMANDLINE", "ENVIRONMENT", "PROMPT"}
+    return {name for name in ctx.params
+            if getattr(ctx.get_parameter_source(name), "name", None) in given}
 
 
 def _resume_flags(out_dir: Path) -> str:

@@ -38,8 +38,9 @@ def _print_verdict(record: dict[str, Any]) -> None:
                                                       f": {cited.get('text', '')[:200]}"))
     correction = record.get("correction")
     if correction:
-        _line("suggested correction", escape(f"{correction['part']}: {correction['current']!r}"
-                                             f" -> {correction['value']!r}"))
+        _line("suggested correction", escape(f"{correction['part']}: "
+                                             f"{correction.get('current')!r} -> "
+                                             f"{correction['value']!r}"))
     for problem in record.get("answer_problems") or []:
         _line("answer problem", escape(str(problem)))
     conversation = record.get("conversation") or []

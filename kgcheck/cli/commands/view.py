@@ -45,7 +45,9 @@ def view(
         # Plain print, first line: scripts read the address from it; it must stay whole.
         print(served.url, flush=True)
         print(explorer.dump(), flush=True)
-        print("Ctrl-C stops the explorer (it only reads the run folders)", flush=True)
+        kept = ", ".join(sorted({str(run.index.parent) for run in explorer.runs}))
+        print(f"Ctrl-C stops the explorer (it writes nothing in the run folders; their "
+              f"indexes are kept in {kept})", flush=True)
 
     try:
         serve_until_stopped(serve(explorer, host=host, port=port, studio=studio, review=review,
