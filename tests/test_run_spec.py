@@ -85,8 +85,7 @@ def test_resume_refuses_a_changed_option_naming_it(tmp_path: Path) -> None:
     changed = RunSpec(**{**spec["fields"], "repeats": 3})
     assert spec_changes(spec, changed.stored()) == ["repeats (1 then, 3 now)"]
     with pytest.raises(api.RunError, match=r"changed: repeats \(1 then, 3 now\)"):
-        kgcheck.run(dataset="yago", limit=2, out=out, resume=True, shards_uri=None,
-                    repeats=3)
+        kgcheck.run(dataset="yago", limit=2, out=out, resume=True, repeats=3)
 
 
 def test_spec_rules_name_the_arguments() -> None:
