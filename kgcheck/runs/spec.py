@@ -110,8 +110,10 @@ def cli_fields(model: type[BaseModel] | None = None) -> list[str]:
 class _Spec(BaseModel):
     """A spec's plumbing: errors that name the caller's arguments, not pydantic's report."""
 
+    # Built when first validated, not when imported: `kgcheck run --help` reads the fields
+    # only.
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True,
-                              validate_default=False)
+                              validate_default=False, defer_build=True)
 
     def __init__(self, /, **data: Any) -> None:
         try:
