@@ -29,16 +29,25 @@ __all__ = ["MAX_INT_DIGITS", "JsonRefused", "dumps", "load_file", "loads", "pars
 
 MAX_INT_DIGITS = 100
 
-# A string token (escapes included) or a bracket: the brackets outside strings give depth.
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+# What depth is measured on: strings (escapes included) go first, then all but brackets.
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+# Brackets measured at once: bounds the arrays of a long text's measuring.
+_CHUNK = 2**20
 
 
-class JsonRefused(ValueError):
-    """JSON that is malformed or out of kgcheck's bounds; ``reason`` says which, no place."""
+class JsonRefused(json.JSONDecodeError):
+    """JSON out of kgcheck's bounds; ``reason`` says what, not where.
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+    A ``JSONDecodeError``, so that a reader that handles malformed JSON handles it too.
+    """
+
+    def __init__(self, reason: str, doc: str = "", pos: int = 0) -> None:
+        super().__init__(reason, doc, pos)
         self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 def _finite_float(text: str) -> float:
@@ -64,23 +73,31 @@ def _short(text: str) -> str:
 
 
 def _check_depth(text: str, limit: int) -> None:
-    # The count of opening brackets bounds the depth: most texts need no scan at all.
+    # The count of opening brackets bounds the depth: most texts need no measuring at all.
     if text.count("[") + text.count("{") <= limit:
         return
+    import numpy as np  # only for the few texts with many brackets
+
+    # The depth after each bracket outside strings is the running sum of +1 (opening) and
+    # -1 (closing), computed by numpy in chunks: never a step per character in Python.
+    skeleton = _NOT_BRACKETS.sub("", _STRINGS.sub("", text)).encode("ascii")
     depth = 0
-    for token in _TOKENS.finditer(text):
-        mark = token.group()
-        if mark in "[{":
-            depth += 1
-            if depth > limit:
-                raise JsonRefused(f"JSON nested deeper than {limit} levels "
-                                  f"({JSON_DEPTH.hint()})")
-        elif mark in "]}":
-            depth -= 1
+    for start in range(0, len(skeleton), _CHUNK):
+        marks = np.frombuffer(skeleton, dtype=np.uint8, count=min(_CHUNK, len(skeleton) - start),
+                              offset=start)
+        steps = np.where((marks == ord("[")) | (marks == ord("{")), 1, -1)
+        running = np.cumsum(steps, dtype=np.int64) + depth
+        if running.max() > limit:
+            raise JsonRefused(f"JSON nested deeper than {limit} levels ({JSON_DEPTH.hint()})")
+        depth = int(running[-1])
 
 
 def parse(text: str | bytes) -> Any:
-    """Parse a JSON text within kgcheck's bounds; raise ``JsonRefused`` saying what is wrong."""
+    """Parse a JSON text within kgcheck's bounds, as ``json.loads`` would.
+
+    Malformed JSON raises ``json.JSONDecodeError``; JSON out of bounds ``JsonRefused`` (one),
+    whose ``reason`` says what is wrong.
+    """
     if isinstance(text, bytes | bytearray):
         try:
             text = bytes(text).decode("utf-8-sig")
@@ -94,9 +111,6 @@ def parse(text: str | bytes) -> Any:
     try:
         return json.loads(text, parse_float=_finite_float, parse_int=_bounded_int,
                           parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        at = f" at line {exc.lineno}, column {exc.colno}" if "\n" in text.strip() else ""
-        raise JsonRefused(f"malformed JSON ({exc.msg}{at})") from None
     except RecursionError:
         # Only when the caller's own stack is already deep: the depth check came first.
         raise JsonRefused("JSON nested too deeply to read") from None
@@ -108,6 +122,9 @@ def loads(text: str | bytes, where: str | Path, error: type[ValueError] = ValueE
         return parse(text)
     except JsonRefused as exc:
         raise error(f"{where}: {exc.reason}") from None
+    except json.JSONDecodeError as exc:
+        at = f" at line {exc.lineno}, column {exc.colno}" if exc.doc.strip().count("\n") else ""
+        raise error(f"{where}: malformed JSON ({exc.msg}{at})") from None
 
 
 def load_file(path: str | Path, error: type[ValueError] = ValueError) -> Any:
