@@ -165,15 +165,19 @@ def _name_members(rows: list[Any], out: VerdictFile) -> None:
 
 
 def _read_table(path: Path, out: VerdictFile) -> None:
+    try:
+        _read_table_rows(path, out)
+    except LabelsError as exc:  # the labels reader's line or row, as this reader's error
+        raise VerdictImportError(str(exc)) from None
+
+
+def _read_table_rows(path: Path, out: VerdictFile) -> None:
     models, methods = set(), set()
     for where, row in iter_rows(path):
         if "fact_id" not in row or "label" not in row:
             raise VerdictImportError(f"{where}: needs fact_id and label columns (found: "
                                f"{', '.join(sorted(row))})")
-        try:
-            value = label_word(row["label"], where)
-        except LabelsError as exc:
-            raise VerdictImportError(str(exc)) from None
+        value = label_word(row["label"], where)
         label = "NA" if value is None else ("T" if value else "F")
         out.verdicts.append(ImportedVerdict(_fact_id(row["fact_id"], where), label, where,
                                             _answer(row["label"], where)))
