@@ -223,3 +223,21 @@ def test_json_is_read_through_the_one_loader() -> None:
     assert not found, ("read JSON with kgcheck.data.safe_json (parse, loads, load_file), "
                        f"which bounds depth, size and numbers: {found}")
     assert all(_json_load_calls(ROOT / name) for name in TRUSTED_JSON_CALLS)
+
+
+def test_the_raw_line_sampler_reads_no_line_past_the_cap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgcheck.data.record_lines import JsonLinesSampler
+
+    path = tmp_path / "kg.jsonl"
+    path.write_text("".join(f'{{"id": "f{n}", {FACT}}}\n' for n in range(3))
+                    + f'{{"id": "g", {FACT}, "pad": "{"x" * 5000}"}}\n'
+                    + f'{{"id": "h", {FACT}}}\n')
+    monkeypatch.setenv(LINE_BYTES.env, "1000")
+    for block_bytes in (64, 100, 2**20):  # the long line cut by a block, or inside one
+        sampler = JsonLinesSampler(path, "kg", block_bytes=block_bytes)
+        if block_bytes < 1000:
+            with pytest.raises(TriplesError, match=r"kg\.jsonl, line 4: longer than 1,000"):
+                sampler.count_records()
+        else:  # a line inside a block costs no more than the block: its record is read
+            assert sampler.count_records() == 5
