@@ -241,3 +241,14 @@ def test_the_raw_line_sampler_reads_no_line_past_the_cap(
                 sampler.count_records()
         else:  # a line inside a block costs no more than the block: its record is read
             assert sampler.count_records() == 5
+
+
+def test_a_labels_file_refuses_a_weight_that_is_not_finite_and_a_long_stratum(
+        tmp_path: Path) -> None:
+    path = tmp_path / "labels.csv"
+    path.write_text("fact_id,label,weight\nf1,T,2.5\nf2,F,nan\n")
+    with pytest.raises(LabelsError, match=r"labels\.csv, row 3: weight 'nan' is not a finite"):
+        read_labels(path)
+    path.write_text("fact_id,label,stratum\nf1,T,%s\n" % ("s" * 1001))
+    with pytest.raises(LabelsError, match=r"row 2: the stratum is 1,001 characters long"):
+        read_labels(path)

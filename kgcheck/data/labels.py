@@ -18,6 +18,7 @@ unlabelled, a gold file refuses it (a gold row is there to give a label).
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 from kgcheck.data.cells import restore
 from kgcheck.data.facts import checked_fact_id
+from kgcheck.data.input_limits import NAME_CHARS, checked_text
 from kgcheck.data.sources import json_objects, text_lines
 
 TRUE_WORDS = frozenset({"t", "true", "1", "yes", "y", "correct"})
@@ -153,9 +155,14 @@ def read_labels(path: str | Path) -> LabelFile:
             weight_value = float(weight) if weight not in (None, "") else None
         except (TypeError, ValueError):
             raise LabelsError(f"{where}: weight {weight!r} is not a number") from None
-        out.rows.append(LabelRow(fact_id, value, where, str(row.get("stratum") or ""),
-                                 str(row.get("cluster") or ""), weight_value,
-                                 str(row.get("design") or "").strip()))
+        if weight_value is not None and not math.isfinite(weight_value):
+            raise LabelsError(f"{where}: weight {weight!r} is not a finite number")
+        stratum, cluster, design = (
+            checked_text(str(row.get(name) or "").strip() if name == "design"
+                         else str(row.get(name) or ""), NAME_CHARS, f"the {name}", where,
+                         LabelsError) for name in ("stratum", "cluster", "design"))
+        out.rows.append(LabelRow(fact_id, value, where, stratum, cluster, weight_value,
+                                 design))
     if not seen:
         raise LabelsError(f"{path}: no rows")
     if len(designs) > 1 and not all(is_review_design(d) for d in designs):
