@@ -25,7 +25,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, cast
 from urllib.parse import urlparse
 
 from kgcheck.data.input_limits import Cap
@@ -173,11 +173,11 @@ def _decompressing(raw: IO[bytes]) -> IO[bytes]:
     magic = raw.read(6)
     raw.seek(0)
     if magic.startswith(b"\x1f\x8b"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if magic.startswith(b"BZh"):
-        return bz2.BZ2File(raw)
+        return cast(IO[bytes], bz2.BZ2File(raw))
     if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.LZMAFile(raw)
+        return cast(IO[bytes], lzma.LZMAFile(raw))
     return raw
 
 
@@ -207,8 +207,9 @@ def iter_tarball(path: Path, dataset: str | None = None) -> Iterator[Document]:
     pending: dict[tuple[str, str], list[tuple[int, str]]] = {}
     sources: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
     try:
-        with path.open("rb") as raw, tarfile.open(
-                fileobj=_CountingReader(_decompressing(raw), source_limit, path),  # type: ignore[arg-type]
+        with path.open("rb") as packed, tarfile.open(
+                fileobj=cast(IO[bytes], _CountingReader(_decompressing(packed), source_limit,
+                                                        path)),
                 mode="r|") as archive:
             for member in archive:
                 where = f"{path}: {member.name}"
