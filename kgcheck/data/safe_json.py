@@ -1,15 +1,16 @@
-"""Read and write JSON that kgcheck did not make itself: one loader with bounds, one writer.
+"""kgcheck's one JSON loader, with bounds, and its one strict JSON writer.
 
-``loads`` is kgcheck's one way to parse JSON it reads from a file, a line or a peer. On top
-of the standard parser it refuses, with one line naming the input:
+``parse`` (and ``loads``, ``load_file``, which name the input in their errors) is kgcheck's
+one way to parse JSON it reads from a file, a line or a peer. On top of the standard parser
+it refuses:
 
 - a document longer than ``$KGCHECK_MAX_JSON_BYTES`` (``load_file`` checks before reading);
-- nesting deeper than ``$KGCHECK_MAX_JSON_DEPTH`` levels (the standard parser would raise
-  RecursionError, a traceback, at about a thousand);
+- nesting deeper than ``$KGCHECK_MAX_JSON_DEPTH`` levels (the standard parser raises
+  RecursionError, a traceback, at about 900: caught, and refused the same way);
 - ``NaN``, ``Infinity`` and numbers out of a float's range (``1e999999``): they would be
   written back as ``Infinity``, which is not JSON, and every later reader would fail;
 - integers of more than ``MAX_INT_DIGITS`` digits (Python refuses 4,300 on its own, in an
-  error that names no input; far fewer are never a count, a time or an id).
+  error that names no input; no count, time or id needs a hundred).
 
 ``dumps`` writes JSON with ``allow_nan=False``: a non-finite number is an error at the
 writer, never invalid JSON in a run's files.
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,9 @@ from kgcheck.data.input_limits import JSON_BYTES, JSON_DEPTH
 __all__ = ["MAX_INT_DIGITS", "JsonRefused", "dumps", "load_file", "loads", "parse"]
 
 MAX_INT_DIGITS = 100
-
-# What depth is measured on: strings (escapes included) go first, then all but brackets.
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-# Brackets measured at once: bounds the arrays of a long text's measuring.
-_CHUNK = 2**20
-
+# Below the depth at which the standard parser raises RecursionError (about 900 levels with
+# Python's default limit), so that its refusal states a depth that was truly exceeded.
+_PARSER_DEPTH = 500
 
 class JsonRefused(json.JSONDecodeError):
     """JSON out of kgcheck's bounds; ``reason`` says what, not where.
@@ -72,24 +68,23 @@ def _short(text: str) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
-def _check_depth(text: str, limit: int) -> None:
-    # The count of opening brackets bounds the depth: most texts need no measuring at all.
-    if text.count("[") + text.count("{") <= limit:
-        return
-    import numpy as np  # only for the few texts with many brackets
+def _too_deep(limit: int) -> JsonRefused:
+    return JsonRefused(f"JSON nested deeper than {limit} levels ({JSON_DEPTH.hint()})")
 
-    # The depth after each bracket outside strings is the running sum of +1 (opening) and
-    # -1 (closing), computed by numpy in chunks: never a step per character in Python.
-    skeleton = _NOT_BRACKETS.sub("", _STRINGS.sub("", text)).encode("ascii")
-    depth = 0
-    for start in range(0, len(skeleton), _CHUNK):
-        marks = np.frombuffer(skeleton, dtype=np.uint8, count=min(_CHUNK, len(skeleton) - start),
-                              offset=start)
-        steps = np.where((marks == ord("[")) | (marks == ord("{")), 1, -1)
-        running = np.cumsum(steps, dtype=np.int64) + depth
-        if running.max() > limit:
-            raise JsonRefused(f"JSON nested deeper than {limit} levels ({JSON_DEPTH.hint()})")
-        depth = int(running[-1])
+
+def _check_depth(value: Any, limit: int) -> None:
+    """Refuse a parsed value whose containers nest deeper than ``limit``.
+
+    A walk over the containers alone (not the characters), with a stack, not recursion.
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise _too_deep(limit)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, dict | list))
 
 
 def parse(text: str | bytes) -> Any:
@@ -107,13 +102,18 @@ def parse(text: str | bytes) -> Any:
     if len(text) > (limit := JSON_BYTES.value()):
         raise JsonRefused(f"JSON text of {len(text):,} characters, more than {limit:,} "
                           f"({JSON_BYTES.hint()})")
-    _check_depth(text, JSON_DEPTH.value())
+    depth = JSON_DEPTH.value()
     try:
-        return json.loads(text, parse_float=_finite_float, parse_int=_bounded_int,
-                          parse_constant=_no_constant)
+        value = json.loads(text, parse_float=_finite_float, parse_int=_bounded_int,
+                           parse_constant=_no_constant)
     except RecursionError:
-        # Only when the caller's own stack is already deep: the depth check came first.
-        raise JsonRefused("JSON nested too deeply to read") from None
+        # The parser stops at Python's recursion limit (about 900 levels here): a clean
+        # RecursionError, turned into the depth cap's refusal.
+        raise _too_deep(min(depth, _PARSER_DEPTH)) from None
+    # The count of opening brackets bounds the depth: most texts need no walk at all.
+    if isinstance(value, dict | list) and text.count("[") + text.count("{") > depth:
+        _check_depth(value, depth)
+    return value
 
 
 def loads(text: str | bytes, where: str | Path, error: type[ValueError] = ValueError) -> Any:
