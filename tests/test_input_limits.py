@@ -197,8 +197,6 @@ def test_a_json_file_over_the_size_cap_is_refused_before_reading(
 TRUSTED_JSON_CALLS = {
     "kgcheck/data/safe_json.py": "the loader itself",
     "kgcheck/runs/runner.py": "a round trip of the run's own settings, in memory",
-    "kgcheck/data/upstream.py": "the FactCheck datasets, whose DBpedia file holds a bare NaN "
-                                "that the dataset reader turns into a defect",
     "kgcheck/providers/cache.py": "logprobs in the answer cache, a SQLite file kgcheck writes",
     "kgcheck/view/figures.py": "votes in the explorer's index, a SQLite file kgcheck writes",
     "retrievers/store.py": "queries in the corpus store, a SQLite file kgcheck writes",

@@ -87,11 +87,13 @@ def _check_depth(value: Any, limit: int) -> None:
                      if isinstance(child, dict | list))
 
 
-def parse(text: str | bytes) -> Any:
+def parse(text: str | bytes, *, nan_constants: bool = False) -> Any:
     """Parse a JSON text within kgcheck's bounds, as ``json.loads`` would.
 
     Malformed JSON raises ``json.JSONDecodeError``; JSON out of bounds ``JsonRefused`` (one),
-    whose ``reason`` says what is wrong.
+    whose ``reason`` says what is wrong. ``nan_constants`` reads ``NaN``, ``Infinity`` and
+    ``-Infinity`` as floats, for a reader that turns them into something else (the upstream
+    datasets' bare NaN becomes a defect of its fact).
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -105,7 +107,7 @@ def parse(text: str | bytes) -> Any:
     depth = JSON_DEPTH.value()
     try:
         value = json.loads(text, parse_float=_finite_float, parse_int=_bounded_int,
-                           parse_constant=_no_constant)
+                           parse_constant=float if nan_constants else _no_constant)
     except RecursionError:
         # The parser stops at Python's recursion limit (about 900 levels here): a clean
         # RecursionError, turned into the depth cap's refusal.
