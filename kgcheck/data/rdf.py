@@ -1,10 +1,19 @@
 """Read facts from RDF files with pyoxigraph's streaming parser, one triple at a time.
 
 N-Triples, N-Quads, Turtle, TriG and RDF/XML are chosen by extension (``.gz`` too). Each
-fact keeps its terms in N-Triples syntax (``Fact.rdf``) and their plain values in
-``subject``/``predicate``/``object``; its id is a hash of the triple's N-Triples line, the
-same in every run and every file. Triples naming a term (``rdfs:label``, ``skos:prefLabel``,
-``schema:name``) are not facts to check: they give the readable names used in prompts.
+fact keeps its terms in N-Triples 1.2 syntax (``Fact.rdf``; a triple term as
+``<<( s p o )>>``) and their plain values in ``subject``/``predicate``/``object``; its id is
+a hash of the triple's N-Triples line, the same in every run and every reading mode.
+Triples naming a term (``rdfs:label``, ``skos:prefLabel``, ``schema:name``, recognised by
+their parsed predicate) are not facts to check: they give the readable names used in
+prompts.
+
+Blank nodes: N-Triples and N-Quads keep the file's labels (every blank node there has
+one). In Turtle, TriG and RDF/XML the parser labels anonymous nodes (``[]``, lists,
+reifiers) at random, so every blank node of those files, labelled or not, is numbered by
+first appearance (``_:b0``, ``_:b1``, ...): the same in every read, and never one already
+used by the file. Relative IRIs of those formats resolve against the file's own URI
+unless a base IRI is given.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -40,9 +50,11 @@ NAME_PREDICATES = (
     "http://schema.org/name",
 )
 _RANK = {iri: n for n, iri in enumerate(NAME_PREDICATES)}
-# pyoxigraph gives anonymous blank nodes ([] and lists) random ids on every parse: a
-# random 128-bit number in hex, without leading zeros.
-_GENERATED_BNODE = re.compile(r"[0-9a-f]{20,32}")
+NAME_NODES = frozenset(ox.NamedNode(iri) for iri in NAME_PREDICATES)
+# One fact per line, every blank node labelled by the file: nothing is renumbered.
+LINE_FORMATS = (ox.RdfFormat.N_TRIPLES, ox.RdfFormat.N_QUADS)
+# Facts handed on together by ``RdfReader.fact_chunks`` (a sample advances by a chunk).
+CHUNK = 8192
 TERMS = ("subject", "predicate", "object")
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal
@@ -53,10 +65,21 @@ def fact_id(line: str) -> str:
     return hashlib.blake2b(line.encode("utf-8"), digest_size=8).hexdigest()
 
 
+def term_text(term: Any) -> str:
+    """Return a term in N-Triples 1.2 syntax: a triple term as ``<<( s p o )>>``."""
+    # pyoxigraph writes a triple term nested in another with its brackets, a top one without.
+    return f"<<( {term} )>>" if isinstance(term, ox.Triple) else str(term)
+
+
 def term_value(term: Any) -> str:
-    """Return a term's plain value: the IRI, ``_:id`` for a blank node, a literal's text."""
+    """Return a term's plain value: the IRI, ``_:id`` for a blank node, a literal's text.
+
+    A triple term has no plain value: its N-Triples text stands for it.
+    """
     if isinstance(term, ox.BlankNode):
         return f"_:{term.value}"
+    if isinstance(term, ox.Triple):
+        return term_text(term)
     value = getattr(term, "value", None)
     return str(term) if value is None else str(value)
 
@@ -72,7 +95,7 @@ def rdf_fact(subject: Any, predicate: Any, obj: Any, dataset: str) -> Fact:
 
 def triple_row(subject: Any, predicate: Any, obj: Any) -> TripleRow:
     """Turn one RDF triple (pyoxigraph terms) into the strings its fact is made of."""
-    terms = (str(subject), str(predicate), str(obj))
+    terms = (term_text(subject), str(predicate), term_text(obj))
     return (fact_id(f"{terms[0]} {terms[1]} {terms[2]} ."), term_value(subject),
             term_value(predicate), term_value(obj), *terms)
 
@@ -130,16 +153,19 @@ class Names:
         return self._best
 
     def merge(self, best: dict[str, tuple[tuple[int, int], str]], *,
-              overflowed: bool = False) -> None:
-        """Take the names of a later part of the file (as if its triples came now)."""
+              overflowed: bool = False, bounded: bool = True) -> None:
+        """Take the names of a later part of the file (as if its triples came now).
+
+        ``bounded=False`` takes names looked up for chosen facts, past the cap.
+        """
         if overflowed:
             # As in one pass: past the cap the names are looked up again for chosen facts.
             self.overflowed = True
             self._best.clear()
         for term, (rank, name) in best.items():
-            if self.overflowed:
+            if bounded and self.overflowed:
                 return
-            self._keep(term, rank, name, bounded=True)
+            self._keep(term, rank, name, bounded=bounded)
 
     def get(self, term: str) -> str | None:
         """Return the name of a term in N-Triples form, if one was seen."""
@@ -162,7 +188,10 @@ class Names:
 
 
 def distinct_triples(facts: Iterable[Fact]) -> Iterator[Fact]:
-    """Drop the facts already seen: in N-Quads and TriG one triple in two graphs is one fact."""
+    """Drop the facts already seen: in N-Quads and TriG one triple in two graphs is one fact.
+
+    (By id, for readers of shards; ``RdfReader`` drops them by their parsed terms.)
+    """
     seen: set[int] = set()
     for fact in facts:
         key = int(fact.id, 16)
@@ -173,23 +202,40 @@ def distinct_triples(facts: Iterable[Fact]) -> Iterator[Fact]:
 
 def is_name_triple(predicate: Any) -> bool:
     """Return whether a triple names its subject rather than stating a fact."""
-    return isinstance(predicate, ox.NamedNode) and predicate.value in _RANK
+    return predicate in NAME_NODES
+
+
+def file_base_iri(path: Path, rdf_format: ox.RdfFormat) -> str | None:
+    """Return the base IRI of a file's relative IRIs: its own URI (none in line formats).
+
+    N-Triples and N-Quads allow absolute IRIs only, so they are parsed without a base.
+    """
+    return None if rdf_format in LINE_FORMATS else path.resolve().as_uri()
+
+
+# The terms of one triple: subject, predicate, object (pyoxigraph terms).
+Terms = tuple[Any, Any, Any]
 
 
 class RdfReader:
     """Iterate the facts of an RDF file, collecting the names it gives to terms.
 
-    Iterating again reads the file again. In N-Quads and TriG the same triple in two named
-    graphs is one fact (a set of the ids seen is kept for those formats only; a repeated
-    line of a triples file is dropped when chosen, see ``sampling``). ``exhausted`` tells
-    whether the last pass read the whole file, i.e. whether ``names`` has every name in it.
+    Iterating again reads the file again. The facts are the file's triples less the naming
+    ones; in N-Quads and TriG the same triple in two named graphs is one fact (a set of
+    the triples' hashes is kept for those formats only; a triple written twice in a
+    triples file is dropped when chosen, see ``sampling``). A file without facts is
+    refused. ``exhausted`` tells whether the last pass read the whole file, i.e. whether
+    ``names`` has every name in it. Every reading mode (a whole read, ``--limit``, a
+    sample, strata) reads the facts of ``fact_chunks``, so all give the same facts and ids.
     """
 
-    def __init__(self, path: str | Path, dataset: str = "") -> None:
+    def __init__(self, path: str | Path, dataset: str = "", base_iri: str | None = None
+                 ) -> None:
         self.path = Path(path)
         self.dataset = dataset or self.path.stem
         name = self.path.name.lower().removesuffix(".gz")
         self.format = FORMATS[Path(name).suffix]
+        self.base_iri = base_iri or file_base_iri(self.path, self.format)
         self.names = Names()
         self.exhausted = False
         # A whole pass has been read: ``names`` holds every name of the file (unless
@@ -197,63 +243,120 @@ class RdfReader:
         self.names_complete = False
 
     def __iter__(self) -> Iterator[Fact]:
-        self.exhausted = False
-        facts = self._facts()
-        yield from distinct_triples(facts) if self.format in QUAD_FORMATS else facts
-        self.exhausted = self.names_complete = True
+        dataset = self.dataset
+        for terms in self.fact_terms():
+            yield rdf_fact(*terms, dataset)
 
-    def _facts(self) -> Iterator[Fact]:
-        for subject, predicate, obj in self._triples():
-            if is_name_triple(predicate):
-                self.names.offer(str(subject), predicate.value, obj)
-            else:
-                yield rdf_fact(subject, predicate, obj, self.dataset)
+    def fact_chunks(self, size: int = CHUNK) -> Iterator[list[Terms]]:
+        """Yield the terms of the file's facts in lists of up to ``size`` (``fact_terms``)."""
+        terms = self.fact_terms()
+        while chunk := list(islice(terms, size)):
+            yield chunk
+
+    def fact_terms(self) -> Iterator[Terms]:
+        """Yield the terms of the file's facts in file order, reading no further than asked.
+
+        Naming triples go to ``names``; in N-Quads and TriG a triple already seen is left
+        out. A file holding no fact is a ``TriplesError``.
+        """
+        self.exhausted = False
+        names = self.names
+        seen: set[int] | None = set() if self.format in QUAD_FORMATS else None
+        facts = 0
+        for terms in self._triples():
+            predicate = terms[1]
+            if predicate in NAME_NODES:
+                names.offer(str(terms[0]), predicate.value, terms[2])
+                continue
+            if seen is not None:
+                key = hash(terms)
+                if key in seen:
+                    continue
+                seen.add(key)
+            facts += 1
+            yield terms
+        self.exhausted = self.names_complete = True
+        if not facts:
+            raise TriplesError(f"{self.path}: no facts found (only names, comments or blank "
+                               "lines)")
 
     def named(self, facts: Iterable[Fact]) -> list[Fact]:
         """Return facts with readable names from the file (reading the rest of it if needed)."""
         facts = list(facts)
         if not (self.exhausted or self.names_complete) or self.names.overflowed:
-            wanted = {f.rdf[k] for f in facts if f.rdf for k in TERMS}
-            try:
-                for subject, predicate, obj in self._triples():
-                    if is_name_triple(predicate) and str(subject) in wanted:
-                        self.names.offer(str(subject), predicate.value, obj, bounded=False)
-            except TriplesError:
-                # The chosen facts all come before the syntax error; reading them further
-                # reports it. Names after it stay unknown (local names are used).
-                pass
+            # The names seen so far are partial or were dropped: look the terms up again.
+            found = self.names_of({f.rdf[k] for f in facts if f.rdf for k in TERMS})
+            self.names.merge(found.best, bounded=False)
         return self.names.apply(facts)
 
-    def _triples(self) -> Iterator[tuple[Any, Any, Any]]:
+    def names_of(self, terms: set[str]) -> Names:
+        """Return the names the file gives to these terms (N-Triples form), best first.
+
+        The whole file is parsed; a syntax error ends the search (the chosen facts all come
+        before it, and reading them further reports it; names after it stay unknown).
+        """
+        names = Names(self.names.cap)
+        try:
+            for subject, predicate, obj in self._triples():
+                if predicate in NAME_NODES and (text := str(subject)) in terms:
+                    names.offer(text, predicate.value, obj, bounded=False)
+        except TriplesError:
+            pass
+        return names
+
+    def _triples(self) -> Iterator[Terms]:
         """Yield (subject, predicate, object) terms; a syntax error names file and line."""
         try:
             with open_binary(self.path) as fh:
                 source: IO[bytes] = fh
                 if self.format == ox.RdfFormat.RDF_XML:
                     source = cast(IO[bytes], EntityGuard(fh, self.path))
-                yield from rdf_terms(source, self.format, self.path)
+                yield from rdf_terms(source, self.format, self.path, base_iri=self.base_iri)
         except (OSError, EOFError) as exc:
             raise TriplesError(f"{self.path}: cannot be read as {self.format.name} "
                                f"({exc})") from None
 
 
+class BlankNodeNumbers:
+    """Number a document's blank nodes by first appearance: ``_:b0``, ``_:b1``, ...
+
+    Applied to every blank node of a file (inside triple terms too), so distinct nodes stay
+    distinct whatever labels the file or the parser gave them, and a file read again gets
+    the same labels (the parser's order is the file's).
+    """
+
+    def __init__(self) -> None:
+        self.labels: dict[str, ox.BlankNode] = {}
+
+    def __call__(self, term: Any) -> Any:
+        """Return the term with its blank nodes renumbered."""
+        if isinstance(term, ox.BlankNode):
+            label = self.labels.get(term.value)
+            if label is None:
+                label = self.labels[term.value] = ox.BlankNode(f"b{len(self.labels)}")
+            return label
+        if isinstance(term, ox.Triple):
+            return ox.Triple(self(term.subject), term.predicate, self(term.object))
+        return term
+
+
 def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: str | Path,
-              first_line: int = 1) -> Iterator[tuple[Any, Any, Any]]:
+              first_line: int = 1, base_iri: str | None = None) -> Iterator[Terms]:
     """Yield the (subject, predicate, object) terms of RDF text.
 
     The text starts at line ``first_line`` of ``path``; a syntax error names both.
+    Relative IRIs resolve against ``base_iri`` (none: refused). Outside N-Triples and
+    N-Quads blank nodes are renumbered (``BlankNodeNumbers``).
     """
-    anonymous: dict[str, ox.BlankNode] = {}
-
-    def stable(term: Any) -> Any:
-        # Number generated blank nodes by first appearance, so ids repeat across runs.
-        if isinstance(term, ox.BlankNode) and _GENERATED_BNODE.fullmatch(term.value):
-            return anonymous.setdefault(term.value, ox.BlankNode(f"anon{len(anonymous)}"))
-        return term
-
     try:
-        for quad in ox.parse(source, rdf_format):
-            yield stable(quad.subject), quad.predicate, stable(quad.object)
+        quads = ox.parse(source, rdf_format, base_iri=base_iri)
+        if rdf_format in LINE_FORMATS:
+            for quad in quads:
+                yield quad.subject, quad.predicate, quad.object
+        else:
+            number = BlankNodeNumbers()
+            for quad in quads:
+                yield number(quad.subject), quad.predicate, number(quad.object)
     except SyntaxError as exc:
         message = re.sub(r"^Parser error at line \d+ (between columns [\d ]+and \d+)?:?\s*",
                          "", str(exc.msg if hasattr(exc, "msg") else exc))

@@ -25,7 +25,7 @@ from kgcheck.data.gold import read_gold
 from kgcheck.data.input_uri import input_problem, is_input_uri, stat_input
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
-from kgcheck.data.rdf_lines import line_source
+from kgcheck.data.rdf_sampler import rdf_source
 from kgcheck.data.record_lines import record_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
@@ -398,11 +398,11 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
                                     reader=reader)
             return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
-        # A sample of a file of one fact per line is drawn over its raw lines
-        # (kgcheck.data.rdf_lines: N-Triples, N-Quads; kgcheck.data.record_lines: JSON Lines,
-        # CSV, TSV).
+        # A sample is drawn over unbuilt records: an RDF file's parsed terms
+        # (kgcheck.data.rdf_sampler), the raw lines of JSON Lines, CSV and TSV
+        # (kgcheck.data.record_lines).
         if reader is not None:
-            return FactSource(line_source(reader), stem, str(path.resolve()), own, reader.named)
+            return FactSource(rdf_source(reader), stem, str(path.resolve()), own, reader.named)
         return FactSource(record_source(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
