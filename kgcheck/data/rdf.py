@@ -132,8 +132,9 @@ class Names:
         self.overflowed = False
 
     def offer(self, term: str, predicate: str, obj: Any, *, bounded: bool = True) -> None:
-        """Keep ``obj`` as the name of ``term`` if it beats the one kept so far."""
-        if not isinstance(obj, ox.Literal) or (bounded and self.overflowed):
+        """Keep ``obj`` as the name of ``term`` if it beats the one kept so far (blank: no name)."""
+        if (not isinstance(obj, ox.Literal) or not obj.value.strip()
+                or (bounded and self.overflowed)):
             return
         self._keep(term, (_RANK.get(predicate, len(_RANK)), name_rank(obj)), obj.value,
                    bounded=bounded)
