@@ -401,7 +401,8 @@ def read_sparql(url: str, *, graph: str | None = None, where: str | None = None,
 def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[Fact]], *,
                  limit: int | None = None, sample: int | None = None, seed: int | None = 0,
                  stratify: str | None = None, per_stratum: int | None = None,
-                 ids: Sequence[str] | None = None) -> list[Fact]:
+                 ids: Sequence[str] | None = None, base_iri: str | None = None
+                 ) -> list[Fact]:
     """Choose facts from a file or a stream: the first ``limit``, a seeded ``sample``, ``ids``.
 
     Memory holds only the chosen facts.
@@ -415,6 +416,8 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
         stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
         per_stratum: With ``stratify``, draw this many facts of each stratum instead.
         ids: Keep the facts with these ids, in this order.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The chosen facts.
@@ -423,7 +426,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = fact_source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None, base_iri=base_iri)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)

@@ -171,3 +171,17 @@ def test_a_malformed_line_is_refused_by_a_small_sample_as_by_a_full_read(tmp_pat
                                  "--no-progress"])
     assert result.exit_code == 2
     assert "line 30: malformed N-Triples" in " ".join(result.output.split())
+
+
+def test_cli_run_takes_a_base_iri_for_relative_iris(tmp_path, scripted) -> None:
+    path = tmp_path / "kg.ttl"
+    path.write_text("<s> <p> <#o> .\n")
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", "--triples", str(path), "--base", "http://e.org/dir/kg",
+                                 "--model", scripted("rdf-base", ["T"]), "--out", str(out),
+                                 "--no-progress"])
+    assert result.exit_code == 0, result.output
+    (record,) = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert record["rdf"]["subject"] == "<http://e.org/dir/s>"
+    assert record["rdf"]["object"] == "<http://e.org/dir/kg#o>"
+    assert kgcheck.select_facts(path, base_iri="http://e.org/x")[0].rdf["subject"] == "<http://e.org/s>"

@@ -10,10 +10,11 @@ prompts.
 
 Blank nodes: N-Triples and N-Quads keep the file's labels (every blank node there has
 one). In Turtle, TriG and RDF/XML the parser labels anonymous nodes (``[]``, lists,
-reifiers) at random, so every blank node of those files, labelled or not, is numbered by
-first appearance (``_:b0``, ``_:b1``, ...): the same in every read, and never one already
-used by the file. Relative IRIs of those formats resolve against the file's own URI
-unless a base IRI is given.
+reifiers) with random hex digits, so every blank node of those files whose label is hex
+digits only is numbered by first appearance (``_:b0``, ``_:b1``, ...; see
+``BlankNodeNumbers``): the same in every read, and never a label the file keeps.
+Relative IRIs of those formats resolve against the file's own URI unless a base IRI is
+given.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ _RANK = {iri: n for n, iri in enumerate(NAME_PREDICATES)}
 NAME_NODES = frozenset(ox.NamedNode(iri) for iri in NAME_PREDICATES)
 # One fact per line, every blank node labelled by the file: nothing is renumbered.
 LINE_FORMATS = (ox.RdfFormat.N_TRIPLES, ox.RdfFormat.N_QUADS)
+# Blank node labels the parser may have made up (random hex): numbered by first appearance.
+_HEX_LABEL = re.compile(r"[0-9a-f]+")
 # Facts handed on together by ``RdfReader.fact_chunks`` (a sample advances by a chunk).
 CHUNK = 8192
 TERMS = ("subject", "predicate", "object")
@@ -319,11 +322,13 @@ class RdfReader:
 
 
 class BlankNodeNumbers:
-    """Number a document's blank nodes by first appearance: ``_:b0``, ``_:b1``, ...
+    """Number a document's parser-labelled blank nodes by first appearance: ``_:b0``, ...
 
-    Applied to every blank node of a file (inside triple terms too), so distinct nodes stay
-    distinct whatever labels the file or the parser gave them, and a file read again gets
-    the same labels (the parser's order is the file's).
+    The parser labels anonymous nodes with random hex digits, which a file's own label may
+    also be: every label made of hex digits only (``b0`` included, so none of the numbers
+    given here is a label the file keeps) is numbered, inside triple terms too; the others
+    are kept as written. Distinct nodes stay distinct, and a file read again gets the same
+    labels (the parser's order is the file's).
     """
 
     def __init__(self) -> None:
@@ -332,6 +337,8 @@ class BlankNodeNumbers:
     def __call__(self, term: Any) -> Any:
         """Return the term with its blank nodes renumbered."""
         if isinstance(term, ox.BlankNode):
+            if not _HEX_LABEL.fullmatch(term.value):
+                return term
             label = self.labels.get(term.value)
             if label is None:
                 label = self.labels[term.value] = ox.BlankNode(f"b{len(self.labels)}")
@@ -347,7 +354,7 @@ def rdf_terms(source: IO[bytes] | bytes, rdf_format: ox.RdfFormat, path: str | P
 
     The text starts at line ``first_line`` of ``path``; a syntax error names both.
     Relative IRIs resolve against ``base_iri`` (none: refused). Outside N-Triples and
-    N-Quads blank nodes are renumbered (``BlankNodeNumbers``).
+    N-Quads the parser's blank node labels are renumbered (``BlankNodeNumbers``).
     """
     try:
         quads = ox.parse(source, rdf_format, base_iri=base_iri)
