@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kgcheck.data.facts import Fact
-from kgcheck.data.rdf import RdfReader, Terms, rdf_fact, term_value
+from kgcheck.data.rdf import RdfReader, Statement, rdf_fact, term_value
 from kgcheck.data.sampling import Reservoir
 
 
@@ -23,7 +23,7 @@ class RdfSampler:
     """The facts of an RDF file, also drawn from as parsed terms (``sampling.DrawnRecords``).
 
     Called, it streams the file's facts (``iter(reader)``). Its records are the facts'
-    terms, one per fact in the facts' order, so a seeded sample over them is the sample
+    parsed statements, one per fact in the facts' order, so a seeded sample over them is the sample
     over the facts; after a draw ``reader`` holds the names of the whole file, as after a
     whole read.
     """
@@ -35,18 +35,18 @@ class RdfSampler:
         """Stream the file's facts."""
         return iter(self.reader)
 
-    def records(self) -> Iterator[Terms]:
-        """Yield the terms of the file's facts, in order."""
-        return self.reader.fact_terms()
+    def records(self) -> Iterator[Statement]:
+        """Yield the file's facts as parsed statements, in order."""
+        return self.reader.fact_statements()
 
-    def record_key(self, stratify: str) -> Callable[[Terms], str]:
+    def record_key(self, stratify: str) -> Callable[[Statement], str]:
         """Return a record's stratum, as ``sampling.STRATA`` gives its fact's."""
         if stratify == "predicate":
-            return lambda terms: term_value(terms[1])
+            return lambda statement: term_value(statement.predicate)
         if stratify == "subject":
-            return lambda terms: term_value(terms[0])
+            return lambda statement: term_value(statement.subject)
         constant = self.reader.dataset if stratify == "dataset" else "unknown"
-        return lambda _terms: constant
+        return lambda _statement: constant
 
     def draw(self, reservoir: Reservoir) -> tuple[int, list[tuple[int, Any]]]:
         """Draw Algorithm R's sample over the facts while they are read (one pass).
@@ -54,7 +54,7 @@ class RdfSampler:
         The reservoir advances by a chunk of facts at a time; the terms it newly keeps are
         taken from the chunk in hand, and those it drops are forgotten once as many.
         """
-        kept: dict[int, Terms] = {}
+        kept: dict[int, Statement] = {}
         for chunk in self.reader.fact_chunks():
             first = reservoir.seen
             reservoir.advance(len(chunk))
@@ -65,9 +65,10 @@ class RdfSampler:
         return reservoir.seen, [(index, kept[index]) for index in sorted(reservoir.kept)]
 
     def parse_chosen(self, chosen: list[tuple[int, Any]]) -> list[tuple[int, Fact]]:
-        """Build the facts of the chosen terms."""
+        """Build the facts of the chosen statements."""
         dataset = self.reader.dataset
-        return [(n, rdf_fact(*terms, dataset)) for n, terms in chosen]
+        return [(n, rdf_fact(statement.subject, statement.predicate, statement.object, dataset))
+                for n, statement in chosen]
 
 
 def rdf_source(reader: RdfReader) -> RdfSampler:
