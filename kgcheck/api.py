@@ -331,7 +331,7 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
 
 
 def read_triples(path: str | Path, dataset: str = "", *,
-                 data: str | Path | None = None) -> list[Fact]:
+                 data: str | Path | None = None, base_iri: str | None = None) -> list[Fact]:
     """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
 
     RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
@@ -342,6 +342,8 @@ def read_triples(path: str | Path, dataset: str = "", *,
         dataset: The name of their KG; by default the file's stem (``own_kg_name``), never
             a benchmark's name unless given here.
         data: The data folder whose benchmark names the stem must not take.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The file's facts, in file order.
@@ -350,7 +352,7 @@ def read_triples(path: str | Path, dataset: str = "", *,
         ValueError: A file that cannot be read, naming the file, line and problem.
 
     """
-    return _read_triples(path, dataset or own_kg_name(path, data))
+    return _read_triples(path, dataset or own_kg_name(path, data), base_iri=base_iri)
 
 
 def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:

@@ -117,6 +117,8 @@ def test_relative_iris_of_turtle_resolve_against_the_file_or_the_given_base(tmp_
         (f"<{base.rsplit('/', 1)[0]}/s>", f"<{base}#o>")}
     given = RdfReader(path, base_iri="http://e.org/dir/kg")
     assert [f.rdf["object"] for f in given] == ["<http://e.org/dir/kg#o>"]
+    assert [f.rdf["object"] for f in kgcheck.read_triples(path, base_iri="http://e.org/k")] == [
+        "<http://e.org/k#o>"]
 
 
 @pytest.mark.parametrize(("name", "text"), [
