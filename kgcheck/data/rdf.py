@@ -271,7 +271,7 @@ class RdfReader:
         seen: set[int] | None = set() if self.format in QUAD_FORMATS else None
         chunk: list[Statement] = []
         facts = 0
-        for statement in self._statements():
+        for statement in self._triples():
             predicate = statement.predicate
             if predicate in NAME_NODES:
                 names.offer(str(statement.subject), predicate.value, statement.object)
@@ -312,7 +312,7 @@ class RdfReader:
         """
         names = Names(self.names.cap)
         try:
-            for statement in self._statements():
+            for statement in self._triples():
                 if (statement.predicate in NAME_NODES
                         and (text := str(statement.subject)) in terms):
                     names.offer(text, statement.predicate.value, statement.object,
@@ -321,7 +321,7 @@ class RdfReader:
             pass
         return names
 
-    def _statements(self) -> Iterator[Statement]:
+    def _triples(self) -> Iterator[Statement]:
         """Yield the file's parsed statements; a syntax error names file and line."""
         try:
             with open_binary(self.path) as fh:
