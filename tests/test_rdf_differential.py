@@ -39,7 +39,7 @@ TEXTS = ("A", "", "a \"quoted\" one", "back\\slash", "line\nbreak", "tab\there",
 LANGS = ("en", "en-US", "fr", "ar")
 EXAMPLES = 25
 
-DIFFERENTIAL = settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
+DIFFERENTIAL = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
