@@ -1,9 +1,9 @@
 """Read a file of one record per line in large blocks, and find its records again by index.
 
-The raw-line samplers (``kgcheck.data.rdf_lines`` for N-Triples and N-Quads,
-``kgcheck.data.record_lines`` for JSON Lines, CSV and TSV) count a file's records block by
-block with byte searches, keeping per block only its line count and the lines that hold no
-record (``LineIndex``); a second read picks the chosen records by their index.
+The raw-line sampler (``kgcheck.data.record_lines``, for JSON Lines, CSV and TSV) counts a
+file's records block by block with byte searches, keeping per block only its line count and
+the lines that hold no record (``LineIndex``); a second read picks the chosen records by
+their index.
 """
 
 from __future__ import annotations

@@ -200,12 +200,17 @@ def iter_triples(path: str | Path, dataset: str = "", *, reader: RdfReader | Non
                            f"{', '.join(SUFFIXES)} (optionally .gz)")
 
 
-def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
-    """Load every fact of a triples file (CSV, TSV, JSON Lines or RDF)."""
+def read_triples(path: str | Path, dataset: str = "", *, base_iri: str | None = None
+                 ) -> list[Fact]:
+    """Load every fact of a triples file (CSV, TSV, JSON Lines or RDF).
+
+    ``base_iri`` resolves the relative IRIs of a Turtle, TriG or RDF/XML file (by default
+    the file's own URI).
+    """
     reader = None
     path = check_input(path)
     if base_name(path)[1] in RDF_SUFFIXES:
-        reader = RdfReader(path, dataset or base_name(path)[0])
+        reader = RdfReader(path, dataset or base_name(path)[0], base_iri)
     facts = list(iter_triples(path, dataset, reader=reader))
     if not facts:
         raise TriplesError(f"{path}: no facts found")
