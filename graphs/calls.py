@@ -54,6 +54,9 @@ class CallRecord(TypedDict):
     tokens_out: int | None
     # The answer tokens' log-probabilities, when the server returned them.
     logprobs: NotRequired[list[dict[str, Any]] | None]
+    # Served from the answer cache: ``seconds`` is the original call's time (present only
+    # when True).
+    cached: NotRequired[bool]
 
 
 @dataclass
@@ -65,7 +68,7 @@ class ModelReply:
     seconds: float
     tokens_in: int | None
     tokens_out: int | None
-    # Served from the answer cache: nothing was sent, nothing was paid.
+    # Served from the answer cache: nothing was sent now; ``seconds`` is the original call's.
     cached: bool = False
     logprobs: list[dict[str, Any]] | None = None
 
@@ -75,6 +78,8 @@ class ModelReply:
                             tokens_in=self.tokens_in, tokens_out=self.tokens_out)
         if self.logprobs is not None:
             record["logprobs"] = self.logprobs
+        if self.cached:
+            record["cached"] = True
         return record
 
 
@@ -140,7 +145,10 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
                          repeat=repeat)
         hit = await cache.aget(key)
         if hit is not None:
-            return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,
+            # The time the answer took when it was asked (an entry written before times
+            # were kept has none: 0).
+            return ModelReply(text=hit.text, message=AIMessage(hit.text),
+                              seconds=hit.seconds or 0.0,
                               tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True,
                               logprobs=hit.logprobs)
     await aprepare_model(spec, ctx)

@@ -129,13 +129,54 @@ def test_the_cli_reports_hits_and_honours_no_cache(server: OpenAIStub, tmp_path:
     assert first.exit_code == 0, first.output
     second = cli.invoke(app, [*args, "--out", str(tmp_path / "b")])
     assert second.exit_code == 0, second.output
-    assert "answer cache: 5 hits, 0 calls made" in second.output
+    assert ("answer cache: 5 of 5 verdicts came from the cache, not from a model call now"
+            in second.output)
+    assert "5 answers reused, 0 calls made" in second.output
     assert len(server.calls()) == len(FACTS)
     third = cli.invoke(app, [*args, "--out", str(tmp_path / "c"), "--no-cache"])
     assert third.exit_code == 0, third.output
     assert len(server.calls()) == 2 * len(FACTS)
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["cache"]["hits"] == len(FACTS)
+
+
+def test_cached_verdicts_say_so_and_keep_the_original_calls_time(
+        no_openai_env: None, tmp_path: Path) -> None:
+    with OpenAIStub(Behaviour(answer="T", delay=0.05)) as stub:
+        first = kgcheck.run(facts=FACTS, strategy="dka", model="openai-compatible:stub-model",
+                            out=tmp_path / "a", settings={"base_url": stub.url})
+        second = kgcheck.run(facts=FACTS, strategy="dka", model="openai-compatible:stub-model",
+                             out=tmp_path / "b", settings={"base_url": stub.url})
+    live = {v["fact_id"]: v for v in first.records}
+    served = {v["fact_id"]: v for v in second.records}
+    assert not any(v["cached"] for v in live.values())
+    assert first.summary["cached_verdicts"] == 0
+    assert all(v["cached"] for v in served.values())
+    assert second.summary["cached_verdicts"] == len(FACTS)
+    # The time is the original call's (the stub waited 0.05 s), not a lookup's 0.0.
+    times = {k: v["seconds"] for k, v in live.items()}
+    assert min(times.values()) >= 0.05
+    assert {k: v["seconds"] for k, v in served.items()} == times
+    # The FactCheck export of the cached answers carries that time too.
+    out = kgcheck.export(tmp_path / "b", "factcheck", tmp_path / "fc.json")
+    assert out.path is not None
+    rows = {r["id"]: r for r in json.loads(out.path.read_text(encoding="utf-8"))}
+    assert {k: r["response_time"] for k, r in rows.items()} == times
+
+
+def test_an_entry_stored_without_a_time_is_still_served(server: OpenAIStub,
+                                                        tmp_path: Path) -> None:
+    path = tmp_path / "answers.sqlite"
+    run(server, tmp_path / "a", cache=path)
+    store = AnswerCache(path)
+    assert store._db is not None
+    store._db.execute("UPDATE answers SET seconds = NULL")
+    store.close()
+    second = kgcheck.run(facts=FACTS, strategy="dka", model="openai-compatible:stub-model",
+                         out=tmp_path / "b", cache=path, settings={"base_url": server.url})
+    assert len(server.calls()) == len(FACTS)
+    assert [(v["label"], v["cached"], v["seconds"]) for v in second.records] == [
+        ("T", True, 0.0)] * len(FACTS)
 
 
 def test_use_cache_none_turns_caching_off() -> None:
