@@ -11,6 +11,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 import kgcheck
 from kgcheck.providers.cache import AnswerCache, CacheWarning, answer_key, use_cache
+from tests.conftest import ROOT
 from tests.stubs import Behaviour, OpenAIStub
 
 FACTS = [{"id": str(n), "subject": f"Person_{n}", "predicate": "bornIn", "object": "Paris"}
@@ -177,6 +178,15 @@ def test_an_entry_stored_without_a_time_is_still_served(server: OpenAIStub,
     assert len(server.calls()) == len(FACTS)
     assert [(v["label"], v["cached"], v["seconds"]) for v in second.records] == [
         ("T", True, 0.0)] * len(FACTS)
+
+
+def test_the_demos_live_step_asks_the_model_every_time() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    demo = makefile[makefile.index("\ndemo:"):].split("\n\n")[0]
+    live = [line for line in demo.splitlines() if "kgcheck run" in line and "local:" in line]
+    # Its closing words say the verdicts came from the llama.cpp server: never the cache.
+    assert live and all("--no-cache" in line.split() for line in live), live
+    assert "llama.cpp server" in demo
 
 
 def test_use_cache_none_turns_caching_off() -> None:
