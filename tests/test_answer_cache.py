@@ -46,6 +46,17 @@ def test_keys_change_with_everything_that_shapes_an_answer() -> None:
     assert base not in others and len(set(others)) == len(others)
 
 
+def test_a_local_models_key_says_whether_llama_cpp_reused_a_prefix() -> None:
+    messages = [HumanMessage("Paris is in France.")]
+    keys = {reuse: answer_key("local:smollm2-135m", messages,
+                              {"temperature": 0.0, "local_prefix_reuse": reuse})
+            for reuse in (True, False)}
+    assert keys[True] != keys[False]
+    # The setting shapes no other provider's answer: their keys stay as they were.
+    assert answer_key("ollama:gemma2:9b", messages, {"temperature": 0.0}) == answer_key(
+        "ollama:gemma2:9b", messages, {"temperature": 0.0, "local_prefix_reuse": False})
+
+
 def test_a_second_identical_run_makes_no_model_calls(server: OpenAIStub,
                                                      tmp_path: Path) -> None:
     first = run(server, tmp_path / "a")
