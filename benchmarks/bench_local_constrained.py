@@ -13,10 +13,11 @@ the client cost.
 Then prompt-prefix reuse (``local_prefix_reuse``): constrained GIV-F over a run of
 consecutive YAGO facts (facts of one subject stand together, as in the file), with llama.cpp
 reusing the prefix the previous request computed (the default) and computing every prompt
-afresh (``local_prefix_reuse=false``). Each mode checks the facts in file order, in a
-shuffled order and one at a time after an unrelated request (in isolation); per mode:
-facts per second in file order, and how many verdicts and confidences differ between the
-orders (the flip rate).
+afresh (``local_prefix_reuse=false``), each mode on a new server. Each mode checks the facts
+in file order and shuffled; per mode: facts per second in file order, how many verdicts
+differ between the orders (the flip rate), and how many first-token log-probabilities
+differ between the file's order, a shuffled order and each fact sent right after an
+unrelated one.
 
 At 135M parameters the verdicts are near chance; accuracy is printed for completeness,
 not as a result. Prints one JSON document; exits 77 when xllamacpp or the model is absent.
@@ -172,10 +173,30 @@ def differences(one: list[Any], other: list[Any]) -> dict[str, Any]:
             "max_confidence_change": round(max(changed), 4) if changed else 0.0}
 
 
-async def reuse_pass(facts: list[Fact], reuse: bool, sampling: dict[str, Any], url: str,
+def fresh_server() -> str:
+    """Start the model's server anew and return its URL.
+
+    llama.cpp keeps earlier prompts' states in memory (its prompt cache) and may restore
+    one for a later request: a new server makes each mode's passes start alike.
+    """
+    from kgcheck.providers import llama_server
+    from kgcheck.providers.local import server_key
+
+    llama_server.stop_all()
+    settings = ModelSettings()
+    reach_model(MODEL, settings)
+    server = llama_server.running(server_key("smollm2-135m", settings))
+    assert server is not None
+    return server.url
+
+
+async def reuse_pass(facts: list[Fact], reuse: bool, sampling: dict[str, Any],
                      seed: int) -> dict[str, Any]:
-    """Check the facts in file order, shuffled and in isolation, with or without reuse."""
+    """Check the facts in file order and shuffled, with or without prefix reuse."""
     settings = {**sampling, "constrain": True, "local_prefix_reuse": reuse}
+    # The direct requests first, on a server that has seen nothing else.
+    first_token = await first_token_logprobs(facts, reuse, fresh_server(), seed)
+    fresh_server()
 
     async def check(batch: list[Fact]) -> list[Any]:
         return await kgcheck.acheck(batch, "giv-f", MODEL, concurrency=1, cache=False,
@@ -187,60 +208,52 @@ async def reuse_pass(facts: list[Fact], reuse: bool, sampling: dict[str, Any], u
     shuffled = facts[:]
     random.Random(seed).shuffle(shuffled)
     reordered = await check(shuffled)
-    alone: list[Any] = []
-    async with httpx.AsyncClient(timeout=120) as client:
-        for fact in facts:
-            # An unrelated request first: the fact's prompt shares next to nothing with the
-            # one the server holds, as on a server that has just started.
-            reply = await client.post(url + "/chat/completions", json={
-                "messages": [{"role": "user", "content": "Hello."}], "max_tokens": 1,
-                "temperature": 0.0})
-            reply.raise_for_status()
-            alone.extend(await check([fact]))
     return {
         "local_prefix_reuse": reuse, "facts": len(facts),
         "seconds_per_fact": round(wall / len(facts), 3),
         "facts_per_second": round(len(facts) / wall, 3),
         "labels": dict(sorted(Counter(v.label for v in in_order).items())),
         "file_vs_shuffled": differences(in_order, reordered),
-        "file_vs_isolation": differences(in_order, alone),
+        "first_token": first_token,
         "verdicts": [[v.fact_id, v.label, v.confidence] for v in in_order],
     }
 
 
 async def first_token_logprobs(facts: list[Fact], reuse: bool, url: str,
                                seed: int) -> dict[str, Any]:
-    """Compare GIV-F's first answer token's log-probabilities across orders, sent directly.
+    """Compare GIV-F's first answer token's log-probability across orders, sent directly.
 
     The grammar makes a constrained verdict's confidence 0 or 1; the model's own
-    log-probability of its first answer token shows the arithmetic's changes that a label
-    hides.
+    log-probability of its first answer token shows the changes a label hides. Passes: the
+    file's order, a shuffled order, and each fact right after an unrelated fact (the
+    prompts then part where the shared instructions end).
     """
     turns = await first_turns(facts, {"temperature": 0.0, "max_tokens": 1}, "giv-f")
-    body = {"temperature": 0.0, "max_tokens": 1, "logprobs": True, "top_logprobs": 1,
-            "cache_prompt": reuse}
+    body = {"temperature": 0.0, "max_tokens": 1, "logprobs": True, "top_logprobs": 1}
     order = list(range(len(facts)))
     shuffled = order[:]
     random.Random(seed).shuffle(shuffled)
     async with httpx.AsyncClient(timeout=300) as client:
 
-        async def ask(messages: list[dict]) -> tuple[str, float]:
-            reply = await client.post(url + "/chat/completions",
-                                      json={**body, "messages": messages})
+        async def ask(messages: list[dict], cache_prompt: bool) -> tuple[str, float]:
+            reply = await client.post(url + "/chat/completions", json={
+                **body, "messages": messages, "cache_prompt": cache_prompt})
             reply.raise_for_status()
             top = reply.json()["choices"][0]["logprobs"]["content"][0]
             return top["token"], top["logprob"]
 
-        async def in_order(indices: list[int], alone: bool = False) -> dict[int, Any]:
+        async def in_order(indices: list[int], after_other: bool = False) -> dict[int, Any]:
             got = {}
             for i in indices:
-                if alone:
-                    await ask([{"role": "user", "content": "Hello."}])
-                got[i] = await ask(turns[i])
+                if after_other:
+                    # Half the run away: another subject. Sent with reuse in either mode,
+                    # it only sets what the server holds.
+                    await ask(turns[(i + len(order) // 2) % len(order)], True)
+                got[i] = await ask(turns[i], reuse)
             return got
 
         passes = {"file": await in_order(order), "shuffled": await in_order(shuffled),
-                  "isolation": await in_order(order, alone=True)}
+                  "after_unrelated": await in_order(order, after_other=True)}
 
     def compare(other: str) -> dict[str, Any]:
         one, two = passes["file"], passes[other]
@@ -249,28 +262,26 @@ async def first_token_logprobs(facts: list[Fact], reuse: bool, url: str,
                 "logprob_changes": len(changed),
                 "max_logprob_change": round(max(changed), 4) if changed else 0.0}
 
-    return {"file_vs_shuffled": compare("shuffled"), "file_vs_isolation": compare("isolation")}
+    return {"file_vs_shuffled": compare("shuffled"),
+            "file_vs_after_unrelated": compare("after_unrelated")}
 
 
-async def prefix_reuse(facts: list[Fact], sampling: dict[str, Any], url: str,
-                       seed: int) -> dict[str, Any]:
+async def prefix_reuse(facts: list[Fact], sampling: dict[str, Any], seed: int) -> dict[str, Any]:
     """Compare prefix reuse (the default) with every prompt computed afresh."""
-    strict = await reuse_pass(facts, False, sampling, url, seed)
-    print(json.dumps({k: v for k, v in strict.items() if k != "verdicts"}), file=sys.stderr,
-          flush=True)
-    reuse = await reuse_pass(facts, True, sampling, url, seed)
-    print(json.dumps({k: v for k, v in reuse.items() if k != "verdicts"}), file=sys.stderr,
-          flush=True)
-    for name, mode in (("strict", strict), ("reuse", reuse)):
-        mode["first_token"] = await first_token_logprobs(facts, mode["local_prefix_reuse"],
-                                                         url, seed)
-        print(json.dumps({name: mode["first_token"]}), file=sys.stderr, flush=True)
+    modes = {}
+    for name, reuse in (("strict", False), ("reuse", True)):
+        modes[name] = await reuse_pass(facts, reuse, sampling, seed)
+        print(json.dumps({k: v for k, v in modes[name].items() if k != "verdicts"}),
+              file=sys.stderr, flush=True)
+    strict, reuse_mode = modes["strict"], modes["reuse"]
     fresh = {fact_id: label for fact_id, label, _ in strict["verdicts"]}
-    differ = sum(1 for fact_id, label, _ in reuse["verdicts"] if fresh[fact_id] != label)
+    differ = sum(1 for fact_id, label, _ in reuse_mode["verdicts"] if fresh[fact_id] != label)
     return {
         "method": "giv-f", "constrain": True, "order": "consecutive YAGO facts",
-        "strict": strict, "reuse": reuse,
-        "speedup": round(strict["seconds_per_fact"] / reuse["seconds_per_fact"], 2),
+        "same_subject_neighbours": sum(1 for a, b in zip(facts, facts[1:], strict=False)
+                                       if a.subject == b.subject),
+        "strict": strict, "reuse": reuse_mode,
+        "speedup": round(strict["seconds_per_fact"] / reuse_mode["seconds_per_fact"], 2),
         # Reuse changes the arithmetic, not only the order's effect: verdicts that differ
         # from those of prompts computed afresh (same facts, file order).
         "reuse_vs_strict_label_differences": differ,
@@ -299,7 +310,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 print(json.dumps(passes[-1]), file=sys.stderr, flush=True)
         cost = await overhead(facts[:args.overhead_facts], sampling, server.url, args.rounds)
     reuse = await prefix_reuse(consecutive_facts(args.reuse_facts, args.seed), sampling,
-                               server.url, args.seed)
+                               args.seed)
     return {
         "benchmark": "local_constrained", "model": MODEL,
         "note": "a 135M-parameter model: verdicts near chance; the path, not accuracy",
