@@ -46,6 +46,15 @@ def test_keys_change_with_everything_that_shapes_an_answer() -> None:
     assert base not in others and len(set(others)) == len(others)
 
 
+def test_a_key_of_an_older_request_format_is_never_served(monkeypatch) -> None:
+    from kgcheck.providers import cache
+
+    messages = [HumanMessage("Paris is in France.")]
+    now = answer_key("local:smollm2-135m", messages, {"constraint": "verdict"})
+    monkeypatch.setattr(cache, "KEY_VERSION", cache.KEY_VERSION - 1)
+    assert answer_key("local:smollm2-135m", messages, {"constraint": "verdict"}) != now
+
+
 def test_a_local_models_key_says_whether_llama_cpp_reused_a_prefix() -> None:
     messages = [HumanMessage("Paris is in France.")]
     keys = {reuse: answer_key("local:smollm2-135m", messages,
