@@ -343,7 +343,7 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
 
 
 def read_triples(path: str | Path, dataset: str = "", *,
-                 data: str | Path | None = None) -> list[Fact]:
+                 data: str | Path | None = None, base_iri: str | None = None) -> list[Fact]:
     """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
 
     RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
@@ -354,6 +354,8 @@ def read_triples(path: str | Path, dataset: str = "", *,
         dataset: The name of their KG; by default the file's stem (``own_kg_name``), never
             a benchmark's name unless given here.
         data: The data folder whose benchmark names the stem must not take.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The file's facts, in file order.
@@ -362,7 +364,7 @@ def read_triples(path: str | Path, dataset: str = "", *,
         ValueError: A file that cannot be read, naming the file, line and problem.
 
     """
-    return _read_triples(path, dataset or own_kg_name(path, data))
+    return _read_triples(path, dataset or own_kg_name(path, data), base_iri=base_iri)
 
 
 def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:
@@ -413,7 +415,8 @@ def read_sparql(url: str, *, graph: str | None = None, where: str | None = None,
 def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[Fact]], *,
                  limit: int | None = None, sample: int | None = None, seed: int | None = 0,
                  stratify: str | None = None, per_stratum: int | None = None,
-                 ids: Sequence[str] | None = None) -> list[Fact]:
+                 ids: Sequence[str] | None = None, base_iri: str | None = None
+                 ) -> list[Fact]:
     """Choose facts from a file or a stream: the first ``limit``, a seeded ``sample``, ``ids``.
 
     Memory holds only the chosen facts.
@@ -427,6 +430,8 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
         stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
         per_stratum: With ``stratify``, draw this many facts of each stratum instead.
         ids: Keep the facts with these ids, in this order.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The chosen facts.
@@ -435,7 +440,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = fact_source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None, base_iri=base_iri)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)
@@ -563,6 +568,7 @@ def _spec_of(arguments: dict[str, Any]) -> RunSpec:
 async def arun(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
                base_url: str | None = None, settings: Mapping[str, Any] | None = None,
                dataset: str | None = None, triples: str | Path | None = None,
+               base_iri: str | None = None,
                sparql: str | None = None, graph: str | None = None, where: str | None = None,
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
@@ -610,6 +616,7 @@ async def arun(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_
 def run(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
         base_url: str | None = None, settings: Mapping[str, Any] | None = None,
         dataset: str | None = None, triples: str | Path | None = None,
+        base_iri: str | None = None,
         sparql: str | None = None, graph: str | None = None, where: str | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
@@ -847,6 +854,7 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
 async def adry_run(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
                    base_url: str | None = None, settings: Mapping[str, Any] | None = None,
                    dataset: str | None = None, triples: str | Path | None = None,
+                   base_iri: str | None = None,
                    sparql: str | None = None, graph: str | None = None, where: str | None = None,
                    predicates: str | Sequence[str] | None = None,
                    exclude_predicates: str | Sequence[str] | None = None,
@@ -896,6 +904,7 @@ async def adry_run(facts: Iterable[FactLike] | None = None, *, model: str = DEFA
 def dry_run(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
             base_url: str | None = None, settings: Mapping[str, Any] | None = None,
             dataset: str | None = None, triples: str | Path | None = None,
+            base_iri: str | None = None,
             sparql: str | None = None, graph: str | None = None, where: str | None = None,
             predicates: str | Sequence[str] | None = None,
             exclude_predicates: str | Sequence[str] | None = None,

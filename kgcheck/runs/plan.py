@@ -25,7 +25,7 @@ from kgcheck.data.gold import read_gold
 from kgcheck.data.input_uri import input_problem, is_input_uri, stat_input
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
-from kgcheck.data.rdf_lines import line_source
+from kgcheck.data.rdf_sampler import rdf_source
 from kgcheck.data.record_lines import record_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
@@ -373,8 +373,13 @@ class FactSource:
 def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | None,
                 graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
                 data: str | Path | None, as_dataset: str | None = None,
-                parallel: ParallelReadChoice = None) -> FactSource:
-    """Say where a run's facts come from (exactly one of the inputs is given)."""
+                parallel: ParallelReadChoice = None, base_iri: str | None = None
+                ) -> FactSource:
+    """Say where a run's facts come from (exactly one of the inputs is given).
+
+    ``base_iri`` resolves the relative IRIs of a Turtle, TriG or RDF/XML file (by default
+    the file's own URI).
+    """
     if triples is not None and is_input_uri(triples):
         # Read by the workers of a sharded run; this process looks at its first facts only.
         uri = str(triples)
@@ -389,18 +394,18 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
         stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
                 else own_kg_name(path, data))
         own = not as_dataset
-        reader = RdfReader(path, stem) if suffix in RDF_SUFFIXES else None
+        reader = RdfReader(path, stem, base_iri) if suffix in RDF_SUFFIXES else None
         chosen = _resolved_read(parallel, path)
         if chosen is not None:
             sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
             return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
-        # A sample of a file of one fact per line is drawn over its raw lines
-        # (kgcheck.data.rdf_lines: N-Triples, N-Quads; kgcheck.data.record_lines: JSON Lines,
-        # CSV, TSV).
+        # A sample is drawn over unbuilt records: an RDF file's parsed terms
+        # (kgcheck.data.rdf_sampler), the raw lines of JSON Lines, CSV and TSV
+        # (kgcheck.data.record_lines).
         if reader is not None:
-            return FactSource(line_source(reader), stem, str(path.resolve()), own, reader.named)
+            return FactSource(rdf_source(reader), stem, str(path.resolve()), own, reader.named)
         return FactSource(record_source(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
@@ -503,6 +508,7 @@ def plan_run(spec: RunSpec | None = None, /, *, parallel_read: ParallelReadChoic
     predicates, exclude_predicates = spec.predicates, spec.exclude_predicates
     prefilter, rules, shards_uri = spec.prefilter, spec.prefilter_rules(), spec.shards_uri
     pricing, ci, repeats, out = spec.pricing, spec.ci, spec.repeats, spec.out
+    base_iri = spec.base_iri
     values = spec.strategy_values()
     # What a resume given only the run folder plans again (kgcheck.runs.resume_from).
     arguments = None if facts is not None else recordable_arguments(
@@ -511,7 +517,8 @@ def plan_run(spec: RunSpec | None = None, /, *, parallel_read: ParallelReadChoic
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=ids, labels=labels, settings=values, as_dataset=as_dataset, pricing=pricing,
         predicates=predicates, exclude_predicates=exclude_predicates, ci=ci,
-        repeats=repeats, prefilter=prefilter, rules=rules, shards_uri=shards_uri)
+        repeats=repeats, prefilter=prefilter, rules=rules, shards_uri=shards_uri,
+        base_iri=base_iri)
     prices = load_pricing(pricing) if pricing else None
     chosen = get_strategy(strategy)
     members = [m.strip() for m in consensus if m.strip()] if consensus else [model]
@@ -557,7 +564,7 @@ def plan_run(spec: RunSpec | None = None, /, *, parallel_read: ParallelReadChoic
     if at_url and not pipelined:
         _refuse_unsharded_uri(str(triples))
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
-                         None if pipelined else read)
+                         None if pipelined else read, base_iri=base_iri)
     # Filtered while the input streams past: the facts left out are never kept.
     opener = origin.open
     if by_predicate is not None:

@@ -168,6 +168,9 @@ class RunSpec(ModelOptions):
         "label], or RDF: .nt .nq .ttl .trig .rdf (also .gz). With --engine ray over every "
         "fact: also a URL (s3://bucket/kg.nt) the workers read.", group="input",
         resume="input", cli_type="text")
+    base_iri: str | None = option(None, "Base IRI of the relative IRIs in a Turtle, TriG or "
+                                  "RDF/XML --triples file (default: the file's own URI).",
+                                  group="input", resume="input", flags=("--base",))
     sparql: str | None = option(None, "Read the facts from this SPARQL 1.1 endpoint URL.",
                                 group="input", resume="input")
     graph: str | None = option(None, "With --sparql: only this named graph (IRI).",
