@@ -12,13 +12,17 @@ DEMO_KG := vendored/demo/capitals.ttl
 # (llama-cpp-python, a source build); xllamacpp has none.
 LOCAL_EXTRA = $(shell $(PYTHON) -c "import shlex, tomllib; print(' '.join(shlex.quote(r) for r in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['local']))")
 
+# setuptools announces every editable install of a package-dir layout ("Editable installation.",
+# a banner of advice about folders named like the package): the install stays quiet without it.
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
 .PHONY: install demo test lint docs studio bench graphs clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]" -c constraints.txt
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e ".[test]" -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt $(LOCAL_EXTRA)
 	touch $(STAMP)
 

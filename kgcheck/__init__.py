@@ -28,6 +28,10 @@ SWEEPS = ("sweep", "asweep", "leaderboard")
 
 __all__ = [*API, *MODELS, *SWEEPS, "__version__"]
 
+# kgcheck's warnings read as one line (``kgcheck: warning: ...``), not as Python's
+# file:line report of the frame that issued them (see kgcheck.warning_lines).
+importlib.import_module("kgcheck.warning_lines").show_own_warnings_as_lines()
+
 
 def __getattr__(name: str) -> Any:
     if name in API:

@@ -99,6 +99,7 @@ from kgcheck.runs.plan import (
     parse_setting_pairs,
     plan_run,
 )
+from kgcheck.runs.resume_from import fresh_arguments, resume_arguments, stored_arguments
 from kgcheck.runs.runner import RunResult
 from kgcheck.tracing import setup_tracing
 from kgcheck.view.explorer import Explorer
@@ -142,6 +143,7 @@ __all__ = [
     "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
     "plan_run", "execute", "dry_run_of", "check_run_arguments", "open_engine",
+    "resume_arguments", "fresh_arguments", "stored_arguments",
     "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
     # Results and errors.
     "Fact", "Verdict", "DEFAULT_MODEL", "JUDGE_NONE", "KgcheckWarning", "SettingsError",

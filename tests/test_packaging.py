@@ -1,11 +1,14 @@
 """Installed from a wheel, kgcheck is one namespace: only ``kgcheck`` in site-packages.
 
 The wheel is built from a copy of the tracked files (what a clean clone holds), installed
-into a folder of its own and imported from there, with the repository out of reach.
+into a folder of its own and imported from there, with the repository out of reach. Building
+it, and installing the copy editable as `make install` does, prints no setuptools banner.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def source(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
                              check=True).stdout.decode().split("\0")
@@ -30,13 +33,45 @@ def wheel(tmp_path_factory) -> Path:
         if (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
+    return source
+
+
+@pytest.fixture(scope="module")
+def built(source: Path, tmp_path_factory) -> tuple[Path, str]:
+    """The wheel and everything its build printed."""
     out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run(
+    run = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
          "--no-index", "-q", "-w", str(out)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
+    assert run.returncode == 0, run.stderr[-3000:]
     (found,) = out.glob("kgcheck-*.whl")
-    return found
+    return found, run.stdout + run.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built: tuple[Path, str]) -> Path:
+    return built[0]
+
+
+def test_building_the_wheel_prints_no_setuptools_banner(built: tuple[Path, str]) -> None:
+    printed = built[1]
+    assert "BuildBackendWarning" not in printed, printed[:3000]
+    assert "absent from the `packages` configuration" not in printed, printed[:3000]
+
+
+def test_the_editable_install_of_make_install_is_quiet(source: Path, tmp_path: Path) -> None:
+    # The environment the Makefile gives its editable install. Into a folder of its own
+    # (--target): with --prefix pip would uninstall the kgcheck of the running environment.
+    quiet = re.search(r'^EDITABLE_QUIET := PYTHONWARNINGS="([^"]*)"$',
+                      (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
+    assert quiet, "the Makefile's EDITABLE_QUIET is gone"
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(tmp_path / "site"), "-e", str(source)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": quiet.group(1)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout + run.stderr == "", (run.stdout + run.stderr)[:3000]
 
 
 def test_the_wheel_holds_only_the_kgcheck_namespace(wheel: Path) -> None:

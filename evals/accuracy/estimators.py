@@ -176,7 +176,8 @@ def _stratum_sizes(labels: Sequence[Labeled], stratum_sizes: Mapping[str, int]) 
     if missing:
         raise EstimateError(
             f"no labels in stratum {missing[0]!r} ({stratum_sizes[missing[0]]} facts): every "
-            "stratum needs labels; draw the sample with `kgcheck sample --design stratified`")
+            "stratum needs labels; draw the sample with `kgcheck sample --run RUN --design "
+            "stratified --n N --out FILE.csv`")
     small = sorted(h for h, items in groups.items() if len(items) < 2)
     if small:
         raise EstimateError(f"stratum {small[0]!r} has one label; each stratum needs two")

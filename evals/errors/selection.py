@@ -132,8 +132,9 @@ def read_run_errors(folders: Sequence[Path], *, cap: int | None = None,
         if not run.scored:
             raise ErrorsInputError(
                 f"{folder}: no gold labels and no review labels ({LABELS_FILE}): nothing "
-                f"says which verdicts are wrong; run it with --labels, or review it with "
-                f"`kgcheck review {folder}`")
+                f"says which verdicts are wrong; label them with `kgcheck review {folder}` "
+                "(its labels are read from there), or check the facts again with gold "
+                "labels (the --labels option of kgcheck run)")
         run.total_errors = len(wrong)
         if cap is not None and len(wrong) > cap:
             keep = set(random.Random(seed).sample(range(len(wrong)), cap))

@@ -7,7 +7,7 @@ a user types (``--resume``, ``--only F,NA``, ``--set sources=wikipedia``).
 
 from __future__ import annotations
 
-from pathlib import Path
+import shlex
 from typing import Any
 
 __all__ = ["FLAGS", "flag_of", "spell", "spelled"]
@@ -34,12 +34,17 @@ def flag_of(name: str) -> str:
     return FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
+# Characters a shell would split or expand: a value holding one is quoted, so that advice
+# such as "continue with --resume --out DIR" can be pasted as printed.
+_SHELL_SPECIAL = frozenset(" \t\n'\"`$;&|<>()*?[]#~\\")
+
+
 def _value(value: Any) -> str:
     if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, Path):
-        return str(value)
-    return str(value)
+        text = ",".join(str(v) for v in value)
+    else:
+        text = str(value)
+    return shlex.quote(text) if _SHELL_SPECIAL & set(text) else text
 
 
 def spell(name: str, value: Any) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
+from kgcheck.event_loop import close_at_loop_end
 from kgcheck.providers.constraints import AnswerFormat, notice
 from kgcheck.providers.provider import Provider
 from kgcheck.providers.settings import ModelSettings
@@ -137,6 +138,14 @@ def constrained_model(spec: str, chat: BaseChatModel, fmt: AnswerFormat) -> Runn
                "constrain is ignored for them")
         return chat
     return provider.constrain(chat, fmt)
+
+
+async def _forget_loop_models() -> None:
+    """Drop the running loop's models as it ends (they hold it: it would never be freed)."""
+    _LIVE_MODELS.pop(asyncio.get_running_loop(), None)
+
+
+close_at_loop_end(_forget_loop_models)
 
 
 def _per_loop(key: tuple[Any, ...], build: Any) -> BaseChatModel:

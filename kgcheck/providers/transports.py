@@ -15,6 +15,7 @@ import json
 import random
 import ssl
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -24,6 +25,7 @@ import httpx
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from kgcheck.data.httpbody import BodyTooLargeError, CappedTransport
+from kgcheck.event_loop import close_at_loop_end
 from kgcheck.failures import Failure, classify, is_transient
 from kgcheck.providers import pressure
 from kgcheck.providers.secrets import redact_text, redact_url
@@ -135,6 +137,28 @@ def model_transports(*, asynchronous: bool) -> dict[str, Any]:
     return {"transport": capped_transport(asynchronous=asynchronous), "mounts": mounts}
 
 
+# The model transports whose aiohttp session is open, by the loop it was opened on. Held
+# until closed: a session collected open is reported as unclosed.
+_OPENED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[httpx.AsyncBaseTransport]] = (
+    weakref.WeakKeyDictionary())
+
+
+async def close_sessions() -> None:
+    """Close the aiohttp sessions that model calls opened on the running loop."""
+    opened = _OPENED.pop(asyncio.get_running_loop(), set())
+    for transport in opened:
+        try:
+            await transport.aclose()
+        except Exception:  # a session that fails to close is left to the loop's end
+            continue
+    if opened:
+        # The connections close on the loop's next turn; let it come before the loop ends.
+        await asyncio.sleep(0)
+
+
+close_at_loop_end(close_sessions)
+
+
 @cache
 def _aiohttp_transport() -> Callable[..., httpx.AsyncBaseTransport]:
     """Build (once) the async transport of model calls: httpx's interface over aiohttp.
@@ -145,10 +169,16 @@ def _aiohttp_transport() -> Callable[..., httpx.AsyncBaseTransport]:
     refused connection, a server that hung up); they are mapped here to what httpx itself
     raises, so retries and messages tell a dead server from a slow one.
     """
+    from aiohttp import ClientSession
     from httpx_aiohttp import AiohttpTransport
 
     class Transport(AiohttpTransport):
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if isinstance(self.client, ClientSession) and self.client.closed:
+                self.client = None  # closed at a loop's end: a new loop gets a new session
+            if not isinstance(self.client, ClientSession):
+                # Its session is opened now, on the running loop: closed at the loop's end.
+                _OPENED.setdefault(asyncio.get_running_loop(), set()).add(self)
             try:
                 response = await super().handle_async_request(request)
             except httpx.TransportError as exc:

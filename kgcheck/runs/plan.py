@@ -460,6 +460,17 @@ def check_run_arguments(*, dataset: str | None = None, triples: str | Path | Non
         parse_concurrency(concurrency, max_concurrency)
 
 
+def recordable_arguments(**given: Any) -> dict[str, Any]:
+    """Return a run's arguments as JSON values: local files as absolute paths, sequences as lists.
+
+    A resume may start from another folder than the run did: a relative path would then
+    name another file.
+    """
+    from kgcheck.runs.resume_from import json_argument
+
+    return {name: json_argument(name, value) for name, value in given.items()}
+
+
 def merged_settings(settings: Mapping[str, Any] | None,
                     strategy_settings: Mapping[str, Any]) -> dict[str, Any]:
     """Join ``settings={...}`` and settings given as keywords; a setting given twice is refused."""
@@ -566,6 +577,14 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         raise SettingsError("repeats apply to one model; a consensus run already asks "
                             "several: drop --repeats or --consensus")
     values = merged_settings(settings, strategy_settings)
+    # What a resume given only the run folder plans again (kgcheck.runs.resume_from).
+    arguments = None if facts is not None else recordable_arguments(
+        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
+        strategy=strategy, model=model, consensus=consensus, judge=judge, data=data,
+        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
+        ids=ids, labels=labels, settings=values, as_dataset=as_dataset, pricing=pricing,
+        predicates=predicates, exclude_predicates=exclude_predicates, ci=ci,
+        repeats=repeats, prefilter=prefilter, rules=rules, shards_uri=shards_uri)
     check_run_arguments(dataset=dataset, triples=triples, sparql=sparql, facts=facts,
                         graph=graph, where=where, as_dataset=as_dataset, limit=limit,
                         consensus=consensus, judge=judge, settings=values)
@@ -698,7 +717,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
-                   pricing=prices)
+                   pricing=prices, arguments=arguments or {})
     if rules_ctx is not None:
         info.settings["prefilter"] = {"name": prefilter, **{
             k: v for k, v in dataclasses.asdict(rules_ctx).items()

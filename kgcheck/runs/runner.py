@@ -160,6 +160,10 @@ class RunInfo:
     input: dict[str, Any] = field(default_factory=dict)
     # Prompt-file settings by name -> SHA-256 of the file they name.
     prompts: dict[str, str] = field(default_factory=dict)
+    # The arguments the run was planned with (``plan_run``'s, JSON values), so that a resume
+    # given only the folder runs the same input with the same settings; empty when its
+    # facts were given in memory (nothing in the folder can bring them back).
+    arguments: dict[str, Any] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         """Return the fields a resumed run must share with the stored one."""
@@ -169,7 +173,8 @@ class RunInfo:
         """Return what ``run.json`` keeps: identity, source, input, settings, prompt files."""
         return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
                              "input": self.input, "settings": public_settings(self.settings),
-                             "prompts": self.prompts})
+                             "prompts": self.prompts,
+                             **({"arguments": self.arguments} if self.arguments else {})})
 
 
 def run_config(run_id: str) -> RunnableConfig:

@@ -82,7 +82,8 @@ def list_(
         console.print(table)
     elif not counts:
         console.print(f"no corpus imported in {path}: it holds no documents and no fetched "
-                      "evidence; run `kgcheck corpus import`", highlight=False)
+                      "evidence; run `kgcheck corpus import --dataset NAME --from "
+                      "FOLDER_OR_TARBALL`", highlight=False)
     if fetched:
         # One line per item, never wrapped: URLs stay whole for copying and grepping.
         for item in evidence.items:

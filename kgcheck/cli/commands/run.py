@@ -244,6 +244,7 @@ def print_estimate(found: Any, out_dir: Path) -> None:
 @app.command("run")
 @user_errors
 def run(
+    ctx: typer.Context,
     dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
     triples: Annotated[str | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
                                        "subject, predicate, object[, id, label], or RDF: "
@@ -353,7 +354,16 @@ def run(
     # The command reports failed evidence sources itself, once, after the run.
     logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
 
+    explicit = _explicit(ctx)
     members = consensus.split(",") if consensus else None
+    # A resume given only --out takes the rest from the folder: its settings are read
+    # against the folder's strategy, unless another one is given.
+    restarted = fresh and not resume and explicit & {"dataset", "triples", "sparql"}
+    stored = (api.stored_arguments(out) if (resume or fresh) and out is not None
+              and not restarted else None)
+    if stored:
+        strategy = strategy if "strategy" in explicit else stored.get("strategy", strategy)
+        members = members if "consensus" in explicit else stored.get("consensus")
     values: dict[str, Any] = api.parse_setting_pairs(settings or [], strategy,
                                                      consensus=bool(members))
     for key, value in (("prompt", prompt), ("base_url", base_url),
@@ -373,6 +383,13 @@ def run(
         settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
         exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
         rules=rules or None, shards_uri=shards_uri)
+    if (resume or fresh) and out is not None:
+        given = {name for name in explicit if name in plan_args}
+        if rules and explicit & {"ontology", "shapes"}:
+            given.add("rules")
+        # --resume and --fresh together are refused below, in the API's words.
+        take = api.fresh_arguments if fresh and not resume else api.resume_arguments
+        plan_args = take(out, plan_args, explicit=given)
     # The arguments alone first, so that a wrong combination fails before the input is read.
     api.check_run_arguments(
         **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",
@@ -449,6 +466,14 @@ def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh:
         say_error(f"{result.aborted}; {advice}")
         raise typer.Exit(1)
     _report_errors(outcomes, out_dir, retry=retry, advice=retry_advice(plan))
+
+
+def _explicit(ctx: typer.Context) -> set[str]:
+    """Return the names of the options given on the command line (or the environment)."""
+    # By name: typer may bring its own copy of click, with its own ParameterSource.
+    given = {"COMMANDLINE", "ENVIRONMENT", "PROMPT"}
+    return {name for name in ctx.params
+            if getattr(ctx.get_parameter_source(name), "name", None) in given}
 
 
 def _resume_flags(out_dir: Path) -> str:

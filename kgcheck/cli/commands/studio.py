@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +16,7 @@ from typing import Annotated
 import typer
 
 from kgcheck.cli.app import app, console, user_errors
+from kgcheck.cli.process_group import run_in_own_group
 
 # Quiet and offline: no analytics, no version check, no LangSmith tracing.
 QUIET_ENV = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true",
@@ -57,8 +57,6 @@ def studio(
     command = [langgraph, "dev", "--config", str(config), "--host", host, "--port", str(port),
                "--no-browser", *([] if reload else ["--no-reload"])]
     console.print(f"serving {config} on http://{host}:{port}")
-    try:
-        done = subprocess.run(command, env={**os.environ, **QUIET_ENV}, check=False)
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    raise typer.Exit(done.returncode)
+    # In a process group of its own, stopped whole: a signal to kgcheck stops the server's
+    # workers too, and the port is free again when kgcheck has exited.
+    raise typer.Exit(run_in_own_group(command, env={**os.environ, **QUIET_ENV}))
