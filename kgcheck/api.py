@@ -333,7 +333,7 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
 
 
 def read_triples(path: str | Path, dataset: str = "", *,
-                 data: str | Path | None = None) -> list[Fact]:
+                 data: str | Path | None = None, base_iri: str | None = None) -> list[Fact]:
     """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
 
     RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
@@ -344,6 +344,8 @@ def read_triples(path: str | Path, dataset: str = "", *,
         dataset: The name of their KG; by default the file's stem (``own_kg_name``), never
             a benchmark's name unless given here.
         data: The data folder whose benchmark names the stem must not take.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The file's facts, in file order.
@@ -352,7 +354,7 @@ def read_triples(path: str | Path, dataset: str = "", *,
         ValueError: A file that cannot be read, naming the file, line and problem.
 
     """
-    return _read_triples(path, dataset or own_kg_name(path, data))
+    return _read_triples(path, dataset or own_kg_name(path, data), base_iri=base_iri)
 
 
 def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:
@@ -403,7 +405,8 @@ def read_sparql(url: str, *, graph: str | None = None, where: str | None = None,
 def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[Fact]], *,
                  limit: int | None = None, sample: int | None = None, seed: int | None = 0,
                  stratify: str | None = None, per_stratum: int | None = None,
-                 ids: Sequence[str] | None = None) -> list[Fact]:
+                 ids: Sequence[str] | None = None, base_iri: str | None = None
+                 ) -> list[Fact]:
     """Choose facts from a file or a stream: the first ``limit``, a seeded ``sample``, ``ids``.
 
     Memory holds only the chosen facts.
@@ -417,6 +420,8 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
         stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
         per_stratum: With ``stratify``, draw this many facts of each stratum instead.
         ids: Keep the facts with these ids, in this order.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The chosen facts.
@@ -425,7 +430,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = fact_source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None, base_iri=base_iri)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)

@@ -158,6 +158,35 @@ class CorpusStore:
             flush()
         return count
 
+    def import_documents(self, documents: Iterable[Document], *, clear: str | None = None,
+                         batch: int = 500) -> int:
+        """Insert documents in one transaction: all of them, or none if reading them fails.
+
+        ``clear`` names a dataset whose stored documents are deleted first, in the same
+        transaction. Returns how many documents were written.
+        """
+        count = 0
+        rows: list[tuple[str, str, int, str, str, str]] = []
+        insert = "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?)"
+        with self._lock:
+            try:
+                if clear is not None:
+                    self._db.execute("DELETE FROM documents WHERE dataset = ?", (clear,))
+                for doc in documents:
+                    rows.append((doc.dataset, doc.fact_id, doc.doc_no, doc.url, doc.title,
+                                 doc.text))
+                    count += 1
+                    if len(rows) >= batch:
+                        self._db.executemany(insert, rows)
+                        rows.clear()
+                if rows:
+                    self._db.executemany(insert, rows)
+                self._db.commit()
+            except BaseException:
+                self._db.rollback()
+                raise
+        return count
+
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
@@ -382,15 +411,25 @@ def open_source(spec: str = "", *, api_key: str = "", dataset: str = "") -> Docu
 
 def import_corpus(source: str | Path, dataset: str, store_path: str | Path | None = None,
                   *, replace: bool = False) -> tuple[CorpusStore, int]:
-    """Copy one dataset's documents from a folder or tarball into the SQLite store."""
-    store = CorpusStore(store_path or default_store_path())
-    if replace:
-        with store._lock:
-            store._db.execute("DELETE FROM documents WHERE dataset = ?", (dataset.lower(),))
-            store._db.commit()
-    count = store.add(iter_documents(source, dataset))
-    if count == 0:
-        raise CorpusError(
-            f"{source}: no documents for dataset {dataset!r} (expected {LAYOUT_ROOT}/"
-            f"{dataset.lower()}/<fact id>/<n>.txt)")
+    """Copy one dataset's documents from a folder or tarball into the SQLite store.
+
+    All or nothing: a source that fails part way (over a size cap, unreadable) leaves the
+    store as it was, and a store this import created is removed.
+    """
+    path = Path(store_path or default_store_path())
+    created = not path.exists()
+    store = CorpusStore(path)
+    try:
+        count = store.import_documents(iter_documents(source, dataset),
+                                       clear=dataset.lower() if replace else None)
+        if count == 0:
+            raise CorpusError(
+                f"{source}: no documents for dataset {dataset!r} (expected {LAYOUT_ROOT}/"
+                f"{dataset.lower()}/<fact id>/<n>.txt)")
+    except BaseException:
+        store.close()
+        if created:
+            for leftover in (path, path.with_name(path.name + "-journal")):
+                leftover.unlink(missing_ok=True)
+        raise
     return store, count

@@ -28,6 +28,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
+from kgcheck.data import safe_json
 from kgcheck.data.facts import FactInput, Label, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.consensus.judges import (
@@ -223,7 +224,7 @@ def member_values(ctx: Context) -> dict[str, Any]:
     extra: Any = getattr(ctx, "member_settings", None) or {}
     if isinstance(extra, str):
         try:
-            extra = json.loads(extra) if extra.strip() else {}
+            extra = safe_json.parse(extra) if extra.strip() else {}
         except json.JSONDecodeError as exc:
             raise ConsensusError(f"member_settings: not valid JSON ({exc.msg})") from None
     if not isinstance(extra, Mapping):

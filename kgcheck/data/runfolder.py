@@ -41,6 +41,7 @@ from typing import Any, NotRequired
 from typing_extensions import TypedDict
 
 from kgcheck.arguments import Arg, ArgumentMessage, literal
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
@@ -165,7 +166,7 @@ def verdict_lines(path: Path, *, checked: bool = False) -> Iterator[VerdictLine]
                 continue
             try:
                 # Bytes that are not UTF-8 are replaced, not a reason to drop the verdict.
-                record = json.loads(line.decode("utf-8", errors="replace"))
+                record = safe_json.parse(line.decode("utf-8", errors="replace"))
             except json.JSONDecodeError:
                 yield n, start, len(line), None, "incomplete or malformed JSON"
                 continue
@@ -195,7 +196,7 @@ def shard_done_path(folder: Path, index: int) -> Path:
 def shard_store_uri(folder: Path) -> str | None:
     """Return the remote store a sharded run's plan names (None: its shards are local)."""
     try:
-        plan = json.loads((Path(folder) / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
+        plan = safe_json.parse((Path(folder) / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     store = plan.get("store") if isinstance(plan, dict) else None
@@ -323,7 +324,7 @@ def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
         fh.seek(offset)
         line = fh.read(length)
     try:
-        record = json.loads(line)
+        record = safe_json.parse(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise RunFolderError(f"{path}: no verdict at byte {offset} (was the file replaced "
                              "since it was indexed?)") from None
@@ -382,7 +383,7 @@ def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict
     if not info_path.is_file():
         raise error(f"{folder} is not a kgcheck run folder (no {RUN_INFO})")
     try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = safe_json.parse(info_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{info_path}: malformed JSON: {getattr(exc, 'msg', exc)}") from None
     if not isinstance(info, dict):
@@ -396,7 +397,7 @@ def read_summary(folder: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = safe_json.parse(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     return summary if isinstance(summary, dict) else None
@@ -404,7 +405,7 @@ def read_summary(folder: Path) -> dict[str, Any] | None:
 
 def write_json(path: Path, value: Any) -> None:
     """Replace a JSON file of the folder atomically (``indent=1``, one trailing newline)."""
-    write_text_atomic(path, json.dumps(value, indent=1) + "\n")
+    write_text_atomic(path, safe_json.dumps(value, indent=1) + "\n")
 
 
 def amend_summary(out_dir: Path, fields: Mapping[str, Any]) -> None:
@@ -455,7 +456,7 @@ class VerdictSink:
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append one record as a JSON line; on OSError the file is left as it was."""
-        data = memoryview((json.dumps(record) + "\n").encode("utf-8"))
+        data = memoryview((safe_json.dumps(record) + "\n").encode("utf-8"))
         size = os.fstat(self.fd).st_size
         try:
             while data:

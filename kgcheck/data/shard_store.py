@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import literal
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import atomic_path, write_text_atomic
 from kgcheck.data.run_errors import RunError
 from kgcheck.data.storage_uri import is_uri, shown
@@ -270,7 +271,7 @@ class ShardStore:
         into.mkdir(parents=True, exist_ok=True)
         manifest_path = into / PULLED
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            manifest = safe_json.parse(manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             manifest = {}
         for name, item in sorted(held.items()):

@@ -25,7 +25,7 @@ from kgcheck.data.gold import read_gold
 from kgcheck.data.input_uri import input_problem, is_input_uri, stat_input
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
-from kgcheck.data.rdf_lines import line_source
+from kgcheck.data.rdf_sampler import rdf_source
 from kgcheck.data.record_lines import record_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
@@ -375,8 +375,13 @@ class FactSource:
 def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | None,
                 graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
                 data: str | Path | None, as_dataset: str | None = None,
-                parallel: ParallelReadChoice = None) -> FactSource:
-    """Say where a run's facts come from (exactly one of the inputs is given)."""
+                parallel: ParallelReadChoice = None, base_iri: str | None = None
+                ) -> FactSource:
+    """Say where a run's facts come from (exactly one of the inputs is given).
+
+    ``base_iri`` resolves the relative IRIs of a Turtle, TriG or RDF/XML file (by default
+    the file's own URI).
+    """
     if triples is not None and is_input_uri(triples):
         # Read by the workers of a sharded run; this process looks at its first facts only.
         uri = str(triples)
@@ -391,18 +396,18 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
         stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
                 else own_kg_name(path, data))
         own = not as_dataset
-        reader = RdfReader(path, stem) if suffix in RDF_SUFFIXES else None
+        reader = RdfReader(path, stem, base_iri) if suffix in RDF_SUFFIXES else None
         chosen = _resolved_read(parallel, path)
         if chosen is not None:
             sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
             return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
-        # A sample of a file of one fact per line is drawn over its raw lines
-        # (kgcheck.data.rdf_lines: N-Triples, N-Quads; kgcheck.data.record_lines: JSON Lines,
-        # CSV, TSV).
+        # A sample is drawn over unbuilt records: an RDF file's parsed terms
+        # (kgcheck.data.rdf_sampler), the raw lines of JSON Lines, CSV and TSV
+        # (kgcheck.data.record_lines).
         if reader is not None:
-            return FactSource(line_source(reader), stem, str(path.resolve()), own, reader.named)
+            return FactSource(rdf_source(reader), stem, str(path.resolve()), own, reader.named)
         return FactSource(record_source(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
@@ -542,7 +547,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
              exclude_predicates: str | Sequence[str] | None = None,
              ci: bool = False, repeats: int = 1,
              prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
-             shards_uri: str | None = None,
+             shards_uri: str | None = None, base_iri: str | None = None,
              **strategy_settings: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
@@ -568,8 +573,10 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     (``intervals``). ``repeats`` checks each fact that many times (``kgcheck.runs.repeats``):
     the majority is its verdict. ``shards_uri`` (an fsspec URL: ``s3://bucket/run``) is
     where a sharded run's workers write their verdict shards instead of the run folder
-    (``kgcheck.data.shard_store``). ``triples`` may be a URL (``"s3://bucket/kg.nt"``) on
-    such a run: its workers read their byte ranges of it (``kgcheck.data.input_uri``).
+    (``kgcheck.data.shard_store``). ``base_iri`` resolves the relative IRIs of a Turtle,
+    TriG or RDF/XML ``triples`` file (by default the file's own URI). ``triples`` may be a
+    URL (``"s3://bucket/kg.nt"``) on such a run: its workers read their byte ranges of it
+    (``kgcheck.data.input_uri``).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise SettingsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
@@ -633,7 +640,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if at_url and not pipelined:
         _refuse_unsharded_uri(str(triples))
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
-                         None if pipelined else read)
+                         None if pipelined else read, base_iri=base_iri)
     # Filtered while the input streams past: the facts left out are never kept.
     opener = origin.open
     if by_predicate is not None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kgcheck.arguments import Arg, ArgumentError, literal
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.fact_stream import batched, fact_row, input_fingerprint
 from kgcheck.data.facts import Fact
@@ -290,7 +291,7 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
         done = _check_resume(index, out_dir, info, resume=resume, facts=facts)
         # Rewrite without duplicates, unreadable lines or errored records (retried below).
         index.rewrite()
-        write_run_file(info_path, json.dumps(info.stored(), indent=1) + "\n")
+        write_run_file(info_path, safe_json.dumps(info.stored(), indent=1) + "\n")
     except OSError as exc:
         index.close()
         raise RunError(f"cannot write {literal(str(verdicts_path))}: "
@@ -318,7 +319,7 @@ def _check_resume(index: VerdictIndex, out_dir: Path, info: RunInfo, *, resume: 
     if not info_path.exists():
         return None  # verdicts without run.json: kept as they are, as the facts come
     try:
-        stored = json.loads(info_path.read_text(encoding="utf-8"))
+        stored = safe_json.parse(info_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         stored = {}
     stored = stored if isinstance(stored, dict) else {}
@@ -654,7 +655,7 @@ async def _run_indexed(
         summary["aborted_because"] = loop.stopped.reason
         summary["aborted"] = loop.stopped.message
     summary = redact_value(summary)
-    write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+    write_run_file(out_dir / SUMMARY, safe_json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"), outcomes, tally)
 
 

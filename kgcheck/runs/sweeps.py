@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck import event_loop
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import SUMMARY, RunError, read_verdicts
 from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
@@ -109,7 +110,7 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
 def _stored_summary(out_dir: Path) -> dict[str, Any]:
     path = out_dir / SUMMARY
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        return safe_json.parse(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (OSError, ValueError):
         return {}
 
@@ -126,7 +127,7 @@ def leaderboard(out_dir: str | Path, *, plots: bool = True) -> SweepResult:
     info_path = out_dir / SWEEP_INFO
     if not info_path.is_file():
         raise SweepConfigError(f"{out_dir} is not a sweep folder (no {SWEEP_INFO})")
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = safe_json.parse(info_path.read_text(encoding="utf-8"))
     rows, verdicts = [], {}
     for cell in info["cells"]:
         folder = out_dir / CELLS_DIR / cell["cell"]

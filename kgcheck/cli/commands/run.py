@@ -302,6 +302,9 @@ def run(
                                               "or JSON Lines file is read, and checked "
                                               "whole, in shards of this many MB (default "
                                               "32).")] = None,
+    base: Annotated[str | None, Opt(help="Base IRI of the relative IRIs in a Turtle, TriG "
+                                    "or RDF/XML --triples file (default: the file's own "
+                                    "URI).")] = None,
     shards_uri: Annotated[str | None, Opt(help="With --engine ray over a whole file: the "
                                           "workers write their verdict shards here (an "
                                           "fsspec URL such as s3://bucket/run; credentials "
@@ -382,7 +385,7 @@ def run(
         ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
         settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
         exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
-        rules=rules or None, shards_uri=shards_uri)
+        rules=rules or None, shards_uri=shards_uri, base_iri=base)
     if (resume or fresh) and out is not None:
         given = {name for name in explicit if name in plan_args}
         if rules and explicit & {"ontology", "shapes"}:
