@@ -131,6 +131,8 @@ class Vote(TypedDict):
     tokens_out: int | None
     error: str | None
     error_type: str | None
+    # The member's every call was served from the answer cache (present only when True).
+    cached: NotRequired[bool]
     # The member verdict's own confidence, reason, citations, correction and conversation.
     explained: NotRequired[dict[str, Any]]
 
@@ -259,7 +261,7 @@ def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
     details = verdict.get("details") or {}
     error = verdict.get("error")
     explained = {k: verdict[k] for k in EXPLAINED_FIELDS if verdict.get(k) not in (None, [])}
-    return Vote(
+    vote = Vote(
         index=index, model=spec, label=verdict.get("label", "NA"),
         raw=verdict.get("raw"), raws=list(verdict.get("raws") or []),
         attempts=int(verdict.get("attempts") or 0), seconds=float(verdict.get("seconds") or 0.0),
@@ -267,6 +269,9 @@ def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
         error=error, error_type=details.get("error_type") if error else None,
         explained=explained,
     )
+    if verdict.get("cached"):
+        vote["cached"] = True
+    return vote
 
 
 def consensus_extras(votes: list[Vote], label: Label,

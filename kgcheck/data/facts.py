@@ -205,6 +205,9 @@ class Verdict(BaseModel):
     seconds: float = 0.0
     tokens_in: int | None = None
     tokens_out: int | None = None
+    cached: bool = Field(
+        default=False, description="Every model call of this verdict was served from the "
+        "answer cache: no model ran now, and ``seconds`` is what the calls took when made.")
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
     confidence: float | None = Field(
@@ -253,6 +256,7 @@ class VerdictDict(TypedDict, total=False):
     seconds: float
     tokens_in: int | None
     tokens_out: int | None
+    cached: bool
     error: str | None
     details: dict[str, Any]
     confidence: float | None

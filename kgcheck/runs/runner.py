@@ -793,7 +793,7 @@ class SummaryTally:
         self.usage: dict[str, list[int]] = {}
         self.counts = dict.fromkeys(
             ("with_reason", "with_correction", "invalid", "errors", "skipped", "na",
-             "T", "F", "NA", "NEI"), 0)
+             "T", "F", "NA", "NEI", "cached"), 0)
         self.tokens_in = self.tokens_out = 0
         self.counted_in = self.counted_out = False
         self.model_seconds = 0.0
@@ -825,6 +825,7 @@ class SummaryTally:
         counts = self.counts
         counts["with_reason"] += bool(record.get("rationale"))
         counts["with_correction"] += bool(record.get("correction"))
+        counts["cached"] += bool(record.get("cached"))
         if label in counts:
             counts[label] += 1
         defect = verdicts.is_defect(record)
@@ -913,6 +914,8 @@ class SummaryTally:
             "errors": counts["errors"],
             "skipped": counts["skipped"],
             "na": counts["na"],
+            # Verdicts whose every model call the answer cache served (no model ran).
+            "cached_verdicts": counts["cached"],
             "mean_model_seconds": self.model_seconds / self.timed if self.timed else None,
             "tokens_in": self.tokens_in if self.counted_in else None,
             "tokens_out": self.tokens_out if self.counted_out else None,

@@ -110,8 +110,9 @@ def print_summary(summary: dict[str, Any]) -> None:
                       f" model calls saved; {screened['sent_to_model']} sent to the model")
     cached = summary.get("cache")
     if cached and (cached.get("hits") or cached.get("misses")):
-        console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
-                      f"({cached['path']})")
+        console.print(f"answer cache: {_cached_verdicts(summary)}; {cached['hits']} answers "
+                      f"reused, {cached['misses']} calls made ({cached['path']})",
+                      highlight=False)
     level = summary.get("concurrency")
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
@@ -119,6 +120,16 @@ def print_summary(summary: dict[str, Any]) -> None:
     _print_predicates(summary.get("by_predicate") or [], others)
     if consensus:
         _print_consensus(summary, members)
+
+
+def _cached_verdicts(summary: dict[str, Any]) -> str:
+    """Say how many verdicts the answer cache served (no model ran for them) of how many."""
+    served = int(summary.get("cached_verdicts") or 0)
+    total = int(summary.get("n") or 0)
+    if not served:
+        return f"no verdict of {total} came from the cache"
+    return (f"{served} of {total} verdicts came from the cache, not from a model call now "
+            "(their times are the original calls')")
 
 
 def _print_explained(summary: dict[str, Any]) -> None:
