@@ -75,6 +75,17 @@ def doc_id(dataset: str, fact_id: str, doc_no: int) -> str:
     return f"{dataset.lower()}/{fact_id}/{doc_no}"
 
 
+def parse_corpus_link(link: str) -> tuple[str, str, int] | None:
+    """Split a ``corpus://<dataset>/<fact id>/<n>`` address (``Document.link``) into its parts."""
+    if not link.startswith("corpus://"):
+        return None
+    dataset, _, rest = link[len("corpus://"):].partition("/")
+    fact_id, _, number = rest.rpartition("/")
+    if not dataset or not fact_id or not number.isdigit():
+        return None
+    return dataset, fact_id, int(number)
+
+
 def url_domain(url: str) -> str:
     """Return the host of ``url`` without a leading ``www.``; empty for non-web addresses."""
     if not url.startswith(("http://", "https://")):

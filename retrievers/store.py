@@ -27,7 +27,9 @@ from kgcheck.retrievers.corpus import (
     fact_documents,
     is_tarball,
     iter_documents,
+    parse_corpus_link,
 )
+from kgcheck.retrievers.search.client import RemoteSource
 from kgcheck.vendored import SAMPLE_CORPUS
 
 CORPUS_ENV = "KGCHECK_CORPUS"
@@ -58,17 +60,6 @@ class DocumentSource(Protocol):
     def by_link(self, link: str) -> Document | None:
         """Find the document at a source URL or ``corpus://`` address, if the source has it."""
         ...
-
-
-def parse_corpus_link(link: str) -> tuple[str, str, int] | None:
-    """Split ``corpus://<dataset>/<fact id>/<n>`` into its parts."""
-    if not link.startswith("corpus://"):
-        return None
-    dataset, _, rest = link[len("corpus://"):].partition("/")
-    fact_id, _, number = rest.rpartition("/")
-    if not dataset or not fact_id or not number.isdigit():
-        return None
-    return dataset, fact_id, int(number)
 
 
 _SCHEMA = """
@@ -360,8 +351,6 @@ def sqlite_store(path: str, **_: Hashable) -> DocumentSource:
 
 def search_api(url: str, *, api_key: str = "", **_: Hashable) -> DocumentSource:
     """``search-api:<url>``: a search API compatible with FactCheck's (X-API-Key)."""
-    from kgcheck.retrievers.search.client import RemoteSource
-
     return RemoteSource(url, api_key)
 
 

@@ -46,7 +46,10 @@ from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.data.input_uri import is_input_uri, local_copy
 from kgcheck.data.labels import LabelsError
+from kgcheck.data.run_errors import RunError, RunFolderError
+from kgcheck.data.shard_store import ShardStore, shard_name
 from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 from kgcheck.data.verdict_schema import shape_problem
@@ -102,14 +105,6 @@ REVIEW_LABELS = ("T", "F", "skip")
 CORRECTION_DECISIONS = ("accept", "edit", "reject")
 
 Warn = Callable[[str], None]
-
-
-class RunError(ArgumentMessage, RuntimeError):
-    """The run cannot start or go on; the message says why and what to do."""
-
-
-class RunFolderError(ArgumentMessage, ValueError):
-    """A folder that is not a run folder, or one whose files are malformed."""
 
 
 def short_repr(value: Any, limit: int = 60) -> str:
@@ -188,11 +183,6 @@ def problem_note(path: Path, problems: Sequence[str]) -> str:
             "those facts keep their last good verdict or run again")
 
 
-def shard_name(index: int, suffix: str) -> str:
-    """Return the file name of shard ``index`` (``00007.jsonl``, ``00007.done``)."""
-    return f"{index:05d}{suffix}"
-
-
 def shard_verdicts_path(folder: Path, index: int) -> Path:
     """Return the verdict file of shard ``index`` of a sharded run (``shards/00007.jsonl``)."""
     return Path(folder) / SHARDS / shard_name(index, ".jsonl")
@@ -213,14 +203,10 @@ def shard_store_uri(folder: Path) -> str | None:
     return store if isinstance(store, str) and store else None
 
 
-def _remote_store(folder: Path) -> Any:
+def _remote_store(folder: Path) -> ShardStore | None:
+    """Return the remote store a sharded run's shards are at (None: they are local)."""
     uri = shard_store_uri(folder)
-    if uri is None:
-        return None
-    # Imported here: the store module builds on this one.
-    from kgcheck.data.shard_store import ShardStore
-
-    return ShardStore(uri)
+    return None if uri is None else ShardStore(uri)
 
 
 def verdict_files(folder: Path) -> list[Path]:
@@ -531,9 +517,6 @@ def checked_facts(run_dir: Path, info: Mapping[str, Any], data: str | Path | Non
     """
     source = str(info.get("source") or "")
     dataset = str(info.get("dataset") or "")
-    # Imported here: the input's storage module reads run folders' shard stores.
-    from kgcheck.data.input_uri import is_input_uri, local_copy
-
     try:
         if is_input_uri(source):
             # A sharded run's input at a URL: read from a copy, as a local file is read.

@@ -34,11 +34,11 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.data.sampling import Selection
 from kgcheck.data.sampling import select_facts as _select_facts
-from kgcheck.data.shard_store import shown
 from kgcheck.data.shard_survey import ShardSource, head_facts
 from kgcheck.data.shards import ParallelRead, ShardedReader, can_shard
 from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
+from kgcheck.data.storage_uri import is_uri, shown, storage_problem
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
 from kgcheck.evals.stats.tables import pair_intervals, run_intervals
 from kgcheck.graphs.consensus.graph import settings_class
@@ -663,8 +663,6 @@ def plan_run(spec: RunSpec | None = None, /, *, parallel_read: ParallelReadChoic
 
 def _check_shards_uri(uri: str, pipelined: bool) -> None:
     """Refuse a shard store a run cannot use: not a sharded run, or an unknown protocol."""
-    from kgcheck.data.shard_store import is_uri, shown, storage_problem
-
     if not is_uri(uri):
         raise SettingsError(f"{{shards_uri}} takes a URL such as s3://bucket/run, not "
                             f"{literal(uri)}; a run folder's own shards need no option",

@@ -16,8 +16,7 @@ import httpx
 
 from kgcheck.data import safe_json
 from kgcheck.data.httpbody import ACCEPT_ENCODING, BodyDecodeError, read_capped
-from kgcheck.retrievers.corpus import Document
-from kgcheck.retrievers.store import parse_corpus_link
+from kgcheck.retrievers.corpus import Document, parse_corpus_link
 
 API_KEY_ENV = "KGCHECK_SEARCH_API_KEY"
 # The page text and title, plus the stored document id that this project's API adds.
