@@ -12,9 +12,9 @@ field. The rules that tie fields together are the spec's validator (``_check_rul
 ``ModelOptions`` is the group every command that asks a model shares (``model``,
 ``base_url``, ``settings`` given as ``--set KEY=VALUE``).
 
-This module imports no model or graph code, so that ``kgcheck run --help`` stays fast: what
-needs a strategy (reading ``--set`` values by the type of its settings) is imported when a
-spec is made.
+This module imports no model or graph code, so that ``kgcheck run --help`` stays fast;
+``--set KEY=VALUE`` texts are read by the type of the strategy's settings
+(``parse_setting_pairs``) before a spec is made.
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ class RunSpec(ModelOptions):
     @model_validator(mode="before")
     @classmethod
     def _read_texts(cls, data: Any) -> Any:
-        """Read the command line's spellings: comma lists, ``@FILE`` ids, ``KEY=VALUE``."""
+        """Read the command line's spellings: comma lists, ``@FILE`` ids, numbers as text."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
@@ -293,14 +293,8 @@ class RunSpec(ModelOptions):
         concurrency = data.get("concurrency")
         if isinstance(concurrency, str) and concurrency.strip().isdigit():
             data["concurrency"] = int(concurrency)
-        settings = data.get("settings")
-        if isinstance(settings, list | tuple):
-            from kgcheck.runs.plan import parse_setting_pairs
-
-            data["settings"] = parse_setting_pairs(list(settings), data.get("strategy", "dka"),
-                                                   consensus=bool(data.get("consensus")))
-        elif isinstance(settings, Mapping):
-            data["settings"] = dict(settings)
+        if isinstance(data.get("settings"), Mapping):
+            data["settings"] = dict(data["settings"])
         for name in ("engine_options", "rules"):
             if isinstance(data.get(name), Mapping):
                 data[name] = dict(data[name])

@@ -294,6 +294,11 @@ def run(ctx: typer.Context, *, no_cache: bool = False, trace: bool = False,
         given["cache"] = False
     if (given.get("resume") or given.get("fresh")) and given.get("out") is not None:
         given = _from_folder(given, _explicit(ctx))
+    elif given.get("settings"):
+        # --set KEY=VALUE, read by the type of the strategy's (or consensus's) settings.
+        given["settings"] = api.parse_setting_pairs(
+            given["settings"], given.get("strategy", "dka"),
+            consensus=bool(given.get("consensus")))
     spec = api.RunSpec(**given)
     if dry_run:
         plan, found = api.dry_run_spec(spec, warn=_warn)
