@@ -35,7 +35,7 @@ demo: $(STAMP)
 	$(BIN)/kgcheck run --dataset yago --strategy dka --model replay:gemma2:9b --out runs/demo-dka-yago --fresh
 	$(BIN)/kgcheck reproduce --datasets FactBench,YAGO --out runs/demo-reproduce
 	@awk '/^## /{n++} n==1' runs/demo-reproduce/tables.md
-	$(BIN)/kgcheck run --triples $(DEMO_KG) --strategy dka --model local:smollm2-135m --set temperature=0 --out runs/demo-local --fresh --no-progress
+	$(BIN)/kgcheck run --triples $(DEMO_KG) --strategy dka --model local:smollm2-135m --set temperature=0 --out runs/demo-local --fresh --no-progress --no-cache
 	@echo "These verdicts came from SmolLM2-135M (135M parameters), run by a llama.cpp server on 127.0.0.1 and held to T or F by a grammar: near chance, they show the real path, not accuracy."
 
 # Tests run on TEST_WORKERS xdist workers (2: the machine the times are measured on); each

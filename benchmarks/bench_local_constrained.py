@@ -10,10 +10,20 @@ as the same requests sent straight to the llama.cpp server with httpx, in altern
 passes; the difference of seconds per fact is what the graph, the runner's bookkeeping and
 the client cost.
 
+Then prompt-prefix reuse (``local_prefix_reuse``): constrained GIV-F over a run of
+consecutive YAGO facts (facts of one subject stand together, as in the file), with llama.cpp
+reusing the prefix the previous request computed (the default) and computing every prompt
+afresh (``local_prefix_reuse=false``), each mode on a new server. Each mode checks the facts
+in file order and shuffled; per mode: facts per second in file order, how many verdicts
+differ between the orders (the flip rate), and how many first-token log-probabilities
+differ between the file's order, a shuffled order and each fact sent right after an
+unrelated one.
+
 At 135M parameters the verdicts are near chance; accuracy is printed for completeness,
 not as a result. Prints one JSON document; exits 77 when xllamacpp or the model is absent.
 
     python benchmarks/bench_local_constrained.py [--facts 100] [--max-tokens 64]
+        [--reuse-facts 20] [--only-reuse]
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +85,10 @@ async def strategy_pass(facts: list[Fact], method: str, constrain: bool,
     }
 
 
-async def first_turns(facts: list[Fact], sampling: dict[str, Any]) -> list[list[dict]]:
-    """The DKA request each fact gets, as OpenAI-API messages."""
-    strategy = get_strategy("dka")
+async def first_turns(facts: list[Fact], sampling: dict[str, Any],
+                      method: str = "dka") -> list[list[dict]]:
+    """The first request each fact gets from ``method``, as OpenAI-API messages."""
+    strategy = get_strategy(method)
     graph = strategy.compile()
     ctx = strategy.make_context(model="replay:gemma2:9b", **sampling)
     roles = {"system": "system", "human": "user"}
@@ -85,8 +97,11 @@ async def first_turns(facts: list[Fact], sampling: dict[str, Any]) -> list[list[
         # Replay answers instantly; only the prompt the graph wrote is kept.
         out = await graph.ainvoke({"fact": fact.as_input()}, context=ctx,
                                   output_keys=["messages"])
-        turns.append([{"role": roles[m.type], "content": m.content}
-                      for m in out["messages"] if m.type in roles])
+        messages = [{"role": roles[m.type], "content": m.content}
+                    for m in out["messages"] if m.type in roles]
+        # Up to the first question: a re-prompt's turns are not the first request.
+        first = next(i for i, m in enumerate(messages) if m["role"] == "user")
+        turns.append(messages[:first + 1])
     return turns
 
 
@@ -94,10 +109,10 @@ async def overhead(facts: list[Fact], sampling: dict[str, Any], url: str,
                    rounds: int) -> dict[str, Any]:
     """Seconds per fact of DKA through kgcheck and of the same requests sent directly."""
     turns = await first_turns(facts, sampling)
-    # The body kgcheck sends (at temperature 0 it turns off llama.cpp's prompt reuse).
+    # The body kgcheck sends (by default llama.cpp reuses the previous prompt's prefix).
     body = {"temperature": sampling["temperature"], "top_p": 0.9, "top_k": 40,
             "repeat_penalty": 1.1, "repetition_penalty": 1.1,
-            "max_tokens": sampling["max_tokens"], "cache_prompt": False}
+            "max_tokens": sampling["max_tokens"], "cache_prompt": True}
     direct_s, kgcheck_s = [], []
     direct_raws: list[str] = []
     kgcheck_raws: list[str | None] = []
@@ -139,6 +154,140 @@ async def overhead(facts: list[Fact], sampling: dict[str, Any], url: str,
                        "kgcheck": [round(s, 4) for s in kgcheck_s]}}
 
 
+def consecutive_facts(n: int, seed: int) -> list[Fact]:
+    """A seeded run of ``n`` consecutive YAGO facts, in the file's order."""
+    facts = [f for f in load_facts("yago") if not f.defect]
+    start = random.Random(seed).randrange(max(1, len(facts) - n))
+    return facts[start:start + n]
+
+
+def differences(one: list[Any], other: list[Any]) -> dict[str, Any]:
+    """Count the facts whose label, and whose confidence, differ between two passes."""
+    by_id = {v.fact_id: v for v in other}
+    pairs = [(v, by_id[v.fact_id]) for v in one]
+    changed = [abs((a.confidence or 0.0) - (b.confidence or 0.0)) for a, b in pairs
+               if a.confidence != b.confidence]
+    flips = sum(1 for a, b in pairs if a.label != b.label)
+    return {"label_flips": flips, "flip_rate": round(flips / len(pairs), 3),
+            "confidence_changes": len(changed),
+            "max_confidence_change": round(max(changed), 4) if changed else 0.0}
+
+
+def fresh_server() -> str:
+    """Start the model's server anew and return its URL.
+
+    llama.cpp keeps earlier prompts' states in memory (its prompt cache) and may restore
+    one for a later request: a new server makes each mode's passes start alike.
+    """
+    from kgcheck.providers import llama_server
+    from kgcheck.providers.local import server_key
+
+    llama_server.stop_all()
+    settings = ModelSettings()
+    reach_model(MODEL, settings)
+    server = llama_server.running(server_key("smollm2-135m", settings))
+    assert server is not None
+    return server.url
+
+
+async def reuse_pass(facts: list[Fact], reuse: bool, sampling: dict[str, Any],
+                     seed: int) -> dict[str, Any]:
+    """Check the facts in file order and shuffled, with or without prefix reuse."""
+    settings = {**sampling, "constrain": True, "local_prefix_reuse": reuse}
+    # The direct requests first, on a server that has seen nothing else.
+    first_token = await first_token_logprobs(facts, reuse, fresh_server(), seed)
+    fresh_server()
+
+    async def check(batch: list[Fact]) -> list[Any]:
+        return await kgcheck.acheck(batch, "giv-f", MODEL, concurrency=1, cache=False,
+                                    **settings)
+
+    started = time.perf_counter()
+    in_order = await check(facts)
+    wall = time.perf_counter() - started
+    shuffled = facts[:]
+    random.Random(seed).shuffle(shuffled)
+    reordered = await check(shuffled)
+    return {
+        "local_prefix_reuse": reuse, "facts": len(facts),
+        "seconds_per_fact": round(wall / len(facts), 3),
+        "facts_per_second": round(len(facts) / wall, 3),
+        "labels": dict(sorted(Counter(v.label for v in in_order).items())),
+        "file_vs_shuffled": differences(in_order, reordered),
+        "first_token": first_token,
+        "verdicts": [[v.fact_id, v.label, v.confidence] for v in in_order],
+    }
+
+
+async def first_token_logprobs(facts: list[Fact], reuse: bool, url: str,
+                               seed: int) -> dict[str, Any]:
+    """Compare GIV-F's first answer token's log-probability across orders, sent directly.
+
+    The grammar makes a constrained verdict's confidence 0 or 1; the model's own
+    log-probability of its first answer token shows the changes a label hides. Passes: the
+    file's order, a shuffled order, and each fact right after an unrelated fact (the
+    prompts then part where the shared instructions end).
+    """
+    turns = await first_turns(facts, {"temperature": 0.0, "max_tokens": 1}, "giv-f")
+    body = {"temperature": 0.0, "max_tokens": 1, "logprobs": True, "top_logprobs": 1}
+    order = list(range(len(facts)))
+    shuffled = order[:]
+    random.Random(seed).shuffle(shuffled)
+    async with httpx.AsyncClient(timeout=300) as client:
+
+        async def ask(messages: list[dict], cache_prompt: bool) -> tuple[str, float]:
+            reply = await client.post(url + "/chat/completions", json={
+                **body, "messages": messages, "cache_prompt": cache_prompt})
+            reply.raise_for_status()
+            top = reply.json()["choices"][0]["logprobs"]["content"][0]
+            return top["token"], top["logprob"]
+
+        async def in_order(indices: list[int], after_other: bool = False) -> dict[int, Any]:
+            got = {}
+            for i in indices:
+                if after_other:
+                    # Half the run away: another subject. Sent with reuse in either mode,
+                    # it only sets what the server holds.
+                    await ask(turns[(i + len(order) // 2) % len(order)], True)
+                got[i] = await ask(turns[i], reuse)
+            return got
+
+        passes = {"file": await in_order(order), "shuffled": await in_order(shuffled),
+                  "after_unrelated": await in_order(order, after_other=True)}
+
+    def compare(other: str) -> dict[str, Any]:
+        one, two = passes["file"], passes[other]
+        changed = [abs(one[i][1] - two[i][1]) for i in order if one[i][1] != two[i][1]]
+        return {"token_flips": sum(1 for i in order if one[i][0] != two[i][0]),
+                "logprob_changes": len(changed),
+                "max_logprob_change": round(max(changed), 4) if changed else 0.0}
+
+    return {"file_vs_shuffled": compare("shuffled"),
+            "file_vs_after_unrelated": compare("after_unrelated")}
+
+
+async def prefix_reuse(facts: list[Fact], sampling: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Compare prefix reuse (the default) with every prompt computed afresh."""
+    modes = {}
+    for name, reuse in (("strict", False), ("reuse", True)):
+        modes[name] = await reuse_pass(facts, reuse, sampling, seed)
+        print(json.dumps({k: v for k, v in modes[name].items() if k != "verdicts"}),
+              file=sys.stderr, flush=True)
+    strict, reuse_mode = modes["strict"], modes["reuse"]
+    fresh = {fact_id: label for fact_id, label, _ in strict["verdicts"]}
+    differ = sum(1 for fact_id, label, _ in reuse_mode["verdicts"] if fresh[fact_id] != label)
+    return {
+        "method": "giv-f", "constrain": True, "order": "consecutive YAGO facts",
+        "same_subject_neighbours": sum(1 for a, b in zip(facts, facts[1:], strict=False)
+                                       if a.subject == b.subject),
+        "strict": strict, "reuse": reuse_mode,
+        "speedup": round(strict["seconds_per_fact"] / reuse_mode["seconds_per_fact"], 2),
+        # Reuse changes the arithmetic, not only the order's effect: verdicts that differ
+        # from those of prompts computed afresh (same facts, file order).
+        "reuse_vs_strict_label_differences": differ,
+    }
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     """Run every pass; return the report."""
     from kgcheck.providers import llama_server
@@ -153,11 +302,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     facts = pick_facts(args.facts, args.seed)
     sampling = {"temperature": 0.0, "max_tokens": args.max_tokens}
     passes = []
-    for method in ("giv-z", "giv-f"):
-        for constrain in (False, True):
-            passes.append(await strategy_pass(facts, method, constrain, sampling))
-            print(json.dumps(passes[-1]), file=sys.stderr, flush=True)
-    cost = await overhead(facts[:args.overhead_facts], sampling, server.url, args.rounds)
+    cost = None
+    if not args.only_reuse:
+        for method in ("giv-z", "giv-f"):
+            for constrain in (False, True):
+                passes.append(await strategy_pass(facts, method, constrain, sampling))
+                print(json.dumps(passes[-1]), file=sys.stderr, flush=True)
+        cost = await overhead(facts[:args.overhead_facts], sampling, server.url, args.rounds)
+    reuse = await prefix_reuse(consecutive_facts(args.reuse_facts, args.seed), sampling,
+                               args.seed)
     return {
         "benchmark": "local_constrained", "model": MODEL,
         "note": "a 135M-parameter model: verdicts near chance; the path, not accuracy",
@@ -169,6 +322,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "server_start_seconds": round(load_seconds, 2),
         "passes": passes,
         "overhead": cost,
+        "prefix_reuse": reuse,
     }
 
 
@@ -179,6 +333,9 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overhead-facts", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reuse-facts", type=int, default=20)
+    parser.add_argument("--only-reuse", action="store_true",
+                        help="measure prompt-prefix reuse only")
     options = parser.parse_args()
     from kgcheck.providers.local import LocalModelError, model_path, xllamacpp_installed
 

@@ -21,7 +21,9 @@ each for the code of this tree ("after") and for the ``kgcheck`` package of ``--
 ("before", exported with ``git archive`` into the temp folder; the other top-level
 packages are this tree's). Reports seconds, peak RSS (ru_maxrss) and the ratios
 raw_parse / sample (goal: at least 1, i.e. sampling at least as fast as the raw parse) and
-before / after, plus whether the two samples are the same facts.
+before / after, plus whether the two samples are the same facts. An N-Triples sample parses
+every line (exact: the facts, ids and names of a whole read, a malformed line refused), so
+it stays below the raw parse it includes.
 
     python benchmarks/bench_sample_raw.py [--format nt,jsonl,csv,tsv] [--lines 250000,1000000]
         [--before main]

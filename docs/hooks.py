@@ -241,14 +241,16 @@ def api_reference() -> str:
     """Return a ``:::`` entry for every public name, grouped: functions, models, errors."""
     import kgcheck
 
-    groups: dict[str, list[str]] = {"Functions": [], "Facts and verdicts": [],
-                                    "Errors and warnings": []}
+    groups: dict[str, list[str]] = {"Functions": [], "Run options": [],
+                                    "Facts and verdicts": [], "Errors and warnings": []}
     for name in kgcheck.__all__:
         if name.startswith("__"):
             continue
         obj = getattr(kgcheck, name)
         where = f"{obj.__module__}.{obj.__qualname__}"
-        if inspect.isclass(obj) and issubclass(obj, BaseException):
+        if name in kgcheck.OPTIONS:
+            groups["Run options"].append(where)
+        elif inspect.isclass(obj) and issubclass(obj, BaseException):
             groups["Errors and warnings"].append(where)
         elif inspect.isclass(obj):
             groups["Facts and verdicts"].append(where)

@@ -37,23 +37,20 @@ import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from kgcheck.arguments import Arg, ArgumentMessage, literal
+from kgcheck.arguments import Arg, literal
 from kgcheck.data.atomic import atomic_output
 from kgcheck.data.cells import neutralise
 from kgcheck.data.facts import readable_term
 from kgcheck.data.rdf_terms import (
     TermError,
     comment_text,
-    is_iri,
     literal_from_term,
-    triple_from_terms,
 )
 from kgcheck.data.runfolder import (
     LABELS_FILE,
@@ -66,6 +63,8 @@ from kgcheck.data.runfolder import (
     read_run_info,
     read_verdicts,
 )
+from kgcheck.evals.export_terms import TERM, ExportError, triple_terms
+from kgcheck.evals.patch import write_changes
 
 FORMATS = ("csv", "jsonl", "nt", "ttl", "sparql", "patch", "factcheck")
 # Formats that write the changes the verdicts call for, not the verdicts.
@@ -82,7 +81,6 @@ COLUMNS = ("fact_id", "subject", "predicate", "object", "subject_name", "predica
 MAX_REASON_CHARS = 2000
 
 KGC = "urn:kgcheck:vocab:"
-TERM = "urn:kgcheck:term:"
 VERDICT = "urn:kgcheck:verdict:"
 RUN = "urn:kgcheck:run:"
 MODEL = "urn:kgcheck:model:"
@@ -93,10 +91,6 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
 PREFIXES = {"kgc": KGC, "rdf": RDF, "rdfs": RDFS, "prov": PROV, "xsd": XSD}
 # A verdict label as a resource of the vocabulary.
 LABEL_TERMS = {"T": "True", "F": "False", "NA": "NotApplicable", "NEI": "NotEnoughEvidence"}
-
-
-class ExportError(ArgumentMessage, ValueError):
-    """A run folder or option that cannot be exported; the message says which and why."""
 
 
 @dataclass
@@ -167,40 +161,6 @@ def rows(records: Iterable[Mapping[str, Any]],
 
 
 # --- RDF ------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=65536)
-def mint_iri(dataset: str, term: str) -> ox.NamedNode:
-    """Return the IRI kgcheck gives a non-IRI term of a dataset (percent-encoded UTF-8)."""
-    space = quote(dataset or "local", safe="")
-    return ox.NamedNode(f"{TERM}{space}:{quote(term, safe='')}")
-
-
-def _from_ntriples(rdf: Any, where: str) -> tuple[Any, Any, Any]:
-    if not isinstance(rdf, Mapping):
-        raise ExportError(f"{where}: its rdf terms are not an object")
-    try:
-        return triple_from_terms(rdf)
-    except TermError as exc:
-        raise ExportError(f"{where}: {exc}") from None
-
-
-def triple_terms(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
-    """Return a row's triple as RDF terms: its own RDF terms, else IRIs and minted IRIs."""
-    if row.get("rdf"):
-        return _from_ntriples(row["rdf"], f"fact {comment_text(str(row['fact_id']))}")
-    dataset = str(row.get("dataset") or "")
-    subject, predicate, obj = (str(row.get(k) or "") for k in ("subject", "predicate", "object"))
-    s = ox.NamedNode(subject) if is_iri(subject) else mint_iri(dataset, subject)
-    p = ox.NamedNode(predicate) if is_iri(predicate) else mint_iri(dataset, predicate)
-    if is_iri(obj):
-        o: Any = ox.NamedNode(obj)
-    elif is_iri(subject):
-        # A KG of IRIs (DBpedia): a term that is no IRI is a value.
-        o = ox.Literal(obj)
-    else:
-        o = mint_iri(dataset, obj)
-    return s, p, o
 
 
 def _kgc(name: str) -> ox.NamedNode:
@@ -397,8 +357,6 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, *,
 
     def write(sink: IO[bytes]) -> int:
         if fmt in CHANGE_FORMATS:
-            from kgcheck.evals.patch import write_changes
-
             return write_changes(rows(records, review), every, review, fmt, sink)
         return write_rows(rows(records, review), fmt, sink, shape=shape)
 

@@ -32,7 +32,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from kgcheck.data.rdf_terms import comment_text, iri_problem, is_iri, looks_like_iri
-from kgcheck.evals.export import TERM, mint_iri, triple_terms
+from kgcheck.evals.export_terms import TERM, mint_iri, triple_terms
 
 PATCH_FORMATS = ("sparql", "patch")
 PARTS = ("subject", "predicate", "object")

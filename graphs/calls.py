@@ -65,6 +65,9 @@ class CallRecord(TypedDict):
     logprobs: NotRequired[list[dict[str, Any]] | None]
     # The answer format the call was held to (which tokens a confidence counts).
     constraint: NotRequired[str]
+    # Served from the answer cache: ``seconds`` is the original call's time (present only
+    # when True).
+    cached: NotRequired[bool]
 
 
 @dataclass
@@ -76,7 +79,7 @@ class ModelReply:
     seconds: float
     tokens_in: int | None
     tokens_out: int | None
-    # Served from the answer cache: nothing was sent, nothing was paid.
+    # Served from the answer cache: nothing was sent now; ``seconds`` is the original call's.
     cached: bool = False
     logprobs: list[dict[str, Any]] | None = None
     constraint: str | None = None
@@ -89,6 +92,8 @@ class ModelReply:
             record["logprobs"] = self.logprobs
         if self.constraint is not None:
             record["constraint"] = self.constraint
+        if self.cached:
+            record["cached"] = True
         return record
 
 
@@ -174,7 +179,10 @@ async def ask(ctx: Context, messages: Sequence[BaseMessage], fact: Fact, step: s
                          repeat=repeat)
         hit = await cache.aget(key)
         if hit is not None:
-            return ModelReply(text=hit.text, message=AIMessage(hit.text), seconds=0.0,
+            # The time the answer took when it was asked (an entry written before times
+            # were kept has none: 0).
+            return ModelReply(text=hit.text, message=AIMessage(hit.text),
+                              seconds=hit.seconds or 0.0,
                               tokens_in=hit.tokens_in, tokens_out=hit.tokens_out, cached=True,
                               logprobs=hit.logprobs, constraint=held)
     await aprepare_model(spec, ctx)

@@ -29,8 +29,17 @@ def _dump(verdict: Verdict) -> VerdictDict:
     return cast(VerdictDict, verdict.model_dump())
 
 
+def all_cached(parts: Sequence[Mapping[str, Any]]) -> bool:
+    """Tell whether every call (or part verdict) was served from the answer cache."""
+    return bool(parts) and all(part.get("cached") for part in parts)
+
+
 def call_fields(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Sum up what a verdict keeps of its calls: raw answers, attempts, time, tokens."""
+    """Sum up what a verdict keeps of its calls: raw answers, attempts, time, tokens.
+
+    A verdict whose every call came from the answer cache is ``cached``: its time is what
+    those calls took when they were made.
+    """
     return {
         "raw": calls[-1]["text"] if calls else None,
         "raws": [c["text"] for c in calls],
@@ -38,6 +47,7 @@ def call_fields(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "seconds": sum(float(c.get("seconds") or 0.0) for c in calls),
         "tokens_in": _total([c.get("tokens_in") for c in calls]),
         "tokens_out": _total([c.get("tokens_out") for c in calls]),
+        "cached": all_cached(calls),
     }
 
 
@@ -101,7 +111,7 @@ def combined(fact_id: str, method: str, model: str, label: Label,
         seconds=seconds,
         tokens_in=_total([part.get("tokens_in") for part in parts]),
         tokens_out=_total([part.get("tokens_out") for part in parts]),
-        error=error, details=details, **(extras or {})))
+        cached=all_cached(parts), error=error, details=details, **(extras or {})))
 
 
 def is_defect(verdict: Mapping[str, Any]) -> bool:

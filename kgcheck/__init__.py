@@ -25,8 +25,9 @@ API = (
 )
 MODELS = ("Fact", "Verdict")
 SWEEPS = ("sweep", "asweep", "leaderboard")
+OPTIONS = ("RunSpec", "ModelOptions")
 
-__all__ = [*API, *MODELS, *SWEEPS, "__version__"]
+__all__ = [*API, *MODELS, *SWEEPS, *OPTIONS, "__version__"]
 
 # kgcheck's warnings read as one line (``kgcheck: warning: ...``), not as Python's
 # file:line report of the frame that issued them (see kgcheck.warning_lines).
@@ -38,6 +39,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module("kgcheck.api"), name)
     if name in SWEEPS:
         return getattr(importlib.import_module("kgcheck.runs.sweeps"), name)
+    if name in OPTIONS:
+        return getattr(importlib.import_module("kgcheck.options"), name)
     if name in MODELS:
         return getattr(importlib.import_module("kgcheck.data.facts"), name)
     raise AttributeError(f"module 'kgcheck' has no attribute {name!r}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
-import inspect
 import json
 import re
 import tempfile
@@ -57,6 +56,7 @@ from kgcheck.data.triples import iter_triples as _iter_triples
 from kgcheck.data.triples import read_triples as _read_triples
 from kgcheck.data.upstream import as_source, canonical_dataset, open_data
 from kgcheck.evals.accuracy.estimators import EstimateError
+from kgcheck.evals.errors.graph import ErrorsContext
 from kgcheck.evals.errors.pipeline import ErrorAnalysis
 from kgcheck.evals.errors.pipeline import analyse_errors as _analyse_errors
 from kgcheck.evals.export import Exported, export_run
@@ -79,6 +79,7 @@ from kgcheck.review.session import ReviewSession, parse_only
 from kgcheck.runs.dry_run import Estimate as CostEstimate
 from kgcheck.runs.engines import Engine
 from kgcheck.runs.importing import VerdictImportError, import_run, read_verdict_file
+from kgcheck.runs.launch import dry_run_spec, run_spec
 from kgcheck.runs.plan import (
     CacheChoice,
     EngineOnDemand,
@@ -90,7 +91,6 @@ from kgcheck.runs.plan import (
     as_facts,
     as_facts_lazy,
     cache_path,
-    check_run_arguments,
     dry_run_of,
     execute,
     fact_source,
@@ -98,9 +98,11 @@ from kgcheck.runs.plan import (
     own_kg_name,
     parse_setting_pairs,
     plan_run,
+    read_setting_pairs,
 )
 from kgcheck.runs.resume_from import fresh_arguments, resume_arguments, stored_arguments
 from kgcheck.runs.runner import RunResult
+from kgcheck.runs.spec import ModelOptions, RunSpec, merged_settings, python_fields
 from kgcheck.tracing import setup_tracing
 from kgcheck.view.explorer import Explorer
 
@@ -142,8 +144,8 @@ __all__ = [
     "FetchedEvidence", "analyse_errors", "ErrorAnalysis", "open_explorer", "Explorer",
     "compare", "Comparison", "agreement",
     # Planning and executing in two steps (what the command line does).
-    "plan_run", "execute", "dry_run_of", "check_run_arguments", "open_engine",
-    "resume_arguments", "fresh_arguments", "stored_arguments",
+    "RunSpec", "ModelOptions", "plan_run", "execute", "dry_run_of", "open_engine", "run_spec",
+    "dry_run_spec", "resume_arguments", "fresh_arguments", "stored_arguments",
     "EngineOnDemand", "RunPlan", "RunResult", "CostEstimate", "cache_path", "own_kg_name",
     # Results and errors.
     "Fact", "Verdict", "DEFAULT_MODEL", "JUDGE_NONE", "KgcheckWarning", "SettingsError",
@@ -189,7 +191,8 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
                    taxonomy_prompt: str = "errors_taxonomy.txt",
                    explain_prompt: str = "errors_explain.txt", name_with_model: bool = False,
                    min_cluster_size: int = 5, concurrency: int = 4,
-                   settings: Mapping[str, Any] | None = None) -> ErrorAnalysis:
+                   base_url: str | None = None,
+                   settings: Mapping[str, Any] | Sequence[str] | None = None) -> ErrorAnalysis:
     """Explain, cluster, name and count the wrong verdicts of runs; write ``out_dir``.
 
     Each wrong verdict (against review labels, else gold) is explained by a model, unless
@@ -211,7 +214,9 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
         name_with_model: Name the clusters by the model instead of c-TF-IDF keywords.
         min_cluster_size: HDBSCAN's smallest cluster.
         concurrency: Model calls at once.
-        settings: Strategy settings for the explaining model (``base_url``, ...).
+        base_url: The explaining model's server (Ollama, OpenAI-compatible).
+        settings: Settings of the explaining model (``temperature``, ``max_tokens``, ...), a
+            mapping or ``KEY=VALUE`` texts (``--set`` on the command line).
 
     Returns:
         The analysis: its records, clusters, tables and the files written.
@@ -222,6 +227,11 @@ def analyse_errors(run_dirs: Sequence[str | Path], out_dir: str | Path, *,
             installed; the message says which and what to do.
 
     """
+    if settings is not None and not isinstance(settings, Mapping):
+        settings = read_setting_pairs(
+            settings, {f.name: f for f in dataclasses.fields(ErrorsContext)})
+    if base_url:
+        settings = merged_settings(settings, {"base_url": base_url})
     return _analyse_errors(run_dirs, out_dir, model=model, embedder=embedder, seed=seed,
                            cap=cap, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
                            explain_prompt=explain_prompt, name_with_model=name_with_model,
@@ -333,7 +343,7 @@ def datasets(data: str | Path | None = None) -> list[DatasetInfo]:
 
 
 def read_triples(path: str | Path, dataset: str = "", *,
-                 data: str | Path | None = None) -> list[Fact]:
+                 data: str | Path | None = None, base_iri: str | None = None) -> list[Fact]:
     """Read your own facts from CSV, TSV, JSON Lines or RDF (``.nt .nq .ttl .trig .rdf``).
 
     RDF terms are kept in N-Triples syntax in ``Fact.rdf``; names the file gives its terms
@@ -344,6 +354,8 @@ def read_triples(path: str | Path, dataset: str = "", *,
         dataset: The name of their KG; by default the file's stem (``own_kg_name``), never
             a benchmark's name unless given here.
         data: The data folder whose benchmark names the stem must not take.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The file's facts, in file order.
@@ -352,7 +364,7 @@ def read_triples(path: str | Path, dataset: str = "", *,
         ValueError: A file that cannot be read, naming the file, line and problem.
 
     """
-    return _read_triples(path, dataset or own_kg_name(path, data))
+    return _read_triples(path, dataset or own_kg_name(path, data), base_iri=base_iri)
 
 
 def iter_triples(path: str | Path, dataset: str = "") -> Iterator[Fact]:
@@ -403,7 +415,8 @@ def read_sparql(url: str, *, graph: str | None = None, where: str | None = None,
 def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[Fact]], *,
                  limit: int | None = None, sample: int | None = None, seed: int | None = 0,
                  stratify: str | None = None, per_stratum: int | None = None,
-                 ids: Sequence[str] | None = None) -> list[Fact]:
+                 ids: Sequence[str] | None = None, base_iri: str | None = None
+                 ) -> list[Fact]:
     """Choose facts from a file or a stream: the first ``limit``, a seeded ``sample``, ``ids``.
 
     Memory holds only the chosen facts.
@@ -417,6 +430,8 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
         stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
         per_stratum: With ``stratify``, draw this many facts of each stratum instead.
         ids: Keep the facts with these ids, in this order.
+        base_iri: The base of relative IRIs in a Turtle, TriG or RDF/XML file (by default
+            the file's own URI).
 
     Returns:
         The chosen facts.
@@ -425,7 +440,7 @@ def select_facts(facts: str | Path | Iterable[FactLike] | Callable[[], Iterable[
     named: Callable[[list[Fact]], list[Fact]] = list
     source: Iterable[Fact] | Callable[[], Iterable[Fact]]
     if isinstance(facts, str | Path):
-        origin = fact_source(None, facts, None, None, None, None, None)
+        origin = fact_source(None, facts, None, None, None, None, None, base_iri=base_iri)
         source, named = origin.open, origin.named
     else:
         source = facts if callable(facts) else as_facts_lazy(facts)
@@ -544,45 +559,34 @@ def _keywords(arguments: dict[str, Any]) -> dict[str, Any]:
     return {**keywords, **arguments.get("strategy_settings", {})}
 
 
-# The arguments of plan_run that arun and adry_run take under the same names.
-_PLAN_ARGUMENTS = frozenset(
-    name for name, parameter in inspect.signature(plan_run).parameters.items()
-    if parameter.kind is not inspect.Parameter.VAR_KEYWORD)
+def _spec_of(arguments: dict[str, Any]) -> RunSpec:
+    """Make the spec of a run function's arguments (its ``locals()`` on entry)."""
+    options = {name: arguments[name] for name in python_fields()}
+    return RunSpec.of(options, arguments.get("strategy_settings"), spec=arguments.get("spec"))
 
 
-def _plan(arguments: dict[str, Any], **extra: Any) -> RunPlan:
-    """Plan a run from a public function's arguments (its ``locals()`` on entry)."""
-    given = {name: value for name, value in arguments.items() if name in _PLAN_ARGUMENTS}
-    return plan_run(**given, **extra, **arguments.get("strategy_settings", {}))
-
-
-def _notify(notes: Iterable[str], warn: Warn | None) -> None:
-    for message in notes:
-        if warn is None:
-            warnings.warn(message, KgcheckWarning, stacklevel=4)
-        else:
-            warn(message)
-
-
-async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
-               triples: str | Path | None = None, sparql: str | None = None,
-               graph: str | None = None, where: str | None = None,
-               strategy: str = "dka", model: str = DEFAULT_MODEL,
-               consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
-               out: str | Path | None = None, data: str | Path | None = None,
-               limit: int | None = None, sample: int | None = None, seed: int | None = 0,
-               stratify: str | None = None, per_stratum: int | None = None,
-               ids: Sequence[str] | None = None, labels: str | Path | None = None,
-               as_dataset: str | None = None, pricing: str | Path | None = None,
-               concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
-               fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
-               cache: CacheChoice = True, engine: str | Engine = "local",
-               engine_options: Mapping[str, Any] | None = None,
-               settings: Mapping[str, Any] | None = None,
+async def arun(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
+               base_url: str | None = None, settings: Mapping[str, Any] | None = None,
+               dataset: str | None = None, triples: str | Path | None = None,
+               base_iri: str | None = None,
+               sparql: str | None = None, graph: str | None = None, where: str | None = None,
                predicates: str | Sequence[str] | None = None,
                exclude_predicates: str | Sequence[str] | None = None,
-               prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
-               ci: bool = False, repeats: int = 1, shards_uri: str | None = None,
+               labels: str | Path | None = None, sample: int | None = None, seed: int | None = 0,
+               stratify: str | None = None, per_stratum: int | None = None,
+               ids: Sequence[str] | None = None, as_dataset: str | None = None,
+               strategy: str = "dka", data: str | Path | None = None, limit: int | None = None,
+               concurrency: int | str = 4, max_concurrency: int = 64, cache: CacheChoice = True,
+               engine: str | Engine = "local", engine_options: Mapping[str, Any] | None = None,
+               ray_address: str | None = None, ray_workers: int | None = None,
+               ray_shard_mb: float | None = None, shards_uri: str | None = None,
+               out: str | Path | None = None, resume: bool = False, fresh: bool = False,
+               prompt: str | None = None, replay_latency: float = 0.0,
+               consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+               show_progress: bool = False, pricing: str | Path | None = None, ci: bool = False,
+               repeats: int = 1, prefilter: str | None = None,
+               rules: Mapping[str, Any] | None = None, ontology: str | None = None,
+               shapes: str | None = None, spec: RunSpec | None = None, warn: Warn | None = None,
                **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, resumably; return the run's verdicts and summary.
 
@@ -590,60 +594,13 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
     ``limit``, ``sample``, ``stratify`` and ``ids`` choose among them. Each verdict is
     appended to ``OUT/verdicts.jsonl`` as it completes; a stopped run resumes.
 
-    Args:
-        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
-        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
-        triples: Your own triples file (CSV, TSV, JSON Lines or RDF), or, for a run
-            over every fact of an N-Triples, N-Quads or JSON Lines file on
-            ``engine="ray"``, its URL (``"s3://bucket/kg.nt"``: the workers read it).
-        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
-        graph: With ``sparql``, the named graph to read.
-        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
-        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
-        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
-            ``openai:...``, ``local:smollm2-135m``).
-        consensus: Models that vote instead of ``model`` (multi-model consensus).
-        judge: With ``consensus``, the model that breaks ties (none by default).
-        out: The run folder; by default one under ``runs/`` named after the run.
-        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
-        limit: Check the first ``limit`` facts.
-        sample: Check a seeded uniform sample of this many facts.
-        seed: Seed of ``sample``.
-        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
-        per_stratum: With ``stratify``, draw this many facts of each stratum.
-        ids: Check the facts with these ids.
-        labels: A file of gold labels (``fact_id,label``) for facts without them.
-        as_dataset: The KG's name in the run (by default the file's stem).
-        pricing: A pricing file (per-token prices) for the summary's cost.
-        concurrency: Facts checked at once, or ``"auto"`` (adaptive, up to
-            ``max_concurrency``).
-        max_concurrency: The most facts at once with ``concurrency="auto"``.
-        resume: Continue a stopped run in the same folder.
-        fresh: Start the run in ``out`` over.
-        show_progress: Show a progress bar on standard error.
-        warn: Receives warnings found before the run (e.g. facts without evidence);
-            by default they are issued as ``KgcheckWarning``.
-        settings: The strategy's settings as a mapping.
-        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
-            ``max_attempts=5``; see ``settings``).
-        cache: Cache live models' answers: True (the default file), False, or a path
-            (see ``cache_path``).
-        engine: ``local``, ``ray`` (with ``engine_options``) or an engine object the
-            caller keeps open across runs.
-        engine_options: Options of the engine (Ray: ``address``, ``workers``,
-            ``shard_bytes``).
-        predicates: Check only facts of these predicates (comma-separated or a list).
-        exclude_predicates: Leave out facts of these predicates.
-        prefilter: ``"schema"``: check each fact against ``rules`` first; a refuted fact
-            is F without a model call.
-        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
-            "shapes": FILE, ...}``).
-        ci: Add bootstrap intervals of the scores to the summary.
-        repeats: Check each fact this many times; the majority is its verdict (flip rates
-            and score spread in the summary).
-        shards_uri: With ``engine="ray"`` over a whole file, where the workers write their
-            verdict shards (an fsspec URL such as ``s3://bucket/run``) instead of
-            ``OUT/shards/``.
+    Every keyword but ``spec`` and ``warn`` is a field of ``RunSpec`` of the same name, with
+    the same default and meaning (``RunSpec`` documents each one, in groups: input,
+    sampling, strategy, model, engine, consensus and repeats, rules, output); a keyword that
+    is no field is a setting of the strategy (``max_attempts=5``, as in ``settings``).
+    ``spec`` is a whole ``RunSpec`` instead (keywords given besides replace its fields);
+    ``warn`` receives warnings found before the run (e.g. facts without evidence), by
+    default issued as ``KgcheckWarning``.
 
     Returns:
         The run: its folder, verdict records and summary (scores, counts, cost, cache).
@@ -653,40 +610,31 @@ async def arun(facts: Iterable[FactLike] | None = None, *, dataset: str | None =
             setting, no or several fact sources, a missing file), before any fact is sent.
 
     """
-    arguments = dict(locals())  # the arguments alone, before any other name is bound
-    check_run_arguments(facts=() if facts is None else facts, resume=resume, fresh=fresh,
-                        concurrency=concurrency, max_concurrency=max_concurrency)
-    runner = EngineOnDemand(engine, cache=cache, options=engine_options)
-    try:
-        checked = _plan(arguments, parallel_read=runner.parallel_read)
-        _notify(checked.notes, warn)
-        return await execute(checked, concurrency=concurrency,
-                             max_concurrency=max_concurrency, resume=resume, fresh=fresh,
-                             show_progress=show_progress, cache=cache, engine=runner.get(),
-                             warn=warn)
-    finally:
-        runner.close()
+    return await run_spec(_spec_of(locals()), warn=warn)
 
 
-def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
-        triples: str | Path | None = None, sparql: str | None = None,
-        graph: str | None = None, where: str | None = None,
-        strategy: str = "dka", model: str = DEFAULT_MODEL,
-        consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
-        out: str | Path | None = None, data: str | Path | None = None,
-        limit: int | None = None, sample: int | None = None, seed: int | None = 0,
-        stratify: str | None = None, per_stratum: int | None = None,
-        ids: Sequence[str] | None = None, labels: str | Path | None = None,
-        as_dataset: str | None = None, pricing: str | Path | None = None,
-        concurrency: int | str = 4, max_concurrency: int = 64, resume: bool = False,
-        fresh: bool = False, show_progress: bool = False, warn: Warn | None = None,
-        cache: CacheChoice = True, engine: str | Engine = "local",
-        engine_options: Mapping[str, Any] | None = None,
-        settings: Mapping[str, Any] | None = None,
+def run(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
+        base_url: str | None = None, settings: Mapping[str, Any] | None = None,
+        dataset: str | None = None, triples: str | Path | None = None,
+        base_iri: str | None = None,
+        sparql: str | None = None, graph: str | None = None, where: str | None = None,
         predicates: str | Sequence[str] | None = None,
         exclude_predicates: str | Sequence[str] | None = None,
-        prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
-        ci: bool = False, repeats: int = 1, shards_uri: str | None = None,
+        labels: str | Path | None = None, sample: int | None = None, seed: int | None = 0,
+        stratify: str | None = None, per_stratum: int | None = None,
+        ids: Sequence[str] | None = None, as_dataset: str | None = None,
+        strategy: str = "dka", data: str | Path | None = None, limit: int | None = None,
+        concurrency: int | str = 4, max_concurrency: int = 64, cache: CacheChoice = True,
+        engine: str | Engine = "local", engine_options: Mapping[str, Any] | None = None,
+        ray_address: str | None = None, ray_workers: int | None = None,
+        ray_shard_mb: float | None = None, shards_uri: str | None = None,
+        out: str | Path | None = None, resume: bool = False, fresh: bool = False,
+        prompt: str | None = None, replay_latency: float = 0.0,
+        consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+        show_progress: bool = False, pricing: str | Path | None = None, ci: bool = False,
+        repeats: int = 1, prefilter: str | None = None,
+        rules: Mapping[str, Any] | None = None, ontology: str | None = None,
+        shapes: str | None = None, spec: RunSpec | None = None, warn: Warn | None = None,
         **strategy_settings: Any) -> RunResult:
     """Check many facts into a run folder, for scripts without an event loop (see ``arun``).
 
@@ -694,71 +642,23 @@ def run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
     ``limit``, ``sample``, ``stratify`` and ``ids`` choose among them. Each verdict is
     appended to ``OUT/verdicts.jsonl`` as it completes; a stopped run resumes.
 
-    Args:
-        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
-        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
-        triples: Your own triples file (CSV, TSV, JSON Lines or RDF), or, for a run
-            over every fact of an N-Triples, N-Quads or JSON Lines file on
-            ``engine="ray"``, its URL (``"s3://bucket/kg.nt"``: the workers read it).
-        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
-        graph: With ``sparql``, the named graph to read.
-        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
-        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
-        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
-            ``openai:...``, ``local:smollm2-135m``).
-        consensus: Models that vote instead of ``model`` (multi-model consensus).
-        judge: With ``consensus``, the model that breaks ties (none by default).
-        out: The run folder; by default one under ``runs/`` named after the run.
-        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
-        limit: Check the first ``limit`` facts.
-        sample: Check a seeded uniform sample of this many facts.
-        seed: Seed of ``sample``.
-        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
-        per_stratum: With ``stratify``, draw this many facts of each stratum.
-        ids: Check the facts with these ids.
-        labels: A file of gold labels (``fact_id,label``) for facts without them.
-        as_dataset: The KG's name in the run (by default the file's stem).
-        pricing: A pricing file (per-token prices) for the summary's cost.
-        concurrency: Facts checked at once, or ``"auto"`` (adaptive, up to
-            ``max_concurrency``).
-        max_concurrency: The most facts at once with ``concurrency="auto"``.
-        resume: Continue a stopped run in the same folder.
-        fresh: Start the run in ``out`` over.
-        show_progress: Show a progress bar on standard error.
-        warn: Receives warnings found before the run (e.g. facts without evidence);
-            by default they are issued as ``KgcheckWarning``.
-        settings: The strategy's settings as a mapping.
-        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
-            ``max_attempts=5``; see ``settings``).
-        cache: Cache live models' answers: True (the default file), False, or a path
-            (see ``cache_path``).
-        engine: ``local``, ``ray`` (with ``engine_options``) or an engine object the
-            caller keeps open across runs.
-        engine_options: Options of the engine (Ray: ``address``, ``workers``,
-            ``shard_bytes``).
-        predicates: Check only facts of these predicates (comma-separated or a list).
-        exclude_predicates: Leave out facts of these predicates.
-        prefilter: ``"schema"``: check each fact against ``rules`` first; a refuted fact
-            is F without a model call.
-        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
-            "shapes": FILE, ...}``).
-        ci: Add bootstrap intervals of the scores to the summary.
-        repeats: Check each fact this many times; the majority is its verdict (flip rates
-            and score spread in the summary).
-        shards_uri: With ``engine="ray"`` over a whole file, where the workers write their
-            verdict shards (an fsspec URL such as ``s3://bucket/run``) instead of
-            ``OUT/shards/``.
+    Every keyword but ``spec`` and ``warn`` is a field of ``RunSpec`` of the same name, with
+    the same default and meaning (``RunSpec`` documents each one, in groups: input,
+    sampling, strategy, model, engine, consensus and repeats, rules, output); a keyword that
+    is no field is a setting of the strategy (``max_attempts=5``, as in ``settings``).
+    ``spec`` is a whole ``RunSpec`` instead (keywords given besides replace its fields);
+    ``warn`` receives warnings found before the run (e.g. facts without evidence), by
+    default issued as ``KgcheckWarning``.
 
     Returns:
-        The run: its folder, verdict records and summary (scores, counts, cost, cache).
+        The run: its folder, verdict records and summary.
 
     Raises:
-        SettingsError: Inputs or settings that cannot work (unknown strategy, model or
-            setting, no or several fact sources, a missing file), before any fact is sent.
+        SettingsError: Inputs or settings that cannot work, before any fact is sent.
         RuntimeError: Called inside a running event loop (await ``arun`` there).
 
     """
-    return _sync(arun(**_keywords(locals())), "arun")
+    return _sync(run_spec(_spec_of(locals()), warn=warn), "arun")
 
 
 def report(run_dirs: Sequence[str | Path], out: str | Path, *, with_recorded: bool = False,
@@ -951,60 +851,44 @@ def fetched_evidence(store: str | Path | None = None, *, source: str = "",
         opened.close()
 
 
-async def adry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
-                   triples: str | Path | None = None, sparql: str | None = None,
-                   graph: str | None = None, where: str | None = None,
-                   strategy: str = "dka", model: str = DEFAULT_MODEL,
+async def adry_run(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
+                   base_url: str | None = None, settings: Mapping[str, Any] | None = None,
+                   dataset: str | None = None, triples: str | Path | None = None,
+                   base_iri: str | None = None,
+                   sparql: str | None = None, graph: str | None = None, where: str | None = None,
+                   predicates: str | Sequence[str] | None = None,
+                   exclude_predicates: str | Sequence[str] | None = None,
+                   labels: str | Path | None = None, sample: int | None = None,
+                   seed: int | None = 0,
+                   stratify: str | None = None, per_stratum: int | None = None,
+                   ids: Sequence[str] | None = None, as_dataset: str | None = None,
+                   strategy: str = "dka", data: str | Path | None = None, limit: int | None = None,
+                   concurrency: int | str = 4, max_concurrency: int = 64, cache: CacheChoice = True,
+                   engine: str | Engine = "local", engine_options: Mapping[str, Any] | None = None,
+                   ray_address: str | None = None, ray_workers: int | None = None,
+                   ray_shard_mb: float | None = None, shards_uri: str | None = None,
+                   out: str | Path | None = None, resume: bool = False, fresh: bool = False,
+                   prompt: str | None = None, replay_latency: float = 0.0,
                    consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
-                   out: str | Path | None = None, data: str | Path | None = None,
-                   limit: int | None = None, sample: int | None = None,
-                   seed: int | None = 0, stratify: str | None = None,
-                   per_stratum: int | None = None, ids: Sequence[str] | None = None,
-                   labels: str | Path | None = None, as_dataset: str | None = None,
-                   pricing: str | Path | None = None, resume: bool = False,
-                   warn: Warn | None = None, settings: Mapping[str, Any] | None = None,
-                   prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
+                   show_progress: bool = False, pricing: str | Path | None = None, ci: bool = False,
+                   repeats: int = 1, prefilter: str | None = None,
+                   rules: Mapping[str, Any] | None = None, ontology: str | None = None,
+                   shapes: str | None = None, spec: RunSpec | None = None, warn: Warn | None = None,
                    **strategy_settings: Any) -> CostEstimate:
     """Estimate a run's calls, tokens and cost before it starts (``arun``'s arguments).
 
     Nothing is sent to a model (its server is reached once, as before a run).
-    ``kgcheck run --dry-run`` prints the same figures.
+    ``kgcheck run --dry-run`` prints the same figures. With ``resume``, the facts ``out``
+    already holds verdicts for are left out; with ``prefilter``, the facts the rules refute
+    cost no call. The input is read in a thread, so the event loop stays free.
 
-    The input is read in a thread, so the event loop stays free.
-
-    Args:
-        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
-        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
-        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
-        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
-        graph: With ``sparql``, the named graph to read.
-        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
-        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
-        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
-            ``openai:...``, ``local:smollm2-135m``).
-        consensus: Models that vote instead of ``model`` (multi-model consensus).
-        judge: With ``consensus``, the model that breaks ties (none by default).
-        out: The run folder; by default one under ``runs/`` named after the run.
-        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
-        limit: Check the first ``limit`` facts.
-        sample: Check a seeded uniform sample of this many facts.
-        seed: Seed of ``sample``.
-        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
-        per_stratum: With ``stratify``, draw this many facts of each stratum.
-        ids: Check the facts with these ids.
-        labels: A file of gold labels (``fact_id,label``) for facts without them.
-        as_dataset: The KG's name in the run (by default the file's stem).
-        pricing: A pricing file (per-token prices) for the summary's cost.
-        resume: Leave out the facts ``out`` already holds verdicts for.
-        warn: Receives warnings found before the run (e.g. facts without evidence);
-            by default they are issued as ``KgcheckWarning``.
-        settings: The strategy's settings as a mapping.
-        prefilter: ``"schema"``: check each fact against ``rules`` first, as the run
-            will; refuted facts cost no call (counted in ``prefilter`` of the estimate).
-        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
-            "shapes": FILE, ...}``).
-        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
-            ``max_attempts=5``; see ``settings``).
+    Every keyword but ``spec`` and ``warn`` is a field of ``RunSpec`` of the same name, with
+    the same default and meaning (``RunSpec`` documents each one, in groups: input,
+    sampling, strategy, model, engine, consensus and repeats, rules, output); a keyword that
+    is no field is a setting of the strategy (``max_attempts=5``, as in ``settings``).
+    ``spec`` is a whole ``RunSpec`` instead (keywords given besides replace its fields);
+    ``warn`` receives warnings found before the run (e.g. facts without evidence), by
+    default issued as ``KgcheckWarning``.
 
     Returns:
         The estimate: facts, calls, tokens and cost, in total and per model.
@@ -1013,68 +897,45 @@ async def adry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | No
         SettingsError: Inputs or settings that cannot work.
 
     """
-    arguments = dict(locals())  # the arguments alone, before any other name is bound
-
-    def estimate() -> CostEstimate:
-        checked = _plan(arguments)
-        _notify(checked.notes, warn)
-        return dry_run_of(checked, resume=resume)
-
-    return await asyncio.to_thread(estimate)
+    checked = _spec_of(locals())
+    return (await asyncio.to_thread(dry_run_spec, checked, warn=warn))[1]
 
 
-def dry_run(facts: Iterable[FactLike] | None = None, *, dataset: str | None = None,
-            triples: str | Path | None = None, sparql: str | None = None,
-            graph: str | None = None, where: str | None = None,
-            strategy: str = "dka", model: str = DEFAULT_MODEL,
-            consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
-            out: str | Path | None = None, data: str | Path | None = None,
-            limit: int | None = None, sample: int | None = None, seed: int | None = 0,
+def dry_run(facts: Iterable[FactLike] | None = None, *, model: str = DEFAULT_MODEL,
+            base_url: str | None = None, settings: Mapping[str, Any] | None = None,
+            dataset: str | None = None, triples: str | Path | None = None,
+            base_iri: str | None = None,
+            sparql: str | None = None, graph: str | None = None, where: str | None = None,
+            predicates: str | Sequence[str] | None = None,
+            exclude_predicates: str | Sequence[str] | None = None,
+            labels: str | Path | None = None, sample: int | None = None, seed: int | None = 0,
             stratify: str | None = None, per_stratum: int | None = None,
-            ids: Sequence[str] | None = None, labels: str | Path | None = None,
-            as_dataset: str | None = None, pricing: str | Path | None = None,
-            resume: bool = False, warn: Warn | None = None,
-            settings: Mapping[str, Any] | None = None,
-            prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
+            ids: Sequence[str] | None = None, as_dataset: str | None = None,
+            strategy: str = "dka", data: str | Path | None = None, limit: int | None = None,
+            concurrency: int | str = 4, max_concurrency: int = 64, cache: CacheChoice = True,
+            engine: str | Engine = "local", engine_options: Mapping[str, Any] | None = None,
+            ray_address: str | None = None, ray_workers: int | None = None,
+            ray_shard_mb: float | None = None, shards_uri: str | None = None,
+            out: str | Path | None = None, resume: bool = False, fresh: bool = False,
+            prompt: str | None = None, replay_latency: float = 0.0,
+            consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
+            show_progress: bool = False, pricing: str | Path | None = None, ci: bool = False,
+            repeats: int = 1, prefilter: str | None = None,
+            rules: Mapping[str, Any] | None = None, ontology: str | None = None,
+            shapes: str | None = None, spec: RunSpec | None = None, warn: Warn | None = None,
             **strategy_settings: Any) -> CostEstimate:
     """Estimate a run's calls, tokens and cost, for scripts without an event loop.
 
     Nothing is sent to a model (its server is reached once, as before a run).
-    ``kgcheck run --dry-run`` prints the same figures.
+    ``kgcheck run --dry-run`` prints the same figures (see ``adry_run``).
 
-    Args:
-        facts: Facts in memory (``Fact`` objects, mappings or ``(s, p, o)`` tuples).
-        dataset: A benchmark dataset (``yago``, ``factbench``, ``dbpedia``).
-        triples: Your own triples file (CSV, TSV, JSON Lines or RDF).
-        sparql: A SPARQL 1.1 endpoint's URL to read the facts from.
-        graph: With ``sparql``, the named graph to read.
-        where: With ``sparql``, a pattern binding ``?s ?p ?o``.
-        strategy: The strategy's name (``dka``, ``giv-z``, ``giv-f``, ``dka-sc``, ``rag``).
-        model: The model, as ``provider:name`` (``replay:gemma2:9b``, ``ollama:...``,
-            ``openai:...``, ``local:smollm2-135m``).
-        consensus: Models that vote instead of ``model`` (multi-model consensus).
-        judge: With ``consensus``, the model that breaks ties (none by default).
-        out: The run folder; by default one under ``runs/`` named after the run.
-        data: A folder in the upstream layout; by default ``$KGCHECK_DATA``, else vendored.
-        limit: Check the first ``limit`` facts.
-        sample: Check a seeded uniform sample of this many facts.
-        seed: Seed of ``sample``.
-        stratify: ``"predicate"``: with ``sample``, draw in proportion to the predicates.
-        per_stratum: With ``stratify``, draw this many facts of each stratum.
-        ids: Check the facts with these ids.
-        labels: A file of gold labels (``fact_id,label``) for facts without them.
-        as_dataset: The KG's name in the run (by default the file's stem).
-        pricing: A pricing file (per-token prices) for the summary's cost.
-        resume: Leave out the facts ``out`` already holds verdicts for.
-        warn: Receives warnings found before the run (e.g. facts without evidence);
-            by default they are issued as ``KgcheckWarning``.
-        settings: The strategy's settings as a mapping.
-        prefilter: ``"schema"``: check each fact against ``rules`` first, as the run
-            will; refuted facts cost no call (counted in ``prefilter`` of the estimate).
-        rules: With ``prefilter``, the schema strategy's settings (``{"ontology": FILE,
-            "shapes": FILE, ...}``).
-        **strategy_settings: The strategy's settings as keywords (``base_url=URL``,
-            ``max_attempts=5``; see ``settings``).
+    Every keyword but ``spec`` and ``warn`` is a field of ``RunSpec`` of the same name, with
+    the same default and meaning (``RunSpec`` documents each one, in groups: input,
+    sampling, strategy, model, engine, consensus and repeats, rules, output); a keyword that
+    is no field is a setting of the strategy (``max_attempts=5``, as in ``settings``).
+    ``spec`` is a whole ``RunSpec`` instead (keywords given besides replace its fields);
+    ``warn`` receives warnings found before the run (e.g. facts without evidence), by
+    default issued as ``KgcheckWarning``.
 
     Returns:
         The estimate: facts, calls, tokens and cost, in total and per model.

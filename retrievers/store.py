@@ -27,7 +27,9 @@ from kgcheck.retrievers.corpus import (
     fact_documents,
     is_tarball,
     iter_documents,
+    parse_corpus_link,
 )
+from kgcheck.retrievers.search.client import RemoteSource
 from kgcheck.vendored import SAMPLE_CORPUS
 
 CORPUS_ENV = "KGCHECK_CORPUS"
@@ -58,17 +60,6 @@ class DocumentSource(Protocol):
     def by_link(self, link: str) -> Document | None:
         """Find the document at a source URL or ``corpus://`` address, if the source has it."""
         ...
-
-
-def parse_corpus_link(link: str) -> tuple[str, str, int] | None:
-    """Split ``corpus://<dataset>/<fact id>/<n>`` into its parts."""
-    if not link.startswith("corpus://"):
-        return None
-    dataset, _, rest = link[len("corpus://"):].partition("/")
-    fact_id, _, number = rest.rpartition("/")
-    if not dataset or not fact_id or not number.isdigit():
-        return None
-    return dataset, fact_id, int(number)
 
 
 _SCHEMA = """
@@ -165,6 +156,35 @@ class CorpusStore:
                 flush()
         if rows:
             flush()
+        return count
+
+    def import_documents(self, documents: Iterable[Document], *, clear: str | None = None,
+                         batch: int = 500) -> int:
+        """Insert documents in one transaction: all of them, or none if reading them fails.
+
+        ``clear`` names a dataset whose stored documents are deleted first, in the same
+        transaction. Returns how many documents were written.
+        """
+        count = 0
+        rows: list[tuple[str, str, int, str, str, str]] = []
+        insert = "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?)"
+        with self._lock:
+            try:
+                if clear is not None:
+                    self._db.execute("DELETE FROM documents WHERE dataset = ?", (clear,))
+                for doc in documents:
+                    rows.append((doc.dataset, doc.fact_id, doc.doc_no, doc.url, doc.title,
+                                 doc.text))
+                    count += 1
+                    if len(rows) >= batch:
+                        self._db.executemany(insert, rows)
+                        rows.clear()
+                if rows:
+                    self._db.executemany(insert, rows)
+                self._db.commit()
+            except BaseException:
+                self._db.rollback()
+                raise
         return count
 
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
@@ -331,8 +351,6 @@ def sqlite_store(path: str, **_: Hashable) -> DocumentSource:
 
 def search_api(url: str, *, api_key: str = "", **_: Hashable) -> DocumentSource:
     """``search-api:<url>``: a search API compatible with FactCheck's (X-API-Key)."""
-    from kgcheck.retrievers.search.client import RemoteSource
-
     return RemoteSource(url, api_key)
 
 
@@ -393,15 +411,25 @@ def open_source(spec: str = "", *, api_key: str = "", dataset: str = "") -> Docu
 
 def import_corpus(source: str | Path, dataset: str, store_path: str | Path | None = None,
                   *, replace: bool = False) -> tuple[CorpusStore, int]:
-    """Copy one dataset's documents from a folder or tarball into the SQLite store."""
-    store = CorpusStore(store_path or default_store_path())
-    if replace:
-        with store._lock:
-            store._db.execute("DELETE FROM documents WHERE dataset = ?", (dataset.lower(),))
-            store._db.commit()
-    count = store.add(iter_documents(source, dataset))
-    if count == 0:
-        raise CorpusError(
-            f"{source}: no documents for dataset {dataset!r} (expected {LAYOUT_ROOT}/"
-            f"{dataset.lower()}/<fact id>/<n>.txt)")
+    """Copy one dataset's documents from a folder or tarball into the SQLite store.
+
+    All or nothing: a source that fails part way (over a size cap, unreadable) leaves the
+    store as it was, and a store this import created is removed.
+    """
+    path = Path(store_path or default_store_path())
+    created = not path.exists()
+    store = CorpusStore(path)
+    try:
+        count = store.import_documents(iter_documents(source, dataset),
+                                       clear=dataset.lower() if replace else None)
+        if count == 0:
+            raise CorpusError(
+                f"{source}: no documents for dataset {dataset!r} (expected {LAYOUT_ROOT}/"
+                f"{dataset.lower()}/<fact id>/<n>.txt)")
+    except BaseException:
+        store.close()
+        if created:
+            for leftover in (path, path.with_name(path.name + "-journal")):
+                leftover.unlink(missing_ok=True)
+        raise
     return store, count

@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from kgcheck.data.sources import json_objects, text_lines
 
 __all__ = ["CLUSTERS_FILE", "ERRORS_FILE", "EXPLANATIONS_FILE", "ErrorsInputError",
            "read_errors"]
@@ -38,15 +39,9 @@ def read_errors(folder: str | Path) -> list[dict[str, Any]]:
         raise ErrorsInputError(f"{folder}: no {ERRORS_FILE}; run `kgcheck errors RUN --out "
                                f"{folder}` first")
     records = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise ErrorsInputError(f"{path}, line {n}: malformed JSON") from None
-            if not isinstance(record, dict) or not {"run", "fact_id", "cluster"} <= set(record):
-                raise ErrorsInputError(f"{path}, line {n}: expected run, fact_id and cluster")
-            records.append(record)
+    # Lines within the line cap, JSON within safe_json's bounds: one line naming the line.
+    for n, record in json_objects(text_lines(path, ErrorsInputError), path, ErrorsInputError):
+        if not {"run", "fact_id", "cluster"} <= set(record):
+            raise ErrorsInputError(f"{path}, line {n}: expected run, fact_id and cluster")
+        records.append(record)
     return records

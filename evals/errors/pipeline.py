@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck import event_loop
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import RunFolderError, VerdictSink, checked_facts, exclusive
 from kgcheck.evals.errors.clusters import (
@@ -80,7 +81,7 @@ def _read_done(path: Path) -> dict[str, dict[str, Any]]:
     with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
-                rec = json.loads(line)
+                rec = safe_json.parse(line)
             except json.JSONDecodeError:
                 continue
             if isinstance(rec, dict) and {"run", "fact_id", "model"} <= set(rec):

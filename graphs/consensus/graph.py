@@ -28,6 +28,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
+from kgcheck.data import safe_json
 from kgcheck.data.facts import FactInput, Label, VerdictDict
 from kgcheck.graphs import verdicts
 from kgcheck.graphs.consensus.judges import (
@@ -130,6 +131,8 @@ class Vote(TypedDict):
     tokens_out: int | None
     error: str | None
     error_type: str | None
+    # The member's every call was served from the answer cache (present only when True).
+    cached: NotRequired[bool]
     # The member verdict's own confidence, reason, citations, correction and conversation.
     explained: NotRequired[dict[str, Any]]
 
@@ -223,7 +226,7 @@ def member_values(ctx: Context) -> dict[str, Any]:
     extra: Any = getattr(ctx, "member_settings", None) or {}
     if isinstance(extra, str):
         try:
-            extra = json.loads(extra) if extra.strip() else {}
+            extra = safe_json.parse(extra) if extra.strip() else {}
         except json.JSONDecodeError as exc:
             raise ConsensusError(f"member_settings: not valid JSON ({exc.msg})") from None
     if not isinstance(extra, Mapping):
@@ -258,7 +261,7 @@ def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
     details = verdict.get("details") or {}
     error = verdict.get("error")
     explained = {k: verdict[k] for k in EXPLAINED_FIELDS if verdict.get(k) not in (None, [])}
-    return Vote(
+    vote = Vote(
         index=index, model=spec, label=verdict.get("label", "NA"),
         raw=verdict.get("raw"), raws=list(verdict.get("raws") or []),
         attempts=int(verdict.get("attempts") or 0), seconds=float(verdict.get("seconds") or 0.0),
@@ -266,6 +269,9 @@ def _vote(index: int, spec: str, verdict: Mapping[str, Any]) -> Vote:
         error=error, error_type=details.get("error_type") if error else None,
         explained=explained,
     )
+    if verdict.get("cached"):
+        vote["cached"] = True
+    return vote
 
 
 def consensus_extras(votes: list[Vote], label: Label,

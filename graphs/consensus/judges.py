@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import ArgumentError
+from kgcheck.data import safe_json
 from kgcheck.providers import PROVIDERS, split_spec
 
 JUDGE_NONE = "none"
@@ -60,7 +61,7 @@ def parse_alignment(value: Mapping[str, Any] | str | None) -> dict[str, float]:
         if not path.is_file():
             raise ConsensusError(f"alignment: file {str(path)!r} does not exist")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = safe_json.parse(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ConsensusError(f"alignment: {path} is not valid JSON ({exc.msg})") from None
         value = data.get("alignment", data) if isinstance(data, dict) else None

@@ -26,6 +26,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from kgcheck.data import safe_json
 from kgcheck.data.facts import Fact, FactInput, VerdictDict, readable_term
 from kgcheck.graphs import explain, verdicts
 from kgcheck.graphs.calls import CallRecord, ask
@@ -202,7 +203,7 @@ def load_examples(path: Path) -> list[Example]:
 def _parse_examples(path: Path, stamp: int) -> tuple[Example, ...]:
     # `stamp` (the file's mtime) is part of the cache key so that an edited file is re-read.
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = safe_json.parse(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise PromptError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
     rows = data.get("examples") if isinstance(data, dict) else data

@@ -175,8 +175,9 @@ def parse_questions(text: str, limit: int) -> list[str]:
 
 
 def _step_call(step: str, reply: ModelReply) -> dict[str, Any]:
-    return {"step": step, "text": reply.text, "seconds": reply.seconds,
+    call = {"step": step, "text": reply.text, "seconds": reply.seconds,
             "tokens_in": reply.tokens_in, "tokens_out": reply.tokens_out}
+    return {**call, "cached": True} if reply.cached else call
 
 
 def _step_turns(ctx: RAGContext, step: str, messages: list[Any]) -> dict[str, Any]:

@@ -12,8 +12,10 @@ from functools import lru_cache
 from typing import Any, Literal, NotRequired
 from urllib.parse import unquote
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, field_validator
 from typing_extensions import TypedDict
+
+from kgcheck.data.input_limits import NAME_CHARS
 
 # NA: no usable answer. NEI: the model says the evidence (or its knowledge) is not enough
 # to decide, an answer only the not-enough-evidence prompt variants allow.
@@ -23,6 +25,9 @@ Label = Literal["T", "F", "NA", "NEI"]
 # while its longest real terms (abstracts used as objects) stay under 10,000 characters.
 MAX_TERM_CHARS = 20_000
 
+# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: an id
+# holding one could end a line, a comment or a record in a file kgcheck writes it into.
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _DUP_SUFFIX = re.compile(r"__\d+$")
 # A term that is an IRI (any scheme with //), or a path of one (Freebase's /people/person/...).
@@ -65,6 +70,32 @@ def readable_term(raw: str) -> str:
     return re.sub(r"\s+", " ", term).strip()
 
 
+def fact_id_problem(fact_id: str) -> str | None:
+    """Say what makes ``fact_id`` unusable as a fact's id; None when it is a good one."""
+    if (control := _ID_CONTROL.search(fact_id)) is not None:
+        return (f"fact id {_shown_id(fact_id)} holds a control character "
+                f"(U+{ord(control.group()):04X}); ids are one line of printable text")
+    if len(fact_id) > (limit := NAME_CHARS.value()):
+        return (f"fact id {_shown_id(fact_id)} is {len(fact_id):,} characters long, more "
+                f"than {limit:,} ({NAME_CHARS.hint()})")
+    return None
+
+
+def checked_fact_id(fact_id: str, where: str, error: type[ValueError]) -> str:
+    """Return ``fact_id`` if it can be a fact's id, else raise ``error`` naming ``where``.
+
+    Every reader of fact ids (triples files, labels, imported verdicts) calls it, so a bad
+    id is one line naming the input and the row; ``Fact`` itself refuses one as well.
+    """
+    if (problem := fact_id_problem(fact_id)) is not None:
+        raise error(f"{where}: {problem}")
+    return fact_id
+
+
+def _shown_id(fact_id: str) -> str:
+    return repr(fact_id if len(fact_id) <= 60 else fact_id[:57] + "...")
+
+
 class Fact(BaseModel):
     """One KG triple to check, with its gold label when known."""
 
@@ -84,6 +115,13 @@ class Fact(BaseModel):
     defect: str | None = Field(default=None, description="Why the triple cannot be sent.")
     rdf: dict[str, str] | None = Field(default=None, description="The triple's RDF terms in N-Triples syntax, when read from RDF.")
     rules: list[str] | None = Field(default=None, description="What the KG's rules say about the fact without deciding it, shown to the model as evidence.")
+
+    @field_validator("id")
+    @classmethod
+    def _printable_id(cls, value: str) -> str:
+        if (problem := fact_id_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
 
     @classmethod
     def from_triple(
@@ -167,6 +205,9 @@ class Verdict(BaseModel):
     seconds: float = 0.0
     tokens_in: int | None = None
     tokens_out: int | None = None
+    cached: bool = Field(
+        default=False, description="Every model call of this verdict was served from the "
+        "answer cache: no model ran now, and ``seconds`` is what the calls took when made.")
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
     confidence: float | None = Field(
@@ -215,6 +256,7 @@ class VerdictDict(TypedDict, total=False):
     seconds: float
     tokens_in: int | None
     tokens_out: int | None
+    cached: bool
     error: str | None
     details: dict[str, Any]
     confidence: float | None

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgcheck.data.facts import Fact
+from kgcheck.data.facts import Fact, checked_fact_id
 from kgcheck.data.labels import label_word
 from kgcheck.data.sources import (
     TriplesError,
     base_name,
     check_input,
     json_objects,
-    open_binary,
+    text_lines,
 )
 
 TERMS = ("subject", "predicate", "object")
@@ -57,23 +57,23 @@ class GoldLabels:
 
 def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     suffix = base_name(path)[1]
-    with open_binary(path) as fh:
-        try:
-            text = [line.decode("utf-8-sig") for line in fh]
-        except UnicodeDecodeError:
-            raise TriplesError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
+    text = text_lines(path, TriplesError)  # read as a stream, each line within the cap
     if suffix in (".jsonl", ".ndjson"):
         for n, row in json_objects(text, path):
             yield f"{path}, line {n}", row
     elif suffix in (".csv", ".tsv"):
         reader = csv.reader(text, delimiter="\t" if suffix == ".tsv" else ",")
-        header = [h.strip().lower() for h in next(reader, [])]
-        for n, fields in enumerate(reader, start=2):
-            if len(fields) > len(header) and any(f.strip() for f in fields[len(header):]):
-                raise TriplesError(f"{path}, row {n}: {len(fields)} fields but the header has "
-                                   f"{len(header)}; quote fields holding the delimiter")
-            if any(f.strip() for f in fields):
-                yield f"{path}, row {n}", dict(zip(header, fields, strict=False))
+        try:
+            header = [h.strip().lower() for h in next(reader, [])]
+            for n, fields in enumerate(reader, start=2):
+                if len(fields) > len(header) and any(f.strip() for f in fields[len(header):]):
+                    raise TriplesError(f"{path}, row {n}: {len(fields)} fields but the header "
+                                       f"has {len(header)}; quote fields holding the delimiter")
+                if any(f.strip() for f in fields):
+                    yield f"{path}, row {n}", dict(zip(header, fields, strict=False))
+        except csv.Error as exc:
+            raise TriplesError(f"{path}, line {reader.line_num}: malformed CSV ({exc})"
+                               ) from None
     else:
         raise TriplesError(f"{path}: labels must be .csv, .tsv or .jsonl, not {suffix!r}")
 
@@ -90,7 +90,7 @@ def read_gold(path: str | Path) -> GoldLabels:
                 f" ({row['label']!r} is no label; give T or F)"
                 if row.get("label") is not None and str(row["label"]).strip() else ""))
         if row.get("id") is not None and str(row["id"]).strip():
-            gold.by_id[str(row["id"]).strip()] = label
+            gold.by_id[checked_fact_id(str(row["id"]).strip(), where, TriplesError)] = label
         elif all(row.get(k) is not None and str(row[k]).strip() for k in TERMS):
             subject, predicate, obj = (str(row[k]).strip() for k in TERMS)
             gold.by_triple[(subject, predicate, obj)] = label

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgcheck.data.shard_store import is_uri, shown, storage_problem
 from kgcheck.data.sources import TriplesError
+from kgcheck.data.storage_uri import is_uri, shown, storage_problem
 
 __all__ = ["RemoteInput", "input_problem", "is_input_uri", "local_copy", "read_blocks",
            "read_range", "seek_ranges", "stat_input"]

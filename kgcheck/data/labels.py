@@ -18,13 +18,16 @@ unlabelled, a gold file refuses it (a gold row is there to give a label).
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgcheck.data.cells import restore
-from kgcheck.data.sources import json_objects
+from kgcheck.data.facts import checked_fact_id
+from kgcheck.data.input_limits import NAME_CHARS, checked_text
+from kgcheck.data.sources import json_objects, text_lines
 
 TRUE_WORDS = frozenset({"t", "true", "1", "yes", "y", "correct"})
 FALSE_WORDS = frozenset({"f", "false", "0", "no", "n", "incorrect"})
@@ -67,17 +70,19 @@ def iter_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         raise LabelsError(f"{path}: file not found")
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as fh:
-            for n, row in json_objects(fh, path, LabelsError):
-                yield f"{path}, line {n}", {str(k).strip().lower(): v for k, v in row.items()}
+        for n, row in json_objects(text_lines(path, LabelsError), path, LabelsError):
+            yield f"{path}, line {n}", {str(k).strip().lower(): v for k, v in row.items()}
     elif suffix in (".csv", ".tsv"):
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
+        reader = csv.DictReader(text_lines(path, LabelsError),
+                                delimiter="\t" if suffix == ".tsv" else ",")
+        try:
             for n, raw in enumerate(reader, start=2):
                 # Cells kgcheck wrote carry an apostrophe against formulas: drop it.
                 yield f"{path}, row {n}", {str(k).strip().lower(): restore(v)
                                            if isinstance(v, str) else v
                                            for k, v in raw.items() if k is not None}
+        except csv.Error as exc:
+            raise LabelsError(f"{path}, row {reader.line_num}: malformed CSV ({exc})") from None
     else:
         raise LabelsError(f"{path}: unsupported format {suffix!r}; use .csv, .tsv or .jsonl")
 
@@ -134,6 +139,7 @@ def read_labels(path: str | Path) -> LabelFile:
         fact_id = str(row["fact_id"] or "").strip()
         if not fact_id:
             raise LabelsError(f"{where}: empty fact_id")
+        checked_fact_id(fact_id, where, LabelsError)
         if fact_id in seen:
             raise LabelsError(f"{where}: fact {fact_id!r} is labelled again (first at "
                               f"{seen[fact_id].rsplit(', ', 1)[-1]})")
@@ -149,9 +155,14 @@ def read_labels(path: str | Path) -> LabelFile:
             weight_value = float(weight) if weight not in (None, "") else None
         except (TypeError, ValueError):
             raise LabelsError(f"{where}: weight {weight!r} is not a number") from None
-        out.rows.append(LabelRow(fact_id, value, where, str(row.get("stratum") or ""),
-                                 str(row.get("cluster") or ""), weight_value,
-                                 str(row.get("design") or "").strip()))
+        if weight_value is not None and not math.isfinite(weight_value):
+            raise LabelsError(f"{where}: weight {weight!r} is not a finite number")
+        stratum, cluster, design = (
+            checked_text(str(row.get(name) or "").strip() if name == "design"
+                         else str(row.get(name) or ""), NAME_CHARS, f"the {name}", where,
+                         LabelsError) for name in ("stratum", "cluster", "design"))
+        out.rows.append(LabelRow(fact_id, value, where, stratum, cluster, weight_value,
+                                 design))
     if not seen:
         raise LabelsError(f"{path}: no rows")
     if len(designs) > 1 and not all(is_review_design(d) for d in designs):

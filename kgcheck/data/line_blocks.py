@@ -1,9 +1,9 @@
 """Read a file of one record per line in large blocks, and find its records again by index.
 
-The raw-line samplers (``kgcheck.data.rdf_lines`` for N-Triples and N-Quads,
-``kgcheck.data.record_lines`` for JSON Lines, CSV and TSV) count a file's records block by
-block with byte searches, keeping per block only its line count and the lines that hold no
-record (``LineIndex``); a second read picks the chosen records by their index.
+The raw-line sampler (``kgcheck.data.record_lines``, for JSON Lines, CSV and TSV) counts a
+file's records block by block with byte searches, keeping per block only its line count and
+the lines that hold no record (``LineIndex``); a second read picks the chosen records by
+their index.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import IO
 
 import numpy as np
 
+from kgcheck.data.input_limits import LINE_BYTES
 from kgcheck.data.sources import TriplesError, open_binary
 
 # Large enough that a block's byte searches and arrays cost little per line, small enough
@@ -28,21 +29,55 @@ BLOCK_BYTES = 2 * 1024 * 1024
 Line = tuple[int, bytes]
 
 
-def file_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
-    """Yield a file in blocks of about ``block_bytes``, each cut at a line end."""
+class _LineTooLong(Exception):
+    """The line a block's cut falls in runs past the cap; ``before``: the block's lines before."""
+
+    def __init__(self, before: int) -> None:
+        super().__init__(before)
+        self.before = before
+
+
+def file_blocks(path: Path, block_bytes: int = BLOCK_BYTES,
+                max_line: int | None = None) -> Iterator[bytes]:
+    """Yield a file in blocks of about ``block_bytes``, each cut at a line end.
+
+    With ``max_line``, the line a cut falls in is read at most that far past the cut: a
+    longer one raises TriplesError naming the file and the line, never held whole (a
+    block holds at most ``block_bytes + max_line`` bytes).
+    """
+    number = 0  # the lines before the block, to name a line too long
     try:
         with open_binary(path) as fh:
             exact = isinstance(fh, io.BufferedReader)  # a plain file, cheap to seek in
-            while block := (_read_to_line_end(fh, block_bytes) if exact
+            while block := (_read_to_line_end(fh, block_bytes, max_line) if exact
                             else fh.read(block_bytes)):
                 if not block.endswith(b"\n"):
-                    block += fh.readline()  # to the end of the line the cut fell in
+                    try:  # to the end of the line the cut fell in
+                        block += _rest_of_line(fh, max_line)
+                    except _LineTooLong:
+                        raise _LineTooLong(block.count(b"\n")) from None
+                if max_line is not None:
+                    number += block.count(b"\n")
                 yield block
+    except _LineTooLong as exc:
+        raise TriplesError(f"{path}, line {number + exc.before + 1}: longer than "
+                           f"{max_line:,} bytes; a line holds one record "
+                           f"({LINE_BYTES.hint()})") from None
     except (OSError, EOFError) as exc:
         raise TriplesError(f"{path}: cannot be read ({exc})") from None
 
 
-def _read_to_line_end(fh: IO[bytes], block_bytes: int) -> bytes:
+def _rest_of_line(fh: IO[bytes], max_line: int | None) -> bytes:
+    """Read to the end of the current line, at most ``max_line`` bytes (None: no cap)."""
+    if max_line is None:
+        return fh.readline()
+    rest = fh.readline(max_line + 1)
+    if len(rest) > max_line and not rest.endswith(b"\n"):
+        raise _LineTooLong(0)
+    return rest
+
+
+def _read_to_line_end(fh: IO[bytes], block_bytes: int, max_line: int | None = None) -> bytes:
     """Read about ``block_bytes`` of a plain file, to the end of the line the cut falls in.
 
     The cut's line is found first (a seek past the block, one line read, a seek back), so
@@ -52,7 +87,11 @@ def _read_to_line_end(fh: IO[bytes], block_bytes: int) -> bytes:
     start = fh.tell()
     # From the block's last byte: a block already ending with a line end takes no more.
     fh.seek(start + block_bytes - 1)
-    rest = max(len(fh.readline()) - 1, 0)
+    try:
+        rest = max(len(_rest_of_line(fh, max_line)) - 1, 0)
+    except _LineTooLong:
+        fh.seek(start)
+        raise _LineTooLong(fh.read(block_bytes).count(b"\n")) from None
     fh.seek(start)
     return fh.read(block_bytes + rest)
 

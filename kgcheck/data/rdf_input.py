@@ -63,8 +63,11 @@ def _refuse_context(exc: SyntaxError, path: str | Path) -> None:
             "file); kgcheck loads none: write the context into the file") from None
 
 
-def parse_rdf(source: Source, rdf_format: ox.RdfFormat, path: str | Path) -> Iterator[ox.Quad]:
+def parse_rdf(source: Source, rdf_format: ox.RdfFormat, path: str | Path, *,
+              base_iri: str | None = None) -> Iterator[ox.Quad]:
     """Yield the quads of RDF read from ``source``, guarded (``path`` names it in errors).
+
+    Relative IRIs resolve against ``base_iri`` (None: refused, as the parser does).
 
     Raises:
         TriplesError: A guard refused the input (one line naming ``path``).
@@ -72,7 +75,7 @@ def parse_rdf(source: Source, rdf_format: ox.RdfFormat, path: str | Path) -> Ite
 
     """
     try:
-        yield from ox.parse(_guarded(source, rdf_format, path), rdf_format)
+        yield from ox.parse(_guarded(source, rdf_format, path), rdf_format, base_iri=base_iri)
     except SyntaxError as exc:
         _refuse_context(exc, path)
         raise

@@ -47,6 +47,7 @@ import numpy as np
 from kgcheck.data.block_arrays import BlockArrays, bytes_hashes, span_hashes
 from kgcheck.data.facts import MAX_TERM_CHARS, Fact
 from kgcheck.data.hash_spill import HashSpill
+from kgcheck.data.input_limits import LINE_BYTES
 from kgcheck.data.labels import label_word
 from kgcheck.data.line_blocks import (
     BLOCK_BYTES,
@@ -248,7 +249,7 @@ class RecordSampler:
             self.spanning = True
             return
         number = 0
-        for block in file_blocks(self.path, self.block_bytes):
+        for block in file_blocks(self.path, self.block_bytes, LINE_BYTES.value()):
             if (nul := block.find(b"\x00")) >= 0:
                 start = block.rfind(b"\n", 0, nul) + 1
                 decode_line(line_at(block, start), self.path,
@@ -331,7 +332,8 @@ class RecordSampler:
         """Return ``(index, (line number, line))`` for the records at these indices."""
         if self.spanning:
             return []
-        return list(self._index.pick(file_blocks(self.path, self.block_bytes), indices))
+        return list(self._index.pick(file_blocks(self.path, self.block_bytes,
+                                                 LINE_BYTES.value()), indices))
 
     def parse_chosen(self, chosen: list[tuple[int, Any]]) -> list[tuple[int, Fact]] | None:
         """Build the chosen records' facts; None when the file needs the full parse."""
@@ -527,7 +529,7 @@ class TableSampler(RecordSampler):
         self._content = re.compile(rb"[^" + blankish + rb"]")
 
     def _start(self) -> bool:
-        first = line_at(next(file_blocks(self.path, 1 << 16), b""), 0)
+        first = line_at(next(file_blocks(self.path, 1 << 16, LINE_BYTES.value()), b""), 0)
         if b'"' in first and not self._one_line.fullmatch(first):
             return False
         self.header = table_header(self._fields(1, first), self.path)

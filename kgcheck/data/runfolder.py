@@ -41,11 +41,15 @@ from typing import Any, NotRequired
 from typing_extensions import TypedDict
 
 from kgcheck.arguments import Arg, ArgumentMessage, literal
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.cells import neutralise, restore
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.facts import Fact
+from kgcheck.data.input_uri import is_input_uri, local_copy
 from kgcheck.data.labels import LabelsError
+from kgcheck.data.run_errors import RunError, RunFolderError
+from kgcheck.data.shard_store import ShardStore, shard_name
 from kgcheck.data.triples import read_triples
 from kgcheck.data.upstream import as_source
 from kgcheck.data.verdict_schema import shape_problem
@@ -101,14 +105,6 @@ REVIEW_LABELS = ("T", "F", "skip")
 CORRECTION_DECISIONS = ("accept", "edit", "reject")
 
 Warn = Callable[[str], None]
-
-
-class RunError(ArgumentMessage, RuntimeError):
-    """The run cannot start or go on; the message says why and what to do."""
-
-
-class RunFolderError(ArgumentMessage, ValueError):
-    """A folder that is not a run folder, or one whose files are malformed."""
 
 
 def short_repr(value: Any, limit: int = 60) -> str:
@@ -170,7 +166,7 @@ def verdict_lines(path: Path, *, checked: bool = False) -> Iterator[VerdictLine]
                 continue
             try:
                 # Bytes that are not UTF-8 are replaced, not a reason to drop the verdict.
-                record = json.loads(line.decode("utf-8", errors="replace"))
+                record = safe_json.parse(line.decode("utf-8", errors="replace"))
             except json.JSONDecodeError:
                 yield n, start, len(line), None, "incomplete or malformed JSON"
                 continue
@@ -187,11 +183,6 @@ def problem_note(path: Path, problems: Sequence[str]) -> str:
             "those facts keep their last good verdict or run again")
 
 
-def shard_name(index: int, suffix: str) -> str:
-    """Return the file name of shard ``index`` (``00007.jsonl``, ``00007.done``)."""
-    return f"{index:05d}{suffix}"
-
-
 def shard_verdicts_path(folder: Path, index: int) -> Path:
     """Return the verdict file of shard ``index`` of a sharded run (``shards/00007.jsonl``)."""
     return Path(folder) / SHARDS / shard_name(index, ".jsonl")
@@ -205,21 +196,17 @@ def shard_done_path(folder: Path, index: int) -> Path:
 def shard_store_uri(folder: Path) -> str | None:
     """Return the remote store a sharded run's plan names (None: its shards are local)."""
     try:
-        plan = json.loads((Path(folder) / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
+        plan = safe_json.parse((Path(folder) / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     store = plan.get("store") if isinstance(plan, dict) else None
     return store if isinstance(store, str) and store else None
 
 
-def _remote_store(folder: Path) -> Any:
+def _remote_store(folder: Path) -> ShardStore | None:
+    """Return the remote store a sharded run's shards are at (None: they are local)."""
     uri = shard_store_uri(folder)
-    if uri is None:
-        return None
-    # Imported here: the store module builds on this one.
-    from kgcheck.data.shard_store import ShardStore
-
-    return ShardStore(uri)
+    return None if uri is None else ShardStore(uri)
 
 
 def verdict_files(folder: Path) -> list[Path]:
@@ -337,7 +324,7 @@ def read_verdict_at(path: Path, offset: int, length: int) -> dict[str, Any]:
         fh.seek(offset)
         line = fh.read(length)
     try:
-        record = json.loads(line)
+        record = safe_json.parse(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise RunFolderError(f"{path}: no verdict at byte {offset} (was the file replaced "
                              "since it was indexed?)") from None
@@ -396,7 +383,7 @@ def read_run_info(folder: Path, error: type[Exception] = RunFolderError) -> dict
     if not info_path.is_file():
         raise error(f"{folder} is not a kgcheck run folder (no {RUN_INFO})")
     try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = safe_json.parse(info_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{info_path}: malformed JSON: {getattr(exc, 'msg', exc)}") from None
     if not isinstance(info, dict):
@@ -410,7 +397,7 @@ def read_summary(folder: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = safe_json.parse(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     return summary if isinstance(summary, dict) else None
@@ -418,7 +405,7 @@ def read_summary(folder: Path) -> dict[str, Any] | None:
 
 def write_json(path: Path, value: Any) -> None:
     """Replace a JSON file of the folder atomically (``indent=1``, one trailing newline)."""
-    write_text_atomic(path, json.dumps(value, indent=1) + "\n")
+    write_text_atomic(path, safe_json.dumps(value, indent=1) + "\n")
 
 
 def amend_summary(out_dir: Path, fields: Mapping[str, Any]) -> None:
@@ -469,7 +456,7 @@ class VerdictSink:
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append one record as a JSON line; on OSError the file is left as it was."""
-        data = memoryview((json.dumps(record) + "\n").encode("utf-8"))
+        data = memoryview((safe_json.dumps(record) + "\n").encode("utf-8"))
         size = os.fstat(self.fd).st_size
         try:
             while data:
@@ -530,9 +517,6 @@ def checked_facts(run_dir: Path, info: Mapping[str, Any], data: str | Path | Non
     """
     source = str(info.get("source") or "")
     dataset = str(info.get("dataset") or "")
-    # Imported here: the input's storage module reads run folders' shard stores.
-    from kgcheck.data.input_uri import is_input_uri, local_copy
-
     try:
         if is_input_uri(source):
             # A sharded run's input at a URL: read from a copy, as a local file is read.

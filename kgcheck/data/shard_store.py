@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import literal
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import atomic_path, write_text_atomic
-from kgcheck.data.runfolder import RunError, shard_name
+from kgcheck.data.run_errors import RunError
+from kgcheck.data.storage_uri import is_uri, shown
 
-__all__ = ["PULLED", "ShardStore", "StoreError", "is_uri", "shown", "storage_problem"]
+__all__ = ["PULLED", "ShardStore", "StoreError", "shard_name"]
 
 # The local copies' manifest in RUN/shards/: name -> [size, ETag] of each pulled object.
 PULLED = ".pulled.json"
@@ -47,36 +49,9 @@ class StoreError(RunError):
     """A shard store that cannot be reached, read or written: one line naming it."""
 
 
-def is_uri(text: str | Path) -> bool:
-    """Tell whether ``text`` names a remote store (a URL other than ``file://``)."""
-    scheme, sep, _ = str(text).partition("://")
-    return bool(sep) and scheme.isidentifier() and scheme.lower() not in ("file", "local")
-
-
-def storage_problem(uri: str) -> str | None:
-    """Say why a URI's storage cannot be used here (None: its fsspec protocol is installed)."""
-    import fsspec
-
-    protocol = str(uri).partition("://")[0].lower()
-    try:
-        fsspec.get_filesystem_class(protocol)
-    except ImportError as exc:
-        package = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs",
-                   "abfs": "adlfs", "az": "adlfs"}.get(protocol)
-        fix = f"pip install {package}" if package else str(exc).splitlines()[0]
-        return f"the {protocol}:// storage needs a package that is not installed ({fix})"
-    except ValueError:
-        return f"no storage is known for {protocol}:// (fsspec protocols: s3, gs, abfs, ...)"
-    return None
-
-
-def shown(uri: str) -> str:
-    """Return a store's URI as it may be shown: any credentials in it left out."""
-    scheme, sep, rest = uri.partition("://")
-    if not sep:
-        return uri
-    host, slash, path = rest.partition("/")
-    return f"{scheme}://{host.rpartition('@')[2]}{slash}{path}"
+def shard_name(index: int, suffix: str) -> str:
+    """Return the file name of shard ``index`` (``00007.jsonl``, ``00007.done``)."""
+    return f"{index:05d}{suffix}"
 
 
 def _is_shard_file(name: str) -> bool:
@@ -296,7 +271,7 @@ class ShardStore:
         into.mkdir(parents=True, exist_ok=True)
         manifest_path = into / PULLED
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            manifest = safe_json.parse(manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             manifest = {}
         for name, item in sorted(held.items()):

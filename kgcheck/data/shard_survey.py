@@ -41,7 +41,6 @@ from kgcheck.data.rdf import (
     row_fact,
 )
 from kgcheck.data.rdf import triple_row as _triple_row
-from kgcheck.data.rdf_lines import LineSampler
 from kgcheck.data.shards import Shard, shard_bytes
 from kgcheck.data.sources import TriplesError
 from kgcheck.data.triples import jsonl_facts, repeated_id
@@ -302,7 +301,7 @@ def shard_facts(source: ShardSource, shard: Shard, drops: set[int],
 
     ``drops`` are the places of the repeats (``shard_drops``); ``names`` the merged names
     (``merge_names``). Past the names' cap the shard's terms are looked up in the file's
-    naming lines (a byte search over the file), as one pass does for the facts it keeps.
+    naming triples (a parse of the file), as one pass does for the facts it keeps.
     """
     chooser = copy.deepcopy(source.predicates)
     data = shard_bytes(shard, source.stamp)
@@ -323,7 +322,7 @@ def shard_facts(source: ShardSource, shard: Shard, drops: set[int],
                                "names past that are looked up in a local file only: give a "
                                "local copy of it")
         wanted = {term for fact in kept() if fact.rdf for term in fact.rdf.values()}
-        found = LineSampler(RdfReader(source.path, source.dataset)).names_of(wanted)
+        found = RdfReader(source.path, source.dataset).names_of(wanted)
     else:
         found.merge(best)
     for batch in batched(kept(), NAME_BATCH):

@@ -7,11 +7,13 @@ A missing path, a folder or a device (``/dev/zero``) is named as such before any
 from __future__ import annotations
 
 import gzip
-import json
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, cast
+
+from kgcheck.data.input_limits import bounded_lines
+from kgcheck.data.safe_json import loads
 
 
 class TriplesError(ValueError):
@@ -55,16 +57,30 @@ def json_objects(lines: Iterable[str], path: str | Path, error: type[ValueError]
                  first_line: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each non-blank line of a JSON Lines file.
 
-    A line that is not JSON, or not a JSON object, raises ``error`` naming the file and line
-    (``first_line``: the number of the first of ``lines`` in the file).
+    A line that is not JSON within ``safe_json``'s bounds, or not a JSON object, raises
+    ``error`` naming the file and line (``first_line``: the number of the first of ``lines``
+    in the file).
     """
     for n, line in enumerate(lines, start=first_line):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(f"{path}, line {n}: malformed JSON ({exc.msg})") from None
+        row = loads(line, f"{path}, line {n}", error)
         if not isinstance(row, dict):
             raise error(f"{path}, line {n}: expected a JSON object")
         yield n, row
+
+
+def text_lines(path: Path, error: type[ValueError] = TriplesError) -> Iterator[str]:
+    """Yield the lines of a UTF-8 text file (``.gz`` read through), each within the line cap.
+
+    A line over the cap (``input_limits.LINE_BYTES``) or not UTF-8 raises ``error`` naming
+    the file and the line; line ends are kept, as a text file's iteration keeps them.
+    """
+    with open_binary(path) as fh:
+        for number, raw in bounded_lines(fh, path, error):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise error(f"{path}, line {number}: not UTF-8 text (byte "
+                            f"0x{raw[exc.start]:02x} at column {exc.start + 1}); save the "
+                            "file as UTF-8") from None

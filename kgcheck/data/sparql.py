@@ -32,6 +32,7 @@ from tenacity import (
 )
 
 from kgcheck.arguments import truthy
+from kgcheck.data import safe_json
 from kgcheck.data.facts import Fact
 from kgcheck.data.httpbody import (
     ACCEPT_ENCODING,
@@ -179,7 +180,7 @@ class SparqlClient:
             raise _Retryable("an HTML page instead of SPARQL results (is this the endpoint "
                              "URL, e.g. .../sparql?)")
         try:
-            payload = json.loads(body.body())
+            payload = safe_json.parse(body.body())
             bindings = payload["results"]["bindings"]
         except (ValueError, KeyError, TypeError):
             raise SparqlError(f"SPARQL endpoint {where} answered {kind or 'something'} that is "

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from kgcheck.data.facts import Fact
+from kgcheck.data.facts import Fact, checked_fact_id
+from kgcheck.data.input_limits import bounded_lines
 from kgcheck.data.labels import label_word
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
 from kgcheck.data.sources import (
@@ -44,7 +45,7 @@ def _fact_id(row: dict[str, Any], where: str, row_number: int) -> str:
     if not text:
         raise TriplesError(f"{where}: id is blank; give every row an id or leave the id "
                            "out (then the row number is the id)")
-    return text
+    return checked_fact_id(text, where, TriplesError)
 
 
 def term_text(row: dict[str, Any], name: str) -> str:
@@ -76,10 +77,13 @@ def decode_line(raw: bytes, path: str | Path, number: int) -> str:
 
 
 def _text_lines(fh: IO[bytes], path: str | Path, first_line: int = 1) -> Iterator[str]:
-    """Decode a file line by line, so that bad bytes are reported with their line."""
+    """Decode a file line by line, so that bad bytes are reported with their line.
+
+    A line longer than the line cap (``input_limits.LINE_BYTES``) is refused unread.
+    """
     number = first_line - 1
     try:
-        for number, raw in enumerate(fh, start=first_line):  # noqa: B007 - the count is the location
+        for number, raw in bounded_lines(fh, path, TriplesError, first_line):  # noqa: B007 - the count is the location
             yield decode_line(raw, path, number)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise TriplesError(f"{path}, line {number + 1}: broken gzip data ({exc})") from None
@@ -196,12 +200,17 @@ def iter_triples(path: str | Path, dataset: str = "", *, reader: RdfReader | Non
                            f"{', '.join(SUFFIXES)} (optionally .gz)")
 
 
-def read_triples(path: str | Path, dataset: str = "") -> list[Fact]:
-    """Load every fact of a triples file (CSV, TSV, JSON Lines or RDF)."""
+def read_triples(path: str | Path, dataset: str = "", *, base_iri: str | None = None
+                 ) -> list[Fact]:
+    """Load every fact of a triples file (CSV, TSV, JSON Lines or RDF).
+
+    ``base_iri`` resolves the relative IRIs of a Turtle, TriG or RDF/XML file (by default
+    the file's own URI).
+    """
     reader = None
     path = check_input(path)
     if base_name(path)[1] in RDF_SUFFIXES:
-        reader = RdfReader(path, dataset or base_name(path)[0])
+        reader = RdfReader(path, dataset or base_name(path)[0], base_iri)
     facts = list(iter_triples(path, dataset, reader=reader))
     if not facts:
         raise TriplesError(f"{path}: no facts found")

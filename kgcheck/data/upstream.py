@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from kgcheck.data import safe_json
 from kgcheck.vendored import FACTCHECK_DIR
 
 VENDORED_DIR = FACTCHECK_DIR
@@ -64,8 +65,10 @@ class DataSource(Protocol):
 
 def _load_json_text(text: str, where: str) -> Any:
     try:
-        # Upstream DBpedia data holds a bare NaN; Python's json accepts it.
-        return json.loads(text)
+        # Upstream DBpedia data holds a bare NaN: read, and flagged as its fact's defect.
+        return safe_json.parse(text, nan_constants=True)
+    except safe_json.JsonRefused as exc:
+        raise DataError(f"{where}: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         raise DataError(f"{where}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
 

@@ -37,6 +37,12 @@ from kgcheck.providers.transports import redact_url
 # The settings that change what a model answers; timeouts and retries do not.
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "repeat_penalty", "base_url",
                  "constraint")
+# A local model's answer also depends on whether llama.cpp reused a computed prefix.
+LOCAL_KEYS = ("local_prefix_reuse",)
+# Raised whenever what kgcheck sends for the same settings changes (2: a call held to an
+# answer format asks for more alternatives and no repeat penalty), so that no answer to an
+# older request is served for a newer one.
+KEY_VERSION = 2
 CACHE_FILE = "answers.sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -90,11 +96,13 @@ def answer_key(model: str, messages: Sequence[BaseMessage], settings: Mapping[st
     ``repeat`` is the repeat index of a run with repeats: each repeat asks anew, so no
     answer is shared between two repeats (nor with a run without repeats).
     """
+    keys = SAMPLING_KEYS + LOCAL_KEYS if model.startswith("local:") else SAMPLING_KEYS
     payload: dict[str, Any] = {
+        "version": KEY_VERSION,
         "model": model,
         "messages": [[m.type, m.content] for m in messages],
         "settings": {k: (redact_url(str(settings[k])) if k == "base_url" else settings[k])
-                     for k in SAMPLING_KEYS if k in settings},
+                     for k in keys if k in settings},
         "draw": int(draw),
     }
     if repeat is not None:

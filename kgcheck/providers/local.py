@@ -278,10 +278,10 @@ def build(name: str, settings: ModelSettings) -> BaseChatModel:
     if server is None or not server.alive():
         server = start(name, settings)
     chat_class: Callable[..., BaseChatModel] = local_chat_class()
-    # At temperature 0 a run is meant to be reproducible: llama.cpp's arithmetic on a prompt
-    # whose prefix it reuses from the previous request differs slightly from a fresh one,
-    # so answers would depend on the order facts arrive in. Each prompt is computed afresh.
-    body = {"cache_prompt": False} if settings.temperature == 0 else {}
+    # llama.cpp reuses the prefix a prompt shares with the previous request (cache_prompt):
+    # the logits then depend on where the computed part starts, which the previous prompt
+    # decides. local_prefix_reuse=false computes every prompt afresh: bit-exact, slow.
+    body = {"cache_prompt": bool(settings.local_prefix_reuse)}
     return openai_api_model(f"local:{name}", server.key.model, settings, base_url=server.url,
                             api_key=server.api_key, compatible=True, chat_class=chat_class,
                             extra_body=body, server_id=server.key.id)

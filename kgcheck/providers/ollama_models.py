@@ -8,11 +8,11 @@ does not stop the run: the first call then says what is wrong.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 import httpx
 
+from kgcheck.data import safe_json
 from kgcheck.data.httpbody import ACCEPT_ENCODING, BodyDecodeError, read_capped
 from kgcheck.providers.secrets import redact_url
 from kgcheck.providers.transports import REACH_TIMEOUT, UnknownModelError, ssl_context
@@ -64,7 +64,7 @@ def pulled_models(host: str, timeout: float) -> list[str] | None:
     if body.over:
         return None
     try:
-        data = json.loads(body.body())
+        data = safe_json.parse(body.body())
     except ValueError:
         return None
     listed = data.get("models") if isinstance(data, dict) else None

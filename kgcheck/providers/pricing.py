@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data import safe_json
+
 # No model is called (recorded or scripted answers): always free.
 FREE_PROVIDERS = ("replay", "scripted")
 # Models on your own machine: free unless the pricing file lists them.
@@ -72,7 +74,7 @@ def load_pricing(path: str | Path | None = None) -> Pricing:
     if not file.is_file():
         raise PricingError(f"pricing file {file} not found")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = safe_json.parse(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PricingError(f"pricing file {file}: not JSON ({exc})") from None
     chat = data.get("chat") if isinstance(data, dict) else None

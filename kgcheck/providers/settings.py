@@ -63,6 +63,13 @@ class ModelSettings:
         default=0,
         metadata={"description": "local: models only: the llama.cpp server's port on "
                   "127.0.0.1; 0 = a free one."})
+    local_prefix_reuse: bool = field(
+        default=True,
+        metadata={"description": "local: models only: let the llama.cpp server reuse the "
+                  "part of a prompt it computed for the request before (the instructions and "
+                  "examples every fact shares): many times faster, but at temperature 0 a "
+                  "verdict may change with the order facts arrive in; false computes every "
+                  "prompt afresh (bit-exact whatever the order)."})
     replay_latency: float = field(
         default=0.0,
         metadata={"description": "Replay only: sleep this multiple of each recorded response "

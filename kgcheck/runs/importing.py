@@ -16,15 +16,17 @@ false``) becomes an NA verdict whose ``error`` says so.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import ArgumentError
-from kgcheck.data.facts import Fact
+from kgcheck.data.facts import Fact, checked_fact_id
+from kgcheck.data.input_limits import NAME_CHARS, TEXT_CHARS, checked_text
 from kgcheck.data.labels import LabelsError, iter_rows, label_word
+from kgcheck.data.safe_json import load_file
 from kgcheck.graphs.parsing import parse_verdict
 from kgcheck.runs.runner import RunInfo, RunResult, check_facts
 
@@ -91,12 +93,32 @@ def _study_label(value: Any, where: str) -> str:
     raise VerdictImportError(f"{where}: response {value!r} is not a verdict")
 
 
+def _name(value: Any, what: str, where: str) -> str:
+    """Return a model's or method's name as text, refused when longer than the name cap."""
+    return checked_text(str(value), NAME_CHARS, what, where, VerdictImportError)
+
+
+def _answer(value: Any, where: str) -> str:
+    """Return an answer's text as stored, refused when longer than the text cap."""
+    return checked_text(str(value), TEXT_CHARS, "the answer", where, VerdictImportError)
+
+
+def _fact_id(value: Any, where: str) -> str:
+    return checked_fact_id(str(value).strip(), where, VerdictImportError)
+
+
+def _seconds(value: Any, where: str) -> float:
+    """Return a response time in seconds: a finite number at least 0, else 0 when absent."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return 0.0
+    seconds = float(value)  # safe_json bounds the digits, so this cannot overflow
+    if not math.isfinite(seconds) or seconds < 0:
+        raise VerdictImportError(f"{where}: response_time {value!r} is not a duration")
+    return seconds
+
+
 def _read_study(path: Path, out: VerdictFile) -> None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise VerdictImportError(
-            f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    data = load_file(path, VerdictImportError)
     rows = data.get("results") if isinstance(data, dict) else data
     if not isinstance(rows, list):
         raise VerdictImportError(f"{path}: expected a JSON list of results (or an object with "
@@ -107,55 +129,67 @@ def _read_study(path: Path, out: VerdictFile) -> None:
         where = f"{path}, record {n}"
         if not isinstance(row, dict) or not ({"id", "fact_id"} & set(row)):
             raise VerdictImportError(f"{where}: has no 'id'")
-        fact_id = str(row.get("id", row.get("fact_id")))
+        fact_id = _fact_id(row.get("id", row.get("fact_id")), where)
         answer = row.get("majority_decision", row.get("response"))
+        if isinstance(answer, str):
+            _answer(answer, where)
         raw = row.get("full_answer") if isinstance(row.get("full_answer"), str) else answer
-        took = row.get("response_time")
-        seconds = float(took) if isinstance(took, int | float) else 0.0
+        seconds = _seconds(row.get("response_time"), where)
         if row.get("success") is False:
-            out.verdicts.append(ImportedVerdict(fact_id, "NA", where, str(raw), seconds,
-                                                "the call failed in the original run"))
+            out.verdicts.append(ImportedVerdict(fact_id, "NA", where, _answer(raw, where),
+                                                seconds, "the call failed in the original run"))
             continue
         out.verdicts.append(ImportedVerdict(fact_id, _study_label(answer, where), where,
-                                            None if raw is None else str(raw), seconds))
+                                            None if raw is None else _answer(raw, where),
+                                            seconds))
 
 
 def _name_members(rows: list[Any], out: VerdictFile) -> None:
     # A majority-vote file names its members and method in each fact's votes.
     models: dict[str, None] = {}
     methods: dict[str, None] = {}
-    for row in rows:
+    for n, row in enumerate(rows):
+        where = f"{out.path}, record {n}"
         for vote in (row.get("individual_votes") or []) if isinstance(row, dict) else []:
             if isinstance(vote, dict):
-                models.setdefault(str(vote.get("model_name") or ""), None)
-                methods.setdefault(str(vote.get("method") or "").upper(), None)
+                models.setdefault(_name(vote.get("model_name") or "", "the model name",
+                                        where), None)
+                methods.setdefault(_name(vote.get("method") or "", "the method",
+                                         where).upper(), None)
     models.pop("", None)
     methods.pop("", None)
     if models and not out.model:
-        out.model = ",".join(models)
+        out.model = _name(",".join(models), "the models' names", str(out.path))
     if len(methods) == 1 and out.method in (None, "MAJORITY"):
         out.method = next(iter(methods)) + "-MAJORITY"
 
 
 def _read_table(path: Path, out: VerdictFile) -> None:
+    try:
+        _read_table_rows(path, out)
+    except LabelsError as exc:  # the labels reader's line or row, as this reader's error
+        raise VerdictImportError(str(exc)) from None
+
+
+def _read_table_rows(path: Path, out: VerdictFile) -> None:
     models, methods = set(), set()
     for where, row in iter_rows(path):
         if "fact_id" not in row or "label" not in row:
             raise VerdictImportError(f"{where}: needs fact_id and label columns (found: "
                                f"{', '.join(sorted(row))})")
-        try:
-            value = label_word(row["label"], where)
-        except LabelsError as exc:
-            raise VerdictImportError(str(exc)) from None
+        value = label_word(row["label"], where)
         label = "NA" if value is None else ("T" if value else "F")
-        out.verdicts.append(ImportedVerdict(str(row["fact_id"]).strip(), label, where,
-                                            str(row["label"])))
+        out.verdicts.append(ImportedVerdict(_fact_id(row["fact_id"], where), label, where,
+                                            _answer(row["label"], where)))
         if row.get("model"):
-            models.add(str(row["model"]))
+            models.add(_name(row["model"], "the model name", where))
         if row.get("method"):
-            methods.add(str(row["method"]))
-    out.model = out.model or (", ".join(sorted(models)) if models else None)
-    out.method = out.method or (", ".join(sorted(methods)) if methods else None)
+            methods.add(_name(row["method"], "the method", where))
+    # Many names joined are one name too: run.json and the summary keep it.
+    out.model = out.model or (_name(", ".join(sorted(models)), "the models' names",
+                                    str(path)) if models else None)
+    out.method = out.method or (_name(", ".join(sorted(methods)), "the methods' names",
+                                      str(path)) if methods else None)
 
 
 def read_verdict_file(path: str | Path) -> VerdictFile:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import Arg
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import (
     RUN_INFO,
@@ -142,9 +142,9 @@ def combine_shard(job: CombineJob, index: int) -> dict[str, Any]:
     if finished is not None:
         out.remove(shard_name(index, ".done"))  # made from other verdicts: no longer true
     with out.shard_file(index) as path:
-        write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records))
+        write_text_atomic(path, "".join(safe_json.dumps(r) + "\n" for r in records))
         if None not in sources:
-            out.finish(index, path, json.dumps(marker) + "\n")
+            out.finish(index, path, safe_json.dumps(marker) + "\n")
     return marker
 
 
@@ -252,7 +252,7 @@ def _prepare(sharded: ShardedRun, info: RunInfo, out_dir: Path, repeats: int,
                                                         cluster_cpus()), old["shard_bytes"])
         info_path = out_dir / RUN_INFO
         try:
-            before = json.loads(info_path.read_text(encoding="utf-8")).get("repeats")
+            before = safe_json.parse(info_path.read_text(encoding="utf-8")).get("repeats")
         except (OSError, ValueError, AttributeError):
             before = None
         if resume and before is not None and before != repeats:
@@ -263,8 +263,8 @@ def _prepare(sharded: ShardedRun, info: RunInfo, out_dir: Path, repeats: int,
         store = ShardStore(where) if where else local_store(out_dir)
         prepare_sharded(out_dir, info, plan_of(sharded.survey.shards, sharded.shard_bytes, store),
                         store, resume=resume, fresh=fresh)
-        stored = json.loads(info_path.read_text(encoding="utf-8"))
-        write_run_file(info_path, json.dumps({**stored, "repeats": repeats}, indent=1) + "\n")
+        stored = safe_json.parse(info_path.read_text(encoding="utf-8"))
+        write_run_file(info_path, safe_json.dumps({**stored, "repeats": repeats}, indent=1) + "\n")
     return sharded, store
 
 
@@ -300,6 +300,6 @@ def _combine(sharded: ShardedRun, info: RunInfo, out_dir: Path, store: ShardStor
         if aborted:
             summary["aborted"] = aborted
         summary = redact_value(summary)
-        write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+        write_run_file(out_dir / SUMMARY, safe_json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, VerdictsView(out_dir), summary, summary.get("aborted"), outcomes,
                      tally)

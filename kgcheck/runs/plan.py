@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgcheck.arguments import NAME_ONLY, Arg, ArgumentError, ArgumentNote, literal, truthy
+from kgcheck.arguments import Arg, ArgumentNote, literal, truthy
 from kgcheck.data.datasets import load_facts
 from kgcheck.data.fact_stream import FactStream
 from kgcheck.data.facts import Fact
@@ -25,7 +25,7 @@ from kgcheck.data.gold import read_gold
 from kgcheck.data.input_uri import input_problem, is_input_uri, stat_input
 from kgcheck.data.predicates import PREFIXES, PredicateFilter, PredicateFilterError
 from kgcheck.data.rdf import RDF_SUFFIXES, RdfReader
-from kgcheck.data.rdf_lines import line_source
+from kgcheck.data.rdf_sampler import rdf_source
 from kgcheck.data.record_lines import record_source
 from kgcheck.data.recordings import has_recordings, recorded_models
 from kgcheck.data.runfolder import (
@@ -34,16 +34,16 @@ from kgcheck.data.runfolder import (
 )
 from kgcheck.data.sampling import Selection
 from kgcheck.data.sampling import select_facts as _select_facts
-from kgcheck.data.shard_store import shown
 from kgcheck.data.shard_survey import ShardSource, head_facts
 from kgcheck.data.shards import ParallelRead, ShardedReader, can_shard
 from kgcheck.data.sources import base_name, check_input
 from kgcheck.data.sparql import SparqlReader, redact_endpoint
+from kgcheck.data.storage_uri import is_uri, shown, storage_problem
 from kgcheck.data.upstream import as_source, canonical_dataset, dataset_names
 from kgcheck.evals.stats.tables import pair_intervals, run_intervals
 from kgcheck.graphs.consensus.graph import settings_class
 from kgcheck.graphs.consensus.judges import CONS_JUDGES, JUDGE_NONE
-from kgcheck.graphs.context import DEFAULT_MODEL, Context
+from kgcheck.graphs.context import Context
 from kgcheck.graphs.prompting import check_prompts
 from kgcheck.graphs.registry import GraphKey, Strategy, get_strategy
 from kgcheck.graphs.strategies.schema import SchemaContext
@@ -75,22 +75,20 @@ from kgcheck.runs.runner import (
     public_settings,
     run_config,
 )
+from kgcheck.runs.spec import RunSpec, SettingsError, merged_settings
 
 __all__ = ["CacheChoice", "EngineOnDemand", "FactLike", "FactSource", "KgcheckWarning",
            "ParallelReadChoice", "RunPlan", "SettingsError", "Warn", "as_facts", "as_facts_lazy",
            "cache_path", "check_models", "check_prompt_files", "check_replay",
-           "check_run_arguments", "default_out_dir", "dry_run_of", "execute", "fact_source",
+           "default_out_dir", "dry_run_of", "execute", "fact_source",
            "make_context", "merged_settings", "open_engine", "own_kg_name", "parse_setting_pairs",
-           "plan_run", "prompt_digests", "recordable", "setting_fields"]
+           "plan_run", "prompt_digests", "read_setting_pairs", "recordable",
+           "setting_fields"]
 
 FactLike = Fact | Mapping[str, Any]
 Warn = Callable[[str], None]
 # The answer cache: True = the default file, a path = that file, False or None = off.
 CacheChoice = bool | str | Path | None
-
-
-class SettingsError(ArgumentError):
-    """A setting that the strategy does not have, or a combination that cannot run."""
 
 
 class KgcheckWarning(UserWarning):
@@ -375,8 +373,13 @@ class FactSource:
 def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | None,
                 graph: str | None, where: str | None, facts: Iterable[FactLike] | None,
                 data: str | Path | None, as_dataset: str | None = None,
-                parallel: ParallelReadChoice = None) -> FactSource:
-    """Say where a run's facts come from (exactly one of the inputs is given)."""
+                parallel: ParallelReadChoice = None, base_iri: str | None = None
+                ) -> FactSource:
+    """Say where a run's facts come from (exactly one of the inputs is given).
+
+    ``base_iri`` resolves the relative IRIs of a Turtle, TriG or RDF/XML file (by default
+    the file's own URI).
+    """
     if triples is not None and is_input_uri(triples):
         # Read by the workers of a sharded run; this process looks at its first facts only.
         uri = str(triples)
@@ -391,18 +394,18 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
         stem = (canonical_dataset(as_source(data), as_dataset) if as_dataset
                 else own_kg_name(path, data))
         own = not as_dataset
-        reader = RdfReader(path, stem) if suffix in RDF_SUFFIXES else None
+        reader = RdfReader(path, stem, base_iri) if suffix in RDF_SUFFIXES else None
         chosen = _resolved_read(parallel, path)
         if chosen is not None:
             sharded = ShardedReader(path, stem, chosen.map, shard_bytes=chosen.shard_bytes,
                                     reader=reader)
             return FactSource(lambda: iter(sharded), stem, str(path.resolve()), own,
                            reader.named if reader else list, sharded)
-        # A sample of a file of one fact per line is drawn over its raw lines
-        # (kgcheck.data.rdf_lines: N-Triples, N-Quads; kgcheck.data.record_lines: JSON Lines,
-        # CSV, TSV).
+        # A sample is drawn over unbuilt records: an RDF file's parsed terms
+        # (kgcheck.data.rdf_sampler), the raw lines of JSON Lines, CSV and TSV
+        # (kgcheck.data.record_lines).
         if reader is not None:
-            return FactSource(line_source(reader), stem, str(path.resolve()), own, reader.named)
+            return FactSource(rdf_source(reader), stem, str(path.resolve()), own, reader.named)
         return FactSource(record_source(path, stem), stem, str(path.resolve()), own)
     if sparql is not None:
         endpoint = SparqlReader(sparql, graph=graph, where=where)
@@ -419,47 +422,6 @@ def fact_source(dataset: str | None, triples: str | Path | None, sparql: str | N
     return FactSource(lambda: rows, name, src.location, False)
 
 
-def check_run_arguments(*, dataset: str | None = None, triples: str | Path | None = None,
-                        sparql: str | None = None, facts: Iterable[FactLike] | None = None,
-                        graph: str | None = None, where: str | None = None,
-                        as_dataset: str | None = None, limit: int | None = None,
-                        consensus: Sequence[str] | None = None, judge: str = JUDGE_NONE,
-                        settings: Mapping[str, Any] | None = None, resume: bool = False,
-                        fresh: bool = False,
-                        concurrency: int | str | FixedLimit | AdaptiveLimit | None = None,
-                        max_concurrency: int = 64) -> None:
-    """Check a run's arguments on their own, before any input is read: the one place.
-
-    ``plan_run``, ``execute`` and the command line call it; a wrong combination raises a
-    ``SettingsError`` that names the arguments (``resume=True``; ``--resume`` on the command
-    line).
-    """
-    if sum(x is not None for x in (dataset, triples, sparql, facts)) != 1:
-        raise SettingsError("give exactly one of {sources}", sources=Arg(
-            "dataset", triples=NAME_ONLY, sparql=NAME_ONLY, facts=NAME_ONLY, join=", "))
-    if (graph is not None or where is not None) and sparql is None:
-        raise SettingsError("{graph} and {where} apply to a {sparql} endpoint only",
-                            graph=Arg("graph"), where=Arg("where"), sparql=Arg("sparql"))
-    if as_dataset is not None and triples is None:
-        raise SettingsError("{as_dataset} applies to a {triples} file only (a dataset already "
-                            "names a benchmark)", as_dataset=Arg("as_dataset"),
-                            triples=Arg("triples"))
-    if limit is not None and limit < 1:
-        raise SettingsError("{limit} must be at least 1", limit=Arg("limit", limit))
-    latency = (settings or {}).get("replay_latency")
-    if latency is not None and float(latency) < 0:
-        raise SettingsError("{latency} must be 0 or more",
-                            latency=Arg("set:replay_latency", latency))
-    if judge != JUDGE_NONE and not consensus:
-        raise SettingsError("{judge} needs {consensus} (the models whose ties it breaks)",
-                            judge=Arg("judge", judge), consensus=Arg("consensus"))
-    if resume and fresh:
-        raise SettingsError("{resume} and {fresh} contradict each other; pick one",
-                            resume=Arg("resume", True), fresh=Arg("fresh", True))
-    if concurrency is not None and not isinstance(concurrency, FixedLimit | AdaptiveLimit):
-        parse_concurrency(concurrency, max_concurrency)
-
-
 def recordable_arguments(**given: Any) -> dict[str, Any]:
     """Return a run's arguments as JSON values: local files as absolute paths, sequences as lists.
 
@@ -469,16 +431,6 @@ def recordable_arguments(**given: Any) -> dict[str, Any]:
     from kgcheck.runs.resume_from import json_argument
 
     return {name: json_argument(name, value) for name, value in given.items()}
-
-
-def merged_settings(settings: Mapping[str, Any] | None,
-                    strategy_settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Join ``settings={...}`` and settings given as keywords; a setting given twice is refused."""
-    both = sorted(set(settings or {}) & set(strategy_settings))
-    if both:
-        raise SettingsError("{twice} given both as a keyword and in {settings}",
-                            twice=Arg("set:" + both[0]), settings=Arg("settings"))
-    return {**(settings or {}), **strategy_settings}
 
 
 def setting_fields(strategy: str, *, consensus: bool = False) -> dict[str, Any]:
@@ -495,7 +447,11 @@ def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
     A value is read as the type of the setting's default: a bool from 1/true/yes/on, a
     number, or a list from comma-separated items.
     """
-    fields = setting_fields(strategy, consensus=consensus)
+    return read_setting_pairs(pairs, setting_fields(strategy, consensus=consensus))
+
+
+def read_setting_pairs(pairs: Sequence[str], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn ``KEY=VALUE`` texts into settings typed as the defaults of ``fields`` (by name)."""
     values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -525,58 +481,35 @@ def parse_setting_pairs(pairs: Sequence[str], strategy: str, *,
     return values
 
 
-def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
-             sparql: str | None = None, graph: str | None = None, where: str | None = None,
-             facts: Iterable[FactLike] | None = None, strategy: str = "dka",
-             model: str = DEFAULT_MODEL, consensus: Sequence[str] | None = None,
-             judge: str = JUDGE_NONE, data: str | Path | None = None,
-             limit: int | None = None, sample: int | None = None, seed: int | None = 0,
-             stratify: str | None = None, per_stratum: int | None = None,
-             ids: Sequence[str] | None = None, labels: str | Path | None = None,
-             out: str | Path | None = None,
-             settings: Mapping[str, Any] | None = None,
-             as_dataset: str | None = None,
-             pricing: str | Path | None = None,
-             parallel_read: ParallelReadChoice = None,
-             predicates: str | Sequence[str] | None = None,
-             exclude_predicates: str | Sequence[str] | None = None,
-             ci: bool = False, repeats: int = 1,
-             prefilter: str | None = None, rules: Mapping[str, Any] | None = None,
-             shards_uri: str | None = None,
-             **strategy_settings: Any) -> RunPlan:
+def plan_run(spec: RunSpec | None = None, /, *, parallel_read: ParallelReadChoice = None,
+             **options: Any) -> RunPlan:
     """Check a run's inputs and settings and load its facts; nothing is sent yet.
 
-    Exactly one of ``dataset`` (a name in the data folder), ``triples`` (a file of your
-    own, RDF included), ``sparql`` (an endpoint URL, with optional ``graph`` and ``where``)
-    or ``facts`` (in memory) gives the facts; ``limit``, ``sample``/``seed``, ``stratify``/
-    ``per_stratum`` and ``ids`` choose among them (see ``select_facts``) while reading, and
-    ``labels`` is a file of gold labels for them. A triples file is your own KG, whatever its
-    name; ``as_dataset`` names a benchmark dataset its facts belong to (so that its
-    evidence, prompt notes and replay recordings apply). ``consensus`` lists member models that
-    vote (with ``judge`` breaking ties); otherwise ``model`` answers alone. The strategy's
-    settings are keywords (``base_url=...``, ``max_attempts=5``) or a ``settings`` mapping.
-    ``pricing`` is a pricing file for the summary's cost (default:
-    ``kgcheck/providers/pricing.json``). ``parallel_read`` (an engine's, e.g.
+    The run is ``spec``, or a ``RunSpec`` made of ``options`` (its fields as keywords; any
+    other keyword is a setting of the strategy, as ``base_url=...`` or ``max_attempts=5``).
+    Exactly one of ``dataset``, ``triples``, ``sparql`` or ``facts`` gives the facts;
+    ``limit``, ``sample``/``seed``, ``stratify``/``per_stratum`` and ``ids`` choose among
+    them (see ``select_facts``) while reading. ``parallel_read`` (an engine's, e.g.
     ``open_engine("ray").parallel_read``, or a function returning it, called only for such a
     file) reads an N-Triples, N-Quads or JSON Lines file in parallel shards when every fact
-    of it is read (no ``limit``): the same facts in the same order as one pass.
-    ``predicates`` keeps only facts whose predicate matches one of these patterns and
-    ``exclude_predicates`` drops those matching one (IRIs, prefixed names such as
-    ``rdf:type``, plain names, globs; see ``kgcheck.data.predicates``), while the input is
-    read; a SPARQL endpoint chooses its triples with ``where`` instead. ``ci`` adds
-    bootstrap intervals of accuracy, F1(T), F1(F) and macro-F1 to the summary
-    (``intervals``). ``repeats`` checks each fact that many times (``kgcheck.runs.repeats``):
-    the majority is its verdict. ``shards_uri`` (an fsspec URL: ``s3://bucket/run``) is
-    where a sharded run's workers write their verdict shards instead of the run folder
-    (``kgcheck.data.shard_store``). ``triples`` may be a URL (``"s3://bucket/kg.nt"``) on
-    such a run: its workers read their byte ranges of it (``kgcheck.data.input_uri``).
+    of it is read (no ``limit``): the same facts in the same order as one pass. A triples
+    file may be a URL (``"s3://bucket/kg.nt"``) on such a run: its workers read their byte
+    ranges of it (``kgcheck.data.input_uri``).
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise SettingsError(f"repeats must be a whole number of at least 1, got {repeats!r}")
-    if repeats > 1 and consensus and len(consensus) > 1:
-        raise SettingsError("repeats apply to one model; a consensus run already asks "
-                            "several: drop --repeats or --consensus")
-    values = merged_settings(settings, strategy_settings)
+    if spec is None:
+        spec = RunSpec.of(options)
+    elif options:
+        raise TypeError(f"plan_run takes a spec or options, not both: {', '.join(options)}")
+    dataset, triples, sparql, facts = spec.dataset, spec.triples, spec.sparql, spec.facts
+    graph, where, data, labels = spec.graph, spec.where, spec.data, spec.labels
+    limit, sample, seed, ids = spec.limit, spec.sample, spec.seed, spec.ids
+    stratify, per_stratum, as_dataset = spec.stratify, spec.per_stratum, spec.as_dataset
+    strategy, model, consensus, judge = spec.strategy, spec.model, spec.consensus, spec.judge
+    predicates, exclude_predicates = spec.predicates, spec.exclude_predicates
+    prefilter, rules, shards_uri = spec.prefilter, spec.prefilter_rules(), spec.shards_uri
+    pricing, ci, repeats, out = spec.pricing, spec.ci, spec.repeats, spec.out
+    base_iri = spec.base_iri
+    values = spec.strategy_values()
     # What a resume given only the run folder plans again (kgcheck.runs.resume_from).
     arguments = None if facts is not None else recordable_arguments(
         dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
@@ -584,10 +517,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
         limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
         ids=ids, labels=labels, settings=values, as_dataset=as_dataset, pricing=pricing,
         predicates=predicates, exclude_predicates=exclude_predicates, ci=ci,
-        repeats=repeats, prefilter=prefilter, rules=rules, shards_uri=shards_uri)
-    check_run_arguments(dataset=dataset, triples=triples, sparql=sparql, facts=facts,
-                        graph=graph, where=where, as_dataset=as_dataset, limit=limit,
-                        consensus=consensus, judge=judge, settings=values)
+        repeats=repeats, prefilter=prefilter, rules=rules, shards_uri=shards_uri,
+        base_iri=base_iri)
     prices = load_pricing(pricing) if pricing else None
     chosen = get_strategy(strategy)
     members = [m.strip() for m in consensus if m.strip()] if consensus else [model]
@@ -598,8 +529,8 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
                                 "consensus members")
         # Its verdicts name the rules, not a model; no model is built or reached.
         members, fixed_judge = [NO_MODEL], []
-    for spec in members + fixed_judge if chosen.calls_model else ():
-        split_spec(spec)
+    for member in members + fixed_judge if chosen.calls_model else ():
+        split_spec(member)
 
     if prefilter and consensus:
         raise SettingsError("{prefilter} runs before one model; a consensus run has several",
@@ -633,7 +564,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     if at_url and not pipelined:
         _refuse_unsharded_uri(str(triples))
     origin = fact_source(dataset, triples, sparql, graph, where, facts, data, as_dataset,
-                         None if pipelined else read)
+                         None if pipelined else read, base_iri=base_iri)
     # Filtered while the input streams past: the facts left out are never kept.
     opener = origin.open
     if by_predicate is not None:
@@ -717,7 +648,7 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
     info = RunInfo(dataset=source_name, strategy=chosen.name, method=chosen.label,
                    models=members, judge=judge if consensus else None, source=source,
                    settings=recordable(ctx), input=fingerprint, prompts=prompt_digests(ctx),
-                   pricing=prices, arguments=arguments or {})
+                   pricing=prices, spec=spec.stored(), arguments=arguments or {})
     if rules_ctx is not None:
         info.settings["prefilter"] = {"name": prefilter, **{
             k: v for k, v in dataclasses.asdict(rules_ctx).items()
@@ -732,8 +663,6 @@ def plan_run(*, dataset: str | None = None, triples: str | Path | None = None,
 
 def _check_shards_uri(uri: str, pipelined: bool) -> None:
     """Refuse a shard store a run cannot use: not a sharded run, or an unknown protocol."""
-    from kgcheck.data.shard_store import is_uri, shown, storage_problem
-
     if not is_uri(uri):
         raise SettingsError(f"{{shards_uri}} takes a URL such as s3://bucket/run, not "
                             f"{literal(uri)}; a run folder's own shards need no option",
@@ -835,8 +764,9 @@ async def execute(plan: RunPlan, *, concurrency: int | str | Limit = 4,
     folder and its guarantees are the same. ``warn`` hears of what had to be ignored in the
     folder (unreadable verdict lines).
     """
-    check_run_arguments(facts=(), resume=resume, fresh=fresh, concurrency=concurrency,
-                        max_concurrency=max_concurrency)
+    if resume and fresh:
+        raise SettingsError("{resume} and {fresh} contradict each other; pick one",
+                            resume=Arg("resume", True), fresh=Arg("fresh", True))
     limit = (concurrency if isinstance(concurrency, FixedLimit | AdaptiveLimit)
              else parse_concurrency(concurrency, max_concurrency))
     path = cache_path(cache)

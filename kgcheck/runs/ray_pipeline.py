@@ -28,7 +28,6 @@ shards and the partial ones, and ``--resume`` checks only the facts without a ve
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from functools import cache
@@ -40,6 +39,7 @@ from rich.progress import (
 )
 
 from kgcheck.arguments import Arg, literal
+from kgcheck.data import safe_json
 from kgcheck.data.input_uri import is_input_uri
 from kgcheck.data.runfolder import SHARDS, SUMMARY, RunError, VerdictsView, exclusive, shard_name
 from kgcheck.data.shard_store import ShardStore
@@ -333,7 +333,7 @@ class _Driver:
             summary["aborted_because"] = self.aborted["reason"]
             summary["aborted"] = self.aborted["message"]
         summary = redact_value(summary)
-        write_run_file(self.out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+        write_run_file(self.out_dir / SUMMARY, safe_json.dumps(summary, indent=1) + "\n")
         return RunResult(self.out_dir, records, summary, summary.get("aborted"), outcomes, tally)
 
 

@@ -12,12 +12,12 @@ the mean flip rate and entropy and each score's mean and spread across the repea
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from kgcheck.data import safe_json
 from kgcheck.data.runfolder import RUN_INFO, SUMMARY, VERDICTS, RunError, exclusive
 from kgcheck.evals.stats.repeats import repeat_summary
 from kgcheck.runs.runner import (
@@ -101,12 +101,12 @@ async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOn
     with exclusive(out_dir):
         prepare_out_dir(out_dir, info, resume=resume, fresh=fresh)[0].close()
         info_path = out_dir / RUN_INFO
-        stored = json.loads(info_path.read_text(encoding="utf-8"))
+        stored = safe_json.parse(info_path.read_text(encoding="utf-8"))
         before = stored.get("repeats")
         if resume and before is not None and before != repeats:
             raise RunError(f"cannot resume {out_dir}: it ran {before} repeats, not {repeats}; "
                            f"start over with --fresh --out {out_dir}, or use another --out")
-        write_run_file(info_path, json.dumps({**stored, "repeats": repeats}, indent=1) + "\n")
+        write_run_file(info_path, safe_json.dumps({**stored, "repeats": repeats}, indent=1) + "\n")
     results = []
     for repeat in range(repeats):
         results.append(await run_one(repeat, repeat_folder(out_dir, repeat)))
@@ -114,7 +114,7 @@ async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOn
             break
     with exclusive(out_dir):
         records, section = combine_repeats(results)
-        write_run_file(out_dir / VERDICTS, "".join(json.dumps(r) + "\n" for r in records))
+        write_run_file(out_dir / VERDICTS, "".join(safe_json.dumps(r) + "\n" for r in records))
         summary = summarize(records, info, seconds=time.perf_counter() - started,
                             ran=sum(int(r.summary.get("ran_this_time") or 0) for r in results))
         summary["asked"] = asked
@@ -122,5 +122,5 @@ async def run_repeats(out_dir: Path, info: RunInfo, repeats: int, run_one: RunOn
         aborted = next((r.aborted for r in results if r.aborted), None)
         if aborted:
             summary["aborted"] = f"repeat {len(results)} of {repeats}: {aborted}"
-        write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+        write_run_file(out_dir / SUMMARY, safe_json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"))

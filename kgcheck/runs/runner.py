@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kgcheck.arguments import Arg, ArgumentError, literal
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.fact_stream import batched, fact_row, input_fingerprint
 from kgcheck.data.facts import Fact
@@ -56,6 +57,7 @@ from kgcheck.providers.secrets import redact_settings, redact_value
 from kgcheck.runs.concurrency import AdaptiveLimit, FixedLimit, Limit
 from kgcheck.runs.outcomes import RunOutcomes
 from kgcheck.runs.records import verdict_record
+from kgcheck.runs.spec import spec_changes
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -160,6 +162,8 @@ class RunInfo:
     input: dict[str, Any] = field(default_factory=dict)
     # Prompt-file settings by name -> SHA-256 of the file they name.
     prompts: dict[str, str] = field(default_factory=dict)
+    # The RunSpec that made the run (``RunSpec.stored``); empty when not known.
+    spec: dict[str, Any] = field(default_factory=dict)
     # The arguments the run was planned with (``plan_run``'s, JSON values), so that a resume
     # given only the folder runs the same input with the same settings; empty when its
     # facts were given in memory (nothing in the folder can bring them back).
@@ -174,6 +178,7 @@ class RunInfo:
         return redact_value({**self.identity(), "source": self.source, "run_id": self.run_id,
                              "input": self.input, "settings": public_settings(self.settings),
                              "prompts": self.prompts,
+                             **({"spec": self.spec} if self.spec else {}),
                              **({"arguments": self.arguments} if self.arguments else {})})
 
 
@@ -210,7 +215,7 @@ def resume_conflicts(stored: Mapping[str, Any], info: RunInfo) -> list[str]:
     for key in sorted((set(old_prompts) | set(info.prompts)) - changed):
         if old_prompts.get(key) != info.prompts.get(key):
             changes.append(f"the content of the {key} file {short_repr(new.get(key, ''))}")
-    return changes
+    return changes + spec_changes(stored.get("spec"), info.spec)
 
 
 def gold_mark(fact: Fact) -> str | None:
@@ -290,7 +295,7 @@ def prepare_out_dir(out_dir: Path, info: RunInfo, *, resume: bool,
         done = _check_resume(index, out_dir, info, resume=resume, facts=facts)
         # Rewrite without duplicates, unreadable lines or errored records (retried below).
         index.rewrite()
-        write_run_file(info_path, json.dumps(info.stored(), indent=1) + "\n")
+        write_run_file(info_path, safe_json.dumps(info.stored(), indent=1) + "\n")
     except OSError as exc:
         index.close()
         raise RunError(f"cannot write {literal(str(verdicts_path))}: "
@@ -318,7 +323,7 @@ def _check_resume(index: VerdictIndex, out_dir: Path, info: RunInfo, *, resume: 
     if not info_path.exists():
         return None  # verdicts without run.json: kept as they are, as the facts come
     try:
-        stored = json.loads(info_path.read_text(encoding="utf-8"))
+        stored = safe_json.parse(info_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         stored = {}
     stored = stored if isinstance(stored, dict) else {}
@@ -654,7 +659,7 @@ async def _run_indexed(
         summary["aborted_because"] = loop.stopped.reason
         summary["aborted"] = loop.stopped.message
     summary = redact_value(summary)
-    write_run_file(out_dir / SUMMARY, json.dumps(summary, indent=1) + "\n")
+    write_run_file(out_dir / SUMMARY, safe_json.dumps(summary, indent=1) + "\n")
     return RunResult(out_dir, records, summary, summary.get("aborted"), outcomes, tally)
 
 
@@ -792,7 +797,7 @@ class SummaryTally:
         self.usage: dict[str, list[int]] = {}
         self.counts = dict.fromkeys(
             ("with_reason", "with_correction", "invalid", "errors", "skipped", "na",
-             "T", "F", "NA", "NEI"), 0)
+             "T", "F", "NA", "NEI", "cached"), 0)
         self.tokens_in = self.tokens_out = 0
         self.counted_in = self.counted_out = False
         self.model_seconds = 0.0
@@ -824,6 +829,7 @@ class SummaryTally:
         counts = self.counts
         counts["with_reason"] += bool(record.get("rationale"))
         counts["with_correction"] += bool(record.get("correction"))
+        counts["cached"] += bool(record.get("cached"))
         if label in counts:
             counts[label] += 1
         defect = verdicts.is_defect(record)
@@ -912,6 +918,8 @@ class SummaryTally:
             "errors": counts["errors"],
             "skipped": counts["skipped"],
             "na": counts["na"],
+            # Verdicts whose every model call the answer cache served (no model ran).
+            "cached_verdicts": counts["cached"],
             "mean_model_seconds": self.model_seconds / self.timed if self.timed else None,
             "tokens_in": self.tokens_in if self.counted_in else None,
             "tokens_out": self.tokens_out if self.counted_out else None,

@@ -31,6 +31,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from kgcheck import event_loop
+from kgcheck.data import safe_json
 from kgcheck.data.facts import Fact
 from kgcheck.data.runfolder import scan_verdicts, shard_name
 from kgcheck.data.shard_store import ShardStore
@@ -104,7 +105,7 @@ def shard_result(store: ShardStore, index: int) -> dict[str, Any] | None:
     """Read a finished shard's marker (None: not finished, or a torn or foreign file)."""
     text = store.read_text(shard_name(index, ".done"))
     try:
-        found = json.loads(text) if text is not None else None
+        found = safe_json.parse(text) if text is not None else None
     except json.JSONDecodeError:
         return None
     return found if isinstance(found, dict) and found.get("shard") == index else None
@@ -168,7 +169,7 @@ async def _check_held(job: ShardJob, store: ShardStore, path: Path, source: Shar
         result["cache"] = {"hits": cache.hits, "misses": cache.misses}
     if checks.stopped:
         return {**result, "stopped": checks.stopped}
-    store.finish(index, path, json.dumps(result) + "\n")
+    store.finish(index, path, safe_json.dumps(result) + "\n")
     return result
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck.arguments import Arg, literal
+from kgcheck.data import safe_json
 from kgcheck.data.runfolder import (
     LOCK,
     RESUME_INDEX,
@@ -61,7 +62,7 @@ def local_store(out_dir: Path) -> ShardStore:
 def stored_plan(out_dir: Path) -> dict[str, Any] | None:
     """Read a folder's shard plan (None: none, or a torn or foreign file)."""
     try:
-        found = json.loads((out_dir / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
+        found = safe_json.parse((out_dir / SHARDS / SHARD_PLAN).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return found if isinstance(found, dict) and found.get("version") == PLAN_VERSION else None
@@ -110,9 +111,9 @@ def prepare_sharded(out_dir: Path, info: RunInfo, plan: Mapping[str, Any], store
     if held:
         _check_resume(out_dir, info, plan)
     store.remove(STOP)
-    write_run_file(info_path, json.dumps(info.stored(), indent=1) + "\n")
+    write_run_file(info_path, safe_json.dumps(info.stored(), indent=1) + "\n")
     (out_dir / SHARDS).mkdir(exist_ok=True)
-    write_run_file(out_dir / SHARDS / SHARD_PLAN, json.dumps(plan) + "\n")
+    write_run_file(out_dir / SHARDS / SHARD_PLAN, safe_json.dumps(plan) + "\n")
     pending, done = [], []
     for index in range(len(plan["shards"])):
         marker = shard_name(index, ".done")

@@ -17,13 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from kgcheck import event_loop
+from kgcheck.data import safe_json
 from kgcheck.data.atomic import write_text_atomic
 from kgcheck.data.runfolder import SUMMARY, RunError, read_verdicts
 from kgcheck.evals.leaderboard import leaderboard_row, ranked, write_leaderboard
 from kgcheck.runs.grid import CELLS_DIR, Cell, SweepConfig, SweepConfigError, load_sweep
-from kgcheck.runs.plan import CacheChoice, RunPlan, SettingsError, execute, plan_run
+from kgcheck.runs.launch import run_spec
+from kgcheck.runs.plan import CacheChoice, RunPlan, SettingsError, plan_run
+from kgcheck.runs.spec import RunSpec
 
-__all__ = ["OnCell", "SWEEP_INFO", "SweepResult", "asweep", "leaderboard", "plan_sweep", "sweep"]
+__all__ = ["OnCell", "SWEEP_INFO", "SweepResult", "asweep", "cell_spec", "leaderboard",
+           "plan_sweep", "sweep"]
 
 SWEEP_INFO = "sweep.json"
 OnCell = Callable[[Cell, dict[str, Any]], None]
@@ -48,6 +52,18 @@ def _describe(cell: Cell) -> dict[str, Any]:
             "prompt": cell.prompt, "input": cell.source, "settings": dict(cell.settings)}
 
 
+def cell_spec(sweep: SweepConfig, cell: Cell, out_dir: Path,
+              cache: CacheChoice = True) -> RunSpec:
+    """Return a cell's run, into its folder under ``OUT/cells/``.
+
+    Always resumable: a finished cell is read back, a stopped one continues.
+    """
+    return RunSpec(dataset=cell.dataset, triples=cell.triples, strategy=cell.strategy,
+                   model=cell.model, data=sweep.data, limit=sweep.limit,
+                   out=out_dir / CELLS_DIR / cell.name, settings=cell.run_settings(),
+                   concurrency=sweep.concurrency, resume=True, cache=cache)
+
+
 def plan_sweep(config: str | Path | SweepConfig, out: str | Path | None = None
                ) -> tuple[SweepConfig, Path, list[tuple[Cell, RunPlan]]]:
     """Check every cell of a sweep; nothing runs. Errors name the file and the cell."""
@@ -60,9 +76,7 @@ def plan_sweep(config: str | Path | SweepConfig, out: str | Path | None = None
             raise SweepConfigError(f"{sweep.path}: the grid holds cell {cell.name} twice")
         seen.add(cell.name)
         try:
-            plan = plan_run(dataset=cell.dataset, triples=cell.triples, strategy=cell.strategy,
-                            model=cell.model, data=sweep.data, limit=sweep.limit,
-                            out=out_dir / CELLS_DIR / cell.name, settings=cell.run_settings())
+            plan = plan_run(cell_spec(sweep, cell, out_dir))
         except (SettingsError, RunError, LookupError, ValueError, OSError) as exc:
             raise SweepConfigError(f"{sweep.path}: cell {cell.name}: {exc}") from None
         plans.append((cell, plan))
@@ -86,9 +100,7 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
         row = _describe(cell)
         async with gate:
             try:
-                # Always resumable: a finished cell is read back, a stopped one continues.
-                result = await execute(plan, concurrency=sweep.concurrency, resume=True,
-                                       cache=cache)
+                result = await run_spec(cell_spec(sweep, cell, out_dir, cache), plan=plan)
                 row = leaderboard_row(row, result.summary, result.records)
                 verdicts[row["cell"]] = list(result.records)
                 if result.aborted:
@@ -109,7 +121,7 @@ async def asweep(config: str | Path | SweepConfig, out: str | Path | None = None
 def _stored_summary(out_dir: Path) -> dict[str, Any]:
     path = out_dir / SUMMARY
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        return safe_json.parse(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (OSError, ValueError):
         return {}
 
@@ -126,7 +138,7 @@ def leaderboard(out_dir: str | Path, *, plots: bool = True) -> SweepResult:
     info_path = out_dir / SWEEP_INFO
     if not info_path.is_file():
         raise SweepConfigError(f"{out_dir} is not a sweep folder (no {SWEEP_INFO})")
-    info = json.loads(info_path.read_text(encoding="utf-8"))
+    info = safe_json.parse(info_path.read_text(encoding="utf-8"))
     rows, verdicts = [], {}
     for cell in info["cells"]:
         folder = out_dir / CELLS_DIR / cell["cell"]

@@ -14,6 +14,7 @@ gets 400 with one line naming it (``kgcheck.web.guard``), never a failure deep i
 from __future__ import annotations
 
 import html
+import shlex
 from collections.abc import Callable
 from importlib import resources
 from typing import Annotated, Any
@@ -125,8 +126,10 @@ def create_app(explorer: Explorer, token: str, hosts: set[str], *,
             found = explorer.fact(run, id)
             found["studio"] = STUDIO_PAGE + studio
             found["review_url"] = review if review and review.startswith("http") else None
-            found["review_command"] = (f"kgcheck review {explorer.run(run).folder} "
-                                       f"--only {found['record'].get('label')}")
+            # Quoted as a shell reads it: a folder with a space or a $ pastes as printed.
+            found["review_command"] = shlex.join(
+                ["kgcheck", "review", str(explorer.run(run).folder),
+                 "--only", str(found["record"].get("label"))])
             return found
         return answer(build)
 

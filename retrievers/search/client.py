@@ -7,7 +7,6 @@ local corpus: a fact's documents are the pages listed for its fetchable question
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import OrderedDict
@@ -15,9 +14,9 @@ from typing import Any
 
 import httpx
 
+from kgcheck.data import safe_json
 from kgcheck.data.httpbody import ACCEPT_ENCODING, BodyDecodeError, read_capped
-from kgcheck.retrievers.corpus import Document
-from kgcheck.retrievers.store import parse_corpus_link
+from kgcheck.retrievers.corpus import Document, parse_corpus_link
 
 API_KEY_ENV = "KGCHECK_SEARCH_API_KEY"
 # The page text and title, plus the stored document id that this project's API adds.
@@ -70,7 +69,7 @@ class SearchClient:
             raise SearchAPIError(f"{self.base_url}{path}: the answer is larger than "
                                  f"{self.max_bytes:,} bytes (decoded)", response.status_code)
         try:
-            body = json.loads(read.body())
+            body = safe_json.parse(read.body())
         except ValueError:
             body = {"error": read.body()[:200].decode("utf-8", "replace")}
         if response.status_code != 200:

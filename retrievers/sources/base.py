@@ -9,12 +9,12 @@ that ``searxng`` listed).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kgcheck.data import safe_json
 from kgcheck.registry import Registry, UnknownNameError
 from kgcheck.retrievers.sources.net import Net, NetPolicy, Response
 from kgcheck.retrievers.sources.text import decode
@@ -82,7 +82,7 @@ def json_answer(response: Response, where: str, not_json: str = "") -> Any:
         raise SourceError(f"{where} answered more than {len(response.body):,} bytes "
                           "(decoded), the max_bytes cap")
     try:
-        return json.loads(decode(response.body, response.charset))
+        return safe_json.parse(decode(response.body, response.charset))
     except ValueError:
         raise SourceError(f"{where} answered something that is not JSON{not_json}") from None
 

@@ -11,6 +11,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 import kgcheck
 from kgcheck.providers.cache import AnswerCache, CacheWarning, answer_key, use_cache
+from tests.conftest import ROOT
 from tests.support.stubs import Behaviour, OpenAIStub
 
 FACTS = [{"id": str(n), "subject": f"Person_{n}", "predicate": "bornIn", "object": "Paris"}
@@ -43,6 +44,26 @@ def test_keys_change_with_everything_that_shapes_an_answer() -> None:
         answer_key("ollama:gemma2:9b", messages, {"temperature": 0.75, "top_k": 40}, draw=1),
     ]
     assert base not in others and len(set(others)) == len(others)
+
+
+def test_a_key_of_an_older_request_format_is_never_served(monkeypatch) -> None:
+    from kgcheck.providers import cache
+
+    messages = [HumanMessage("Paris is in France.")]
+    now = answer_key("local:smollm2-135m", messages, {"constraint": "verdict"})
+    monkeypatch.setattr(cache, "KEY_VERSION", cache.KEY_VERSION - 1)
+    assert answer_key("local:smollm2-135m", messages, {"constraint": "verdict"}) != now
+
+
+def test_a_local_models_key_says_whether_llama_cpp_reused_a_prefix() -> None:
+    messages = [HumanMessage("Paris is in France.")]
+    keys = {reuse: answer_key("local:smollm2-135m", messages,
+                              {"temperature": 0.0, "local_prefix_reuse": reuse})
+            for reuse in (True, False)}
+    assert keys[True] != keys[False]
+    # The setting shapes no other provider's answer: their keys stay as they were.
+    assert answer_key("ollama:gemma2:9b", messages, {"temperature": 0.0}) == answer_key(
+        "ollama:gemma2:9b", messages, {"temperature": 0.0, "local_prefix_reuse": False})
 
 
 def test_a_second_identical_run_makes_no_model_calls(server: OpenAIStub,
@@ -129,13 +150,63 @@ def test_the_cli_reports_hits_and_honours_no_cache(server: OpenAIStub, tmp_path:
     assert first.exit_code == 0, first.output
     second = cli.invoke(app, [*args, "--out", str(tmp_path / "b")])
     assert second.exit_code == 0, second.output
-    assert "answer cache: 5 hits, 0 calls made" in second.output
+    assert ("answer cache: 5 of 5 verdicts came from the cache, not from a model call now"
+            in second.output)
+    assert "5 answers reused, 0 calls made" in second.output
     assert len(server.calls()) == len(FACTS)
     third = cli.invoke(app, [*args, "--out", str(tmp_path / "c"), "--no-cache"])
     assert third.exit_code == 0, third.output
     assert len(server.calls()) == 2 * len(FACTS)
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["cache"]["hits"] == len(FACTS)
+
+
+def test_cached_verdicts_say_so_and_keep_the_original_calls_time(
+        no_openai_env: None, tmp_path: Path) -> None:
+    with OpenAIStub(Behaviour(answer="T", delay=0.05)) as stub:
+        first = kgcheck.run(facts=FACTS, strategy="dka", model="openai-compatible:stub-model",
+                            out=tmp_path / "a", settings={"base_url": stub.url})
+        second = kgcheck.run(facts=FACTS, strategy="dka", model="openai-compatible:stub-model",
+                             out=tmp_path / "b", settings={"base_url": stub.url})
+    live = {v["fact_id"]: v for v in first.records}
+    served = {v["fact_id"]: v for v in second.records}
+    assert not any(v["cached"] for v in live.values())
+    assert first.summary["cached_verdicts"] == 0
+    assert all(v["cached"] for v in served.values())
+    assert second.summary["cached_verdicts"] == len(FACTS)
+    # The time is the original call's (the stub waited 0.05 s), not a lookup's 0.0.
+    times = {k: v["seconds"] for k, v in live.items()}
+    assert min(times.values()) >= 0.05
+    assert {k: v["seconds"] for k, v in served.items()} == times
+    # The FactCheck export of the cached answers carries that time too.
+    out = kgcheck.export(tmp_path / "b", "factcheck", tmp_path / "fc.json")
+    assert out.path is not None
+    rows = {r["id"]: r for r in json.loads(out.path.read_text(encoding="utf-8"))}
+    assert {k: r["response_time"] for k, r in rows.items()} == times
+
+
+def test_an_entry_stored_without_a_time_is_still_served(server: OpenAIStub,
+                                                        tmp_path: Path) -> None:
+    path = tmp_path / "answers.sqlite"
+    run(server, tmp_path / "a", cache=path)
+    store = AnswerCache(path)
+    assert store._db is not None
+    store._db.execute("UPDATE answers SET seconds = NULL")
+    store.close()
+    second = kgcheck.run(facts=FACTS, strategy="dka", model="openai-compatible:stub-model",
+                         out=tmp_path / "b", cache=path, settings={"base_url": server.url})
+    assert len(server.calls()) == len(FACTS)
+    assert [(v["label"], v["cached"], v["seconds"]) for v in second.records] == [
+        ("T", True, 0.0)] * len(FACTS)
+
+
+def test_the_demos_live_step_asks_the_model_every_time() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    demo = makefile[makefile.index("\ndemo:"):].split("\n\n")[0]
+    live = [line for line in demo.splitlines() if "kgcheck run" in line and "local:" in line]
+    # Its closing words say the verdicts came from the llama.cpp server: never the cache.
+    assert live and all("--no-cache" in line.split() for line in live), live
+    assert "llama.cpp server" in demo
 
 
 def test_use_cache_none_turns_caching_off() -> None:

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from kgcheck.data.runfolder import SHARD_PLAN, SHARDS, has_verdicts, verdict_files
-from kgcheck.data.shard_store import PULLED, ShardStore, StoreError, is_uri, storage_problem
+from kgcheck.data.shard_store import PULLED, ShardStore, StoreError
+from kgcheck.data.storage_uri import is_uri, storage_problem
 from tests.conftest import ROOT
 
 pytest.importorskip("s3fs", reason="pip install 'kgcheck[s3]' (make install)")

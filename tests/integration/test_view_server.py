@@ -460,3 +460,25 @@ def test_a_wrong_index_row_says_which_index_to_delete(runs) -> None:
         assert explorer.record(0, fact_id(1))["fact_id"] == fact_id(1)
     finally:
         explorer.close()
+
+
+def test_the_review_command_of_a_fact_runs_as_printed(tmp_path: Path) -> None:
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from kgcheck.cli import app
+
+    folder = make_view_run(tmp_path / "my runs $HOME" / "a", 6)
+    explorer = Explorer([folder])
+    try:
+        app_ = create_app(explorer, TOKEN, {"testserver"})
+        with TestClient(app_, headers={TOKEN_HEADER: TOKEN}) as c:
+            found = c.get("/api/fact", params={"id": fact_id(0)}).json()
+    finally:
+        explorer.close()
+    words = shlex.split(found["review_command"])
+    assert words[:3] == ["kgcheck", "review", str(folder)]
+    # The CLI's parser takes it as printed (--help stops it before a server starts).
+    result = CliRunner().invoke(app, [*words[1:], "--help"])
+    assert result.exit_code == 0, result.output

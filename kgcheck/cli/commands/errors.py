@@ -5,16 +5,15 @@ Argument parsing and presentation only: the analysis is done by ``kgcheck.api.an
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from kgcheck.cli.app import Command, app, console, user_errors
 
 
-@app.command("errors", cls=Command)
-@user_errors
 def errors(
     run_dirs: Annotated[list[Path], typer.Argument(
         metavar="RUN...", help="Folders written by `kgcheck run`, with gold labels or a "
@@ -44,6 +43,7 @@ def errors(
     max_tokens: Annotated[int, typer.Option(help="Most tokens per model reply.")] = 160,
     temperature: Annotated[float | None, typer.Option(
         help="Sampling temperature of the model (default: the model settings').")] = None,
+    base_url: str | None = None, settings: list[str] | None = None,
 ) -> None:
     """Explain each wrong verdict with a model, cluster the explanations, write the tables."""
     from kgcheck.api import analyse_errors
@@ -53,10 +53,10 @@ def errors(
     done = analyse_errors(run_dirs, out, model=model, embedder=embedder, seed=seed,
                           cap=max_errors, taxonomy=taxonomy, taxonomy_prompt=taxonomy_prompt,
                           name_with_model=name_with_model, min_cluster_size=min_cluster_size,
-                          concurrency=concurrency, settings={
-                              "max_tokens": max_tokens,
-                              **({"temperature": temperature} if temperature is not None
-                                 else {})})
+                          concurrency=concurrency, base_url=base_url,
+                          settings=[*(settings or []), f"max_tokens={max_tokens}",
+                                    *([f"temperature={temperature}"] if temperature is not None
+                                      else [])])
     s = done.summary
     for run in s["runs"]:
         console.print(f"{run['run']}: {run['wrong']} wrong of {run['scored']} labelled "
@@ -73,3 +73,20 @@ def errors(
                       highlight=False)
     console.print(f"wrote {out / 'errors.jsonl'}, {out / 'tables.md'}, {out / 'umap.png'}",
                   highlight=False)
+
+
+def _register() -> None:
+    """Register ``errors`` with the model options every command that asks a model shares."""
+    from kgcheck.cli.options import command_of, option_parameters
+    from kgcheck.options import ModelOptions
+
+    # Its own --model (default: each run's own); the rest of the model group as run's.
+    names = ["base_url", "settings"]
+    own = [p for p in inspect.signature(errors, eval_str=True).parameters.values()
+           if p.name not in names]
+    shared = option_parameters(ModelOptions, names)
+    made: Any = command_of(errors, [*own, *shared], errors.__doc__ or "")
+    app.command("errors", cls=Command)(user_errors(made))
+
+
+_register()

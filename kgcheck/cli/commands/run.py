@@ -6,17 +6,15 @@ are ``kgcheck.api``'s.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from kgcheck.cli.app import app, console, err_console, say_error, say_warning, user_errors
 from kgcheck.cli.flags import spell
-
-if TYPE_CHECKING:
-    from kgcheck.api import EngineOnDemand
 
 Opt = typer.Option
 # The API's default model (kgcheck.api.DEFAULT_MODEL; a test holds them equal): the
@@ -110,8 +108,9 @@ def print_summary(summary: dict[str, Any]) -> None:
                       f" model calls saved; {screened['sent_to_model']} sent to the model")
     cached = summary.get("cache")
     if cached and (cached.get("hits") or cached.get("misses")):
-        console.print(f"answer cache: {cached['hits']} hits, {cached['misses']} calls made "
-                      f"({cached['path']})")
+        console.print(f"answer cache: {_cached_verdicts(summary)}; {cached['hits']} answers "
+                      f"reused, {cached['misses']} calls made ({cached['path']})",
+                      highlight=False)
     level = summary.get("concurrency")
     if level:
         console.print(f"concurrency auto: ended at {level['final']}, peak {level['peak']}, "
@@ -119,6 +118,16 @@ def print_summary(summary: dict[str, Any]) -> None:
     _print_predicates(summary.get("by_predicate") or [], others)
     if consensus:
         _print_consensus(summary, members)
+
+
+def _cached_verdicts(summary: dict[str, Any]) -> str:
+    """Say how many verdicts the answer cache served (no model ran for them) of how many."""
+    served = int(summary.get("cached_verdicts") or 0)
+    total = int(summary.get("n") or 0)
+    if not served:
+        return f"no verdict of {total} came from the cache"
+    return (f"{served} of {total} verdicts came from the cache, not from a model call now "
+            "(their times are the original calls')")
 
 
 def _print_explained(summary: dict[str, Any]) -> None:
@@ -241,108 +250,34 @@ def print_estimate(found: Any, out_dir: Path) -> None:
         console.print(f"note: {note}", highlight=False)
 
 
-@app.command("run")
-@user_errors
-def run(
-    ctx: typer.Context,
-    dataset: Annotated[str | None, Opt(help="Dataset name (see `kgcheck datasets`).")] = None,
-    triples: Annotated[str | None, Opt(help="Your own facts: .csv, .tsv or .jsonl with "
-                                       "subject, predicate, object[, id, label], or RDF: "
-                                       ".nt .nq .ttl .trig .rdf (also .gz). With --engine "
-                                       "ray over every fact: also a URL (s3://bucket/kg.nt) "
-                                       "the workers read.")] = None,
-    sparql: Annotated[str | None, Opt(help="Read the facts from this SPARQL 1.1 endpoint "
-                                      "URL.")] = None,
-    graph: Annotated[str | None, Opt(help="With --sparql: only this named graph (IRI).")] = None,
-    where: Annotated[str | None, Opt(help="With --sparql: a pattern binding ?s ?p ?o, e.g. "
-                                     "'?s a <http://ex.org/Person> . ?s ?p ?o'.")] = None,
-    predicates: Annotated[str | None, Opt(help="Check only facts with these predicates, "
-                                          "comma-separated: IRIs, prefixed names (dbo:*), "
-                                          "plain names or globs.")] = None,
-    exclude_predicates: Annotated[str | None, Opt(help="Leave out facts with these "
-                                                  "predicates, e.g. 'rdf:type,owl:*'.")] = None,
-    labels: Annotated[Path | None, Opt(help="Gold labels: .csv/.jsonl with id or subject, "
-                                       "predicate, object, and label.")] = None,
-    sample: Annotated[int | None, Opt(help="Check a uniform random sample of N facts (one "
-                                      "pass over the input).")] = None,
-    seed: Annotated[int, Opt(help="Seed of --sample / --stratify: the same seed, the same "
-                             "sample.")] = 0,
-    stratify: Annotated[str | None, Opt(help="Sample per stratum: predicate, subject, "
-                                        "dataset or label.")] = None,
-    per_stratum: Annotated[int | None, Opt(help="With --stratify: K facts of each stratum "
-                                           "(default: proportional to --sample).")] = None,
-    ids: Annotated[str | None, Opt(help="Only these fact ids: ID,ID,... or @FILE.")] = None,
-    as_dataset: Annotated[str | None, Opt(help="Check the --triples file as facts of this "
-                                          "benchmark dataset (its evidence, prompt notes, "
-                                          "replay); default: your own KG.")] = None,
-    strategy: Annotated[str, Opt("--strategy", "--method", help="Strategy: dka, giv-z, giv-f, "
-                                 "rag, dka-sc, ... (`kgcheck graph list`); --method is the "
-                                 "study's word for it.")] = "dka",
-    model: Annotated[str, Opt(help="provider:model, e.g. ollama:gemma2:9b.")] = DEFAULT_MODEL,
-    data: Annotated[str | None, Opt(help="FactCheck data in the upstream layout.")] = None,
-    limit: Annotated[int | None, Opt(help="Check only the first N facts.")] = None,
-    concurrency: Annotated[str, Opt(help="Facts checked at once: a number, or auto (adapt "
-                                    "to the server, up to --max-concurrency).")] = "4",
-    max_concurrency: Annotated[int, Opt(help="With --concurrency auto: the most facts at "
-                                        "once.")] = 64,
-    cache: Annotated[Path | None, Opt(help="Answer cache file (default: "
-                                      "$KGCHECK_CACHE_DIR/answers.sqlite, else "
-                                      "~/.cache/kgcheck/answers.sqlite).")] = None,
-    no_cache: Annotated[bool, Opt("--no-cache", help="Ask the model every time; neither "
-                                  "read nor write the answer cache.")] = False,
-    engine: Annotated[str, Opt(help="Where the graphs run: local (this process) or ray (a "
-                               "Ray cluster; pip install 'kgcheck\\[ray]').")] = "local",
-    ray_address: Annotated[str | None, Opt(help="With --engine ray: a running cluster "
-                                           "(host:6379 or ray://host:10001); default: "
-                                           "start a local one.")] = None,
-    ray_workers: Annotated[int | None, Opt(help="With --engine ray: workers, each checking "
-                                           "--concurrency facts at once over a whole file "
-                                           "(default: the cluster's CPUs, at most 8).")] = None,
-    ray_shard_mb: Annotated[float | None, Opt(help="With --engine ray: an N-Triples, N-Quads "
-                                              "or JSON Lines file is read, and checked "
-                                              "whole, in shards of this many MB (default "
-                                              "32).")] = None,
-    shards_uri: Annotated[str | None, Opt(help="With --engine ray over a whole file: the "
-                                          "workers write their verdict shards here (an "
-                                          "fsspec URL such as s3://bucket/run; credentials "
-                                          "from each node's environment) instead of "
-                                          "OUT/shards/.")] = None,
-    out: Annotated[Path | None, Opt(help="Run folder (default "
-                                    "runs/<data>-<strategy>-<model>)")] = (
-        None
-    ),
-    resume: Annotated[bool, Opt(help="Continue the run in --out.")] = False,
-    fresh: Annotated[bool, Opt(help="Discard what --out holds and start over.")] = False,
-    prompt: Annotated[str | None, Opt(help="Prompt file (name in prompts/ or a path).")] = None,
-    base_url: Annotated[str | None, Opt(help="Server URL for ollama/openai-compatible.")] = None,
-    replay_latency: Annotated[float, Opt(help="Replay: sleep this x the recorded time.")] = 0.0,
-    consensus: Annotated[str | None, Opt(help="Member models, comma-separated: multi-model "
-                                         "consensus over --strategy.")] = None,
-    judge: Annotated[str, Opt(help="Tie-break: model spec, cons-up, cons-down, none")] = "none",
-    settings: Annotated[list[str] | None, Opt(
-        "--set", metavar="KEY=VALUE", help="A setting of the strategy (repeatable), e.g. "
-        "--set max_attempts=5; `kgcheck settings STRATEGY` lists them.")] = None,
-    trace: Annotated[bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).")] = False,
-    progress: Annotated[bool, Opt(help="Show a progress bar.")] = True,
-    pricing: Annotated[Path | None, Opt(help="Pricing file (US dollars per 1,000 tokens, "
-                                        "kgcheck/providers/pricing.json's format) for the "
-                                        "cost.")] = None,
-    dry_run: Annotated[bool, Opt(help="Print how many facts and calls the run will make and "
-                                 "the estimated tokens and cost, then exit.")] = False,
-    ci: Annotated[bool, Opt("--ci", help="Add 95% bootstrap intervals of accuracy, F1(T), "
-                            "F1(F) and macro-F1 to summary.json.")] = False,
-    repeats: Annotated[int, Opt(help="Check each fact N times (temperature above 0; no "
-                                "cached answer is reused across repeats): the majority is "
-                                "the verdict; flip rates and score spread go to "
-                                "summary.json.")] = 1,
-    prefilter: Annotated[str | None, Opt(help="schema: facts the KG's rules (--ontology, "
-                                         "--shapes) refute are F without a model call.")
-                         ] = None,
-    ontology: Annotated[str | None, Opt(help="RDFS/OWL ontology for --strategy schema or "
-                                        "--prefilter schema.")] = None,
-    shapes: Annotated[str | None, Opt(help="SHACL shapes (pySHACL) for --strategy schema or "
-                                      "--prefilter schema.")] = None,
-) -> None:
+# The command's own flags besides the RunSpec fields: how this process runs, not the run.
+COMMAND_FLAGS: dict[str, tuple[Any, Any]] = {
+    "no_cache": (bool, Opt("--no-cache", help="Ask the model every time; neither read nor "
+                           "write the answer cache.", rich_help_panel="Engine options")),
+    "trace": (bool, Opt(help="Send OpenLIT traces (OTEL_EXPORTER_OTLP_ENDPOINT).",
+                        rich_help_panel="Output options")),
+    "dry_run": (bool, Opt(help="Print how many facts and calls the run will make and the "
+                          "estimated tokens and cost, then exit.",
+                          rich_help_panel="Output options")),
+}
+
+
+def _parameters() -> list[inspect.Parameter]:
+    """Return the command's options: every RunSpec field it is offered, then its own flags."""
+    from kgcheck.cli.options import option_parameters
+    from kgcheck.options import RunSpec
+
+    # The context says which options were given (a resume from the folder takes the rest).
+    context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=typer.Context)
+    own = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False,
+                             annotation=Annotated[kind, flag])
+           for name, (kind, flag) in COMMAND_FLAGS.items()]
+    return [context, *option_parameters(RunSpec), *own]
+
+
+def run(ctx: typer.Context, *, no_cache: bool = False, trace: bool = False,
+        dry_run: bool = False, **options: Any) -> None:
     """Check facts with a strategy; verdicts go to OUT/verdicts.jsonl, scores to summary.json."""
     from kgcheck import api
 
@@ -353,95 +288,109 @@ def run(
     api.setup_tracing(force=trace)
     # The command reports failed evidence sources itself, once, after the run.
     logging.getLogger("kgcheck.evidence").addHandler(logging.NullHandler())
+    # An option left at None takes the field's default (the cache's is the default file).
+    given = {name: value for name, value in options.items() if value is not None}
+    if no_cache:
+        given["cache"] = False
+    if (given.get("resume") or given.get("fresh")) and given.get("out") is not None:
+        given = _from_folder(given, _explicit(ctx))
+    elif given.get("settings"):
+        # --set KEY=VALUE, read by the type of the strategy's (or consensus's) settings.
+        given["settings"] = api.parse_setting_pairs(
+            given["settings"], given.get("strategy", "dka"),
+            consensus=bool(given.get("consensus")))
+    spec = api.RunSpec(**given)
+    if dry_run:
+        plan, found = api.dry_run_spec(spec, warn=_warn)
+        print_estimate(found, plan.out_dir)
+        return
+    _run(spec)
 
-    explicit = _explicit(ctx)
-    members = consensus.split(",") if consensus else None
-    # A resume given only --out takes the rest from the folder: its settings are read
-    # against the folder's strategy, unless another one is given.
+
+# The options a run folder's run.json records (``arguments``): a resume or a fresh start
+# given only --out takes those it is not given from there (kgcheck.runs.resume_from).
+FOLDER_OPTIONS = ("dataset", "triples", "sparql", "graph", "where", "strategy", "model",
+                  "consensus", "judge", "data", "limit", "sample", "seed", "stratify",
+                  "per_stratum", "ids", "labels", "settings", "as_dataset", "pricing",
+                  "predicates", "exclude_predicates", "ci", "repeats", "prefilter", "rules",
+                  "shards_uri", "base_iri")
+# Options that are settings of the strategy (or its rules) with a flag of their own.
+SETTING_OPTIONS = ("prompt", "base_url", "replay_latency")
+RULE_OPTIONS = ("ontology", "shapes")
+
+
+def _from_folder(given: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+    """Return the options of a resume (or fresh start) in --out.
+
+    They are the folder's run's, with the ones given in their place.
+    """
+    from kgcheck import api
+    from kgcheck.options import RunSpec
+
+    resume, fresh, out = given.get("resume"), given.get("fresh"), given["out"]
     restarted = fresh and not resume and explicit & {"dataset", "triples", "sparql"}
-    stored = (api.stored_arguments(out) if (resume or fresh) and out is not None
-              and not restarted else None)
+    stored = None if restarted else api.stored_arguments(out)
+    strategy = given.get("strategy", "dka")
+    members = given.get("consensus")
+    members = members.split(",") if isinstance(members, str) else members
     if stored:
+        # The settings are read against the folder's strategy, unless another is given.
         strategy = strategy if "strategy" in explicit else stored.get("strategy", strategy)
         members = members if "consensus" in explicit else stored.get("consensus")
-    values: dict[str, Any] = api.parse_setting_pairs(settings or [], strategy,
-                                                     consensus=bool(members))
-    for key, value in (("prompt", prompt), ("base_url", base_url),
-                       ("replay_latency", replay_latency)):
-        if value:
-            values[key] = value
-    # The rules are the schema strategy's settings, or the pre-filter's.
-    rules = {k: v for k, v in (("ontology", ontology), ("shapes", shapes)) if v}
-    if strategy == "schema" and not prefilter:
+    values = api.parse_setting_pairs(given.get("settings") or [], strategy,
+                                     consensus=bool(members))
+    values.update({k: given[k] for k in SETTING_OPTIONS if given.get(k)})
+    rules = {k: given[k] for k in RULE_OPTIONS if given.get(k)}
+    if strategy == "schema" and not given.get("prefilter"):
         values.update(rules)
         rules = {}
-    plan_args: dict[str, Any] = dict(
-        dataset=dataset, triples=triples, sparql=sparql, graph=graph, where=where,
-        strategy=strategy, model=model, consensus=members, judge=judge, data=data,
-        limit=limit, sample=sample, seed=seed, stratify=stratify, per_stratum=per_stratum,
-        ids=api.parse_ids(ids) if ids is not None else None, labels=labels, out=out,
-        settings=values, as_dataset=as_dataset, pricing=pricing, predicates=predicates,
-        exclude_predicates=exclude_predicates, ci=ci, repeats=repeats, prefilter=prefilter,
-        rules=rules or None, shards_uri=shards_uri)
-    if (resume or fresh) and out is not None:
-        given = {name for name in explicit if name in plan_args}
-        if rules and explicit & {"ontology", "shapes"}:
-            given.add("rules")
-        # --resume and --fresh together are refused below, in the API's words.
-        take = api.fresh_arguments if fresh and not resume else api.resume_arguments
-        plan_args = take(out, plan_args, explicit=given)
-    # The arguments alone first, so that a wrong combination fails before the input is read.
-    api.check_run_arguments(
-        **{k: plan_args[k] for k in ("dataset", "triples", "sparql", "graph", "where",
-                                     "as_dataset", "limit", "consensus", "judge",
-                                     "settings")},
-        resume=resume, fresh=fresh, concurrency=concurrency, max_concurrency=max_concurrency)
-    answers = False if no_cache else (cache or True)
-    runner = api.EngineOnDemand(engine, cache=answers,
-                                options=_engine_options(engine, ray_address, ray_workers,
-                                                        ray_shard_mb))
-    try:
-        _plan_and_run(runner, dry_run=dry_run, resume=resume, fresh=fresh,
-                      concurrency=concurrency, max_concurrency=max_concurrency,
-                      progress=progress, cache=answers, plan_args=plan_args)
-    finally:
-        runner.close()
+    defaults = {name: RunSpec.model_fields[name].default for name in FOLDER_OPTIONS}
+    arguments = {**defaults, **{k: given[k] for k in FOLDER_OPTIONS if k in given},
+                 "strategy": strategy, "consensus": members, "settings": values,
+                 "rules": rules or None,
+                 "ids": api.parse_ids(given["ids"]) if given.get("ids") else None}
+    chosen = {name for name in explicit if name in arguments}
+    if rules and explicit & set(RULE_OPTIONS):
+        chosen.add("rules")
+    # --resume and --fresh together are refused by the spec, in the API's words.
+    take = api.fresh_arguments if fresh and not resume else api.resume_arguments
+    merged = take(out, arguments, explicit=chosen)
+    rest = {k: v for k, v in given.items()
+            if k not in FOLDER_OPTIONS and k not in SETTING_OPTIONS + RULE_OPTIONS}
+    return {**rest, **{k: v for k, v in merged.items() if k in FOLDER_OPTIONS}}
 
 
-def _plan_and_run(runner: EngineOnDemand, *, dry_run: bool, resume: bool, fresh: bool,
-                  concurrency: str, max_concurrency: int, progress: bool,
-                  cache: bool | Path, plan_args: dict[str, Any]) -> None:
-    """Plan the run (reading the input, in shards where the engine can), then run it."""
+def _run(spec: Any) -> None:
+    """Run a spec, saying where answers are cached; report its outcome."""
     from kgcheck import api
 
-    # A dry run starts no engine: it reads the input in this process.
-    plan = api.plan_run(**plan_args, parallel_read=None if dry_run else runner.parallel_read)
-    for warning in plan.notes:
-        say_warning(warning)
-    out_dir = plan.out_dir
-    if cache is not False and not dry_run:
-        # Said once: answers are kept across runs, which a user may not expect.
-        where = api.cache_path(cache)
-        err_console.print(f"answer cache: {where} (--no-cache asks the model every time)",
-                          soft_wrap=True, markup=False, highlight=False)
-    if dry_run:
-        print_estimate(api.dry_run_of(plan, resume=resume), out_dir)
-        return
-    if resume and not api.has_verdicts(out_dir):
-        err_console.print(f"note: nothing to resume in {out_dir}; starting a new run",
-                          markup=False, highlight=False)
-    job = api.execute(plan, concurrency=concurrency, max_concurrency=max_concurrency,
-                      resume=resume, fresh=fresh, show_progress=progress,
-                      cache=cache, engine=runner.get(), warn=_warn)
+    planned: list[Any] = []
+
+    def announce(plan: Any) -> None:
+        planned.append(plan)
+        if spec.cache is not False:
+            # Said once: answers are kept across runs, which a user may not expect.
+            err_console.print(f"answer cache: {api.cache_path(spec.cache)} (--no-cache asks "
+                              "the model every time)", soft_wrap=True, markup=False,
+                              highlight=False)
+        if spec.resume and not api.has_verdicts(plan.out_dir):
+            err_console.print(f"note: nothing to resume in {plan.out_dir}; starting a new run",
+                              markup=False, highlight=False)
+
     try:
-        result = api.run_coroutine(job)
+        result = api.run_coroutine(api.run_spec(spec, warn=_warn, on_plan=announce))
     except KeyboardInterrupt:
+        if not planned:
+            raise typer.Exit(130) from None
+        out_dir = planned[0].out_dir
         kept = len(api.read_verdicts(out_dir))
         err_console.print(f"interrupted: {kept} verdicts are kept in "
                           f"{api.verdicts_location(out_dir)}; "
                           f"continue with {_resume_flags(out_dir)}", markup=False,
                           highlight=False)
         raise typer.Exit(130) from None
+    plan = planned[0]
+    out_dir = plan.out_dir
     print_summary(result.summary)
     # One line each, never wrapped: paths stay whole for copying.
     console.print(f"verdicts: {api.verdicts_location(out_dir)}", soft_wrap=True, markup=False,
@@ -498,25 +447,6 @@ def _warn(message: str) -> None:
     say_warning(message)
 
 
-def _engine_options(engine: str, address: str | None, workers: int | None,
-                    shard_mb: float | None = None) -> dict[str, Any]:
-    """Check the engine flags; the Ray ones mean nothing to another engine."""
-    if engine != "ray" and (address or workers or shard_mb is not None):
-        raise ValueError("--ray-address, --ray-workers and --ray-shard-mb need --engine ray")
-    if workers is not None and workers < 1:
-        raise ValueError(f"--ray-workers must be at least 1, got {workers}")
-    options: dict[str, Any] = {}
-    if shard_mb is not None:
-        if not shard_mb > 0:
-            raise ValueError(f"--ray-shard-mb must be more than 0, got {shard_mb}")
-        options["shard_bytes"] = max(1, round(shard_mb * 1024 * 1024))
-    if address:
-        options["address"] = address
-    if workers:
-        options["workers"] = workers
-    return options
-
-
 def _report_source_failures(outcomes: Any) -> None:
     """Say once per evidence source that it failed, for how many facts, and why."""
     for source, reasons in outcomes.sources.items():
@@ -551,3 +481,13 @@ def _report_errors(outcomes: Any, out_dir: Path, *, retry: bool = True,
     then = f"{_resume_flags(out_dir)} retries them" if retry else advice
     say_warning(f"{outcomes.failed} of {outcomes.facts} facts failed ({count} with: "
                 f"{commonest}); {then}")
+
+
+def _register() -> None:
+    """Register ``run`` with the options made from the RunSpec fields."""
+    from kgcheck.cli.options import command_of
+
+    app.command("run")(user_errors(command_of(run, _parameters(), run.__doc__ or "")))
+
+
+_register()
