@@ -152,7 +152,8 @@ def test_filters_and_pages_of_the_fact_table(browser, viewing) -> None:
     _click(browser, 'input[name="f-low"]')
     _after(browser, lambda: _click(browser, "#apply"), "facts")
     expected = [fact_id(i) for i in range(N) if label_of(i) in "TF"
-                and label_of(i) != gold_of(i) and confidence_of(i) < 0.6]
+                and label_of(i) != gold_of(i)
+                and max(confidence_of(i), 1 - confidence_of(i)) < 0.6]
     assert _rows(browser) == expected
     assert _js(browser, "return [...document.querySelectorAll('#facts tbody tr')]"
                         ".every(r => r.classList.contains('wrong'))")
