@@ -13,11 +13,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["PLAIN_TEXT", "plain_text", "plain_text_settings"]
 
-PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False,
+PLAIN_TEXT: dict[Any, Any] = {"text.parse_math": False, "text.usetex": False,
               "axes.formatter.use_mathtext": False}
 
 P = ParamSpec("P")

@@ -423,11 +423,11 @@ class ReviewSession:
         ``kgcheck estimate`` applies): a queue of chosen verdicts only (``--only``) gives an
         ``error`` instead of figures; decisions in the run's order, ``warnings``.
         """
-        decided = [i for i in self.items if i.review]
-        rows = [drawn_labels.LabelRow(i.fact_id, i.review["label"] == "T", "the review page",
-                                      stratum=(self.strata or {}).get(i.fact_id, ""),
-                                      design=self.designs.get(i.fact_id) or self.design)
-                for i in decided if i.review["label"] in ("T", "F")]
+        decided = {i.fact_id: i.review["label"] for i in self.items if i.review}
+        rows = [drawn_labels.LabelRow(fid, label == "T", "the review page",
+                                      stratum=(self.strata or {}).get(fid, ""),
+                                      design=self.designs.get(fid) or self.design)
+                for fid, label in decided.items() if label in ("T", "F")]
         warnings: list[str] = []
         try:
             if needs_support_check(rows):

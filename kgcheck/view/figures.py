@@ -18,6 +18,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kgcheck.evals.figure_text import plain_text_settings
@@ -51,6 +52,18 @@ def _results(explorer: Explorer, number: int) -> MethodResults:
                           labels=final, on_ties_only=False)
     return MethodResults(dataset, method, gold, [m for m in members.values() if m.labels],
                          consensus=[consensus], voting=True, source=run.name)
+
+
+def _f1_ranked(records: Any, dataset: str, share: Any) -> Any:
+    return _plots().f1_ranked_figure(records, dataset, share)
+
+
+def _time_f1(records: Any, dataset: str) -> Any:
+    return _plots().time_f1_figure(records, dataset)
+
+
+def _upset(results: Any) -> Any:
+    return _plots().upset_figure(results)
 
 
 @dataclass(frozen=True)
@@ -96,25 +109,27 @@ class Figures:
             if f1_ranked_rows(records, dataset):
                 plans[f"f1:{dataset}"] = Planned(
                     f"{dataset}: F1 per class, ranked",
-                    lambda r=records, d=dataset, s=share: _plots().f1_ranked_figure(r, d, s))
+                    partial(_f1_ranked, records, dataset, share))
             if time_f1_points(records, dataset)[2]:
                 plans[f"time:{dataset}"] = Planned(
                     f"{dataset}: time against F1 (Pareto frontier)",
-                    lambda r=records, d=dataset: _plots().time_f1_figure(r, d))
+                    partial(_time_f1, records, dataset))
             for method in dict.fromkeys(r.method for r in mine):
                 same = [r for r in mine if r.method == method]
                 if upset_drawable(same):
                     plans[f"upset:{dataset}:{method}"] = Planned(
                         f"{dataset} {method}: correct predictions (UpSet)",
-                        lambda r=same: _plots().upset_figure(r))
+                        partial(_upset, same))
         for run in self.explorer.runs:
             # Asked for one pair here, for all when drawn: the pairs are not kept in memory.
             if self.explorer.confidence_pairs(run.number, limit=1):
                 plans[f"calibration:{run.number}"] = Planned(
                     f"{run.name}: calibration of its confidences",
-                    lambda n=run.number, name=run.name: _calibration(
-                        self.explorer.confidence_pairs(n), name))
+                    partial(self._calibration_of, run.number, run.name))
         return plans
+
+    def _calibration_of(self, number: int, name: str) -> Any:
+        return _calibration(self.explorer.confidence_pairs(number), name)
 
     def available(self) -> list[dict[str, Any]]:
         """List the figures that can be drawn for these runs: id and title."""
