@@ -33,8 +33,11 @@ class Cap:
     default: int
     unit: str
 
-    def value(self) -> int:
-        """Return the cap: the environment variable's whole number if set, else the default."""
+    def value(self, error: type[Exception] = ValueError) -> int:
+        """Return the cap: the environment variable's whole number if set, else the default.
+
+        A value that is no whole number of at least 1 raises ``error`` naming the variable.
+        """
         raw = os.environ.get(self.env, "").strip()
         if not raw:
             return self.default
@@ -43,8 +46,8 @@ class Cap:
         except ValueError:
             value = 0
         if value < 1:
-            raise ValueError(f"${self.env}={raw!r}: expected a whole number of {self.unit}, "
-                             "at least 1")
+            raise error(f"${self.env}={raw!r}: expected a whole number of {self.unit}, "
+                        "at least 1")
         return value
 
     def hint(self) -> str:

@@ -41,6 +41,7 @@ from kgcheck.data.httpbody import (
     aread_capped,
     read_capped,
 )
+from kgcheck.data.input_limits import Cap
 from kgcheck.data.rdf import NAME_PREDICATES, TERMS, Names, is_name_triple, rdf_fact
 from kgcheck.data.sources import TriplesError
 from kgcheck.failures import TRANSIENT_STATUS, Failure, classify
@@ -72,17 +73,7 @@ def redact_endpoint(url: str) -> str:
 
 
 def _max_bytes_default() -> int:
-    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw.replace("_", ""))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SparqlError(f"${MAX_BYTES_ENV}={raw!r}: expected a whole number of bytes, "
-                          "at least 1")
-    return value
+    return Cap(MAX_BYTES_ENV, DEFAULT_MAX_BYTES, "bytes").value(SparqlError)
 
 
 def _trust_env_default() -> bool:

@@ -18,7 +18,6 @@ else the gold label (``kgcheck.data.truths``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import threading
@@ -28,6 +27,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from kgcheck.data.input_limits import Cap
 from kgcheck.data.runfolder import (
     VERDICTS,
     LabelsError,
@@ -76,17 +76,7 @@ class ExplorerError(ValueError):
 
 def max_record_bytes() -> int:
     """Return the most bytes one verdict record may take: ``$KGCHECK_VIEW_MAX_RECORD_BYTES``."""
-    raw = os.environ.get(MAX_RECORD_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_RECORD_BYTES
-    try:
-        value = int(raw.replace("_", ""))
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ExplorerError(f"${MAX_RECORD_ENV}={raw!r}: expected a whole number of bytes, "
-                            "at least 1")
-    return value
+    return Cap(MAX_RECORD_ENV, DEFAULT_MAX_RECORD_BYTES, "bytes").value(ExplorerError)
 
 
 def _page_slice(page: int, size: int) -> tuple[int, int]:
