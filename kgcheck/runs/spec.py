@@ -238,7 +238,10 @@ class RunSpec(ModelOptions):
     shards_uri: str | None = option(
         None, "With --engine ray over a whole file: the workers write their verdict shards "
         "here (an fsspec URL such as s3://bucket/run; credentials from each node's "
-        "environment) instead of OUT/shards/.", group="engine")
+        "environment) instead of OUT/shards/.", group="engine",
+        # A resume that names none writes where the run's shard plan says; one that names
+        # another store is refused by the sharded folder (shards/plan.json's store).
+        resume="free")
     # --- where it goes
     out: str | Path | None = option(None, "Run folder (default runs/<data>-<strategy>-<model>)",
                                     group="output", resume="free", cli_type="path")
