@@ -82,10 +82,29 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
     loop, so the transport's failure handling must read the same on both.
     """
     if item.get_closest_marker("both_loops") is None:
-        return {"asyncio": asyncio.new_event_loop}
+        return {"asyncio": ClosingLoop}
     import uvloop
 
-    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return {"asyncio": ClosingLoop, "uvloop": uvloop.new_event_loop}
+
+
+class ClosingLoop(asyncio.SelectorEventLoop):
+    """asyncio's loop that releases what kgcheck opened on it before it closes.
+
+    A test is an async caller with a loop of its own: as for any such caller, the model
+    calls' HTTP sessions stay open until the loop ends, and would be reported as unclosed
+    when the worker exits. kgcheck's own loops do this in ``kgcheck.event_loop``.
+    """
+
+    def close(self) -> None:
+        from kgcheck import event_loop
+
+        if not self.is_closed() and not self.is_running():
+            try:
+                self.run_until_complete(event_loop._close_resources())
+            except Exception:  # a closer failing must not fail the test's teardown
+                pass
+        super().close()
 
 
 @pytest.fixture(autouse=True)
