@@ -27,7 +27,6 @@ from kgcheck.data.datasets import load_facts
 from kgcheck.data.runfolder import read_verdicts
 from kgcheck.graphs.registry import get_strategy
 from kgcheck.providers import ModelSettings, llama_server, local, reach_model
-from kgcheck.providers.llama_server import LlamaServer
 from kgcheck.providers.local import LocalModelError, check_gguf, model_path, server_key
 from tests.conftest import ROOT
 
@@ -38,16 +37,6 @@ MODEL = "local:smollm2-135m"
 FAST = {"temperature": 0.0, "max_tokens": 24}
 CORPUS = ROOT / "vendored" / "sample-corpus"
 CLI_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-@pytest.fixture(scope="session")
-def local_server() -> LlamaServer:
-    """Start the session's llama.cpp server for SmolLM2-135M (default settings)."""
-    settings = ModelSettings()
-    reach_model(MODEL, settings)
-    server = llama_server.running(server_key("smollm2-135m", settings))
-    assert server is not None and server.alive()
-    return server
 
 
 @pytest.fixture(scope="module")

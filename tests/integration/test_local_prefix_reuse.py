@@ -11,9 +11,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 import kgcheck
 from kgcheck.data.datasets import load_facts
-from kgcheck.providers import ModelSettings, llama_server, local, reach_model
-from kgcheck.providers.llama_server import LlamaServer
-from kgcheck.providers.local import server_key
+from kgcheck.providers import ModelSettings, local
 
 pytest.importorskip("xllamacpp")
 
@@ -23,15 +21,6 @@ INSTRUCTIONS = "You check facts from a knowledge graph. Reply T or F. " * 8
 # Facts whose subjects start differently: each one's prompt parts from the one before at the
 # same token, the end of what every fact shares (WARM is asked first, not compared).
 WARM, FACTS = "10019", ("10053", "10065", "10143")
-
-
-@pytest.fixture(scope="module")
-def local_server() -> LlamaServer:
-    settings = ModelSettings()
-    reach_model(MODEL, settings)
-    server = llama_server.running(server_key("smollm2-135m", settings))
-    assert server is not None and server.alive()
-    return server
 
 
 async def cached_tokens(settings: ModelSettings) -> list[int]:
