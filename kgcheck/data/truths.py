@@ -36,19 +36,9 @@ class Truths:
     labels: dict[str, str] = field(default_factory=dict)
     sources: dict[str, Source] = field(default_factory=dict)
 
-    def __contains__(self, fact_id: object) -> bool:
-        return fact_id in self.labels
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
     def get(self, fact_id: str) -> str | None:
         """Return a fact's truth, or None when nothing says what the fact is."""
         return self.labels.get(fact_id)
-
-    def reviewed(self) -> dict[str, str]:
-        """Return the truths that come from a person's review."""
-        return {fid: t for fid, t in self.labels.items() if self.sources[fid] == "review"}
 
     def describe(self) -> str:
         """Say where the truths come from, for a report's heading."""
